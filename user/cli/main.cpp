@@ -1,0 +1,47 @@
+// pspxdp: precise software pacing with eBPF and AF_XDP.
+#include "cli/command.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace pspxdp::cli;
+
+static const Command *const kCommands[] = {
+    &kAttach, &kDetach, &kClass, &kFilter, &kStatus, &kAnalyze, &kSimulate, &kDaemon,
+};
+
+static void usage(FILE *out) {
+    std::fprintf(out, "Usage: pspxdp COMMAND [OPTIONS]\n\n"
+                      "Paces egress traffic per class, to the byte, by filling every idle moment\n"
+                      "of the wire with an IEEE 802.3x PAUSE frame of exactly the right length.\n\n"
+                      "Commands:\n");
+    for (const Command *c : kCommands)
+        if (c->summary[0] != '(') std::fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    std::fprintf(out, "\nRun 'pspxdp COMMAND --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (const Command *c : kCommands) {
+        if (std::strcmp(argv[1], c->name)) continue;
+        auto args = parse_args(*c, argc - 2, argv + 2);
+        if (!args) {
+            std::fprintf(stderr, "pspxdp %s: %s\n", c->name, args.error().c_str());
+            return 2;
+        }
+        if (args->has("help")) {
+            print_command_help(*c, stdout);
+            return 0;
+        }
+        return c->run(*args);
+    }
+    std::fprintf(stderr, "pspxdp: unknown command \"%s\" (see pspxdp --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,64 @@
+// Judging a frame trace the way the paper does (DESIGN.md §5).
+//
+// Burstiness of a flow: frames enter an imaginary bottleneck that serves
+// exactly the flow's mean rate A, with an unlimited FIFO; the queue content
+// just after each arrival is the burstiness, its maximum the max burstiness.
+// Timestamps come either from the byte clock (frame i departs at the sum of
+// wire sizes of every frame before it, divided by the line rate: what a real
+// wire at that rate would show) or from real capture times.
+#pragma once
+
+#include "core/framing.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pspxdp {
+
+// Flow ids are the caller's; these two are reserved.
+inline constexpr uint32_t kFlowGap = 0xffffffffu;   // a PAUSE gap frame
+inline constexpr uint32_t kFlowOther = 0xfffffffeu; // on the wire, in no selected flow
+
+struct TraceFrame {
+    uint32_t flow = kFlowOther;
+    uint32_t len = 0;      // frame length without FCS, as captured / as sent by AF_XDP
+    uint64_t time_ns = 0;  // real time; ignored in byte-clock mode
+};
+
+enum class ClockMode { ByteClock, RealTime };
+
+struct AnalyzerConfig {
+    uint64_t line_rate_bps = 1'000'000'000;
+    Framing framing{};
+    ClockMode mode = ClockMode::ByteClock;
+    uint32_t rate_window_packets = 1; // n of "rate per n packets"
+};
+
+struct FlowReport {
+    uint32_t flow = 0;
+    uint64_t frames = 0;
+    uint64_t l2_bytes = 0;        // sum of framing.l2_bytes(len)
+    double duration_s = 0;        // first to last departure
+    double mean_rate_bps = 0;     // l2 bytes of all but the last frame / duration
+    double rate_n_min_bps = 0;    // rate per n packets over every window of n intervals
+    double rate_n_max_bps = 0;
+    double rate_n_mean_bps = 0;
+    double max_burst_bytes = 0;   // max queue at a server of rate mean_rate_bps
+    double max_burst_mtu = 0;     // max_burst_bytes / framing.mtu_unit_bytes()
+};
+
+struct TraceReport {
+    std::vector<FlowReport> flows; // every flow seen except kFlowGap, sorted by flow id
+    uint64_t frames = 0;
+    uint64_t wire_bytes = 0;       // sum of framing.wire_bytes(len), all frames
+    uint64_t gap_frames = 0;
+    uint64_t gap_wire_bytes = 0;
+    double gap_share = 0;          // gap_wire_bytes / wire_bytes
+    double duration_s = 0;
+};
+
+TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConfig &config);
+
+} // namespace pspxdp

@@ -1,0 +1,190 @@
+// The pacing engine: PSPacer's scheduler (paper §3.4, DESIGN.md §3-§4) over a
+// byte clock, in O(log n) per decision.
+//
+// The engine does not hold frames. The caller owns the per-class queues and
+// tells the engine the length of each class's head-of-line frame; the engine
+// answers, one decision at a time, what goes on the wire next: a class's head
+// frame, a PAUSE gap frame of a given length, "wait until" (the schedule is a
+// window ahead of the wire) or "idle" (nothing is backlogged).
+//
+// Protocol:
+//   set_head(c, len)  class c's queue has a head frame of len bytes: after it
+//                     became non-empty, and after every Frame decision for c
+//                     that left frames behind.
+//   set_empty(c)      class c's queue is empty (after a Frame decision that
+//                     took its last frame). The class stops banking credit.
+//   next(now_ns)      the next decision. After a Frame decision the engine has
+//                     already accounted the frame; the caller pops it and must
+//                     call set_head or set_empty for that class before the
+//                     next call to next().
+//
+// Scheduling. G is the byte clock: wire byte times of everything emitted.
+// A paced class k of rate r_k has a clock C_k: the byte-clock time at which
+// it may start its next frame. Sending a frame of L2 size s advances C_k by
+// s * M / r_k exactly (the remainder is carried, so the long-run rate has no
+// truncation bias). Each decision:
+//   (a) among paced classes with C_k <= G (eligible), the one whose frame
+//       would finish first in its own fluid schedule, F_k = C_k + s*M/r_k.
+//       This is WF2Q+'s rule: a frame then starts no later than
+//       F_k + one max frame - its own wire time, which bounds every class's
+//       burstiness by 2 MTU whenever the paced load fits on the wire;
+//   (b) else a backlogged normal class, round robin: the free filler;
+//   (c) else a gap frame that reaches min C_k. A gap longer than the largest
+//       gap frame is split so that no piece is shorter than the smallest; a
+//       gap shorter than the smallest gap frame (84 byte times on Ethernet)
+//       is sent as the smallest and overshoots by less than 84. The class is
+//       then late by that much and catches up on its own because its clock
+//       advances by its period, not from G: no banked burst, no rate loss.
+//
+// Real time. The wire position is anchor_G + (now - anchor_ns) * M / 8. The
+// engine never runs more than window_bytes ahead of it (Wait). When the wire
+// position is past G the wire has idled (nothing was backlogged, or the
+// caller stalled): the anchor moves to (now, G). Idle time is thereby cut out
+// of the byte clock instead of being paid back as a burst; it is counted.
+#pragma once
+
+#include "core/framing.hpp"
+#include "core/result.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace pspxdp {
+
+struct EngineConfig {
+    uint64_t line_rate_bps = 1'000'000'000; // M
+    Framing framing{};
+    // How far (byte times) the schedule may run ahead of the wire's real-time
+    // position. On a NIC: about the TX ring's depth. On a veth: the only pace.
+    uint64_t window_bytes = 64 * 1024;
+};
+
+enum class Action : uint8_t {
+    Frame, // send class `cls`'s head frame (len bytes)
+    Gap,   // send a PAUSE gap frame of len bytes
+    Wait,  // nothing may be emitted before wake_ns
+    Idle,  // nothing is backlogged
+};
+
+struct Decision {
+    Action action = Action::Idle;
+    uint32_t cls = 0;
+    uint32_t len = 0;
+    uint64_t wake_ns = 0;
+};
+
+struct EngineCounters {
+    uint64_t frames = 0;            // class frames emitted
+    uint64_t frame_wire_bytes = 0;
+    uint64_t gap_frames = 0;
+    uint64_t gap_wire_bytes = 0;
+    uint64_t gap_overshoot_bytes = 0; // byte times a minimum gap went past its target
+    uint64_t idle_resyncs = 0;        // wire idled with nothing backlogged
+    uint64_t idle_bytes = 0;
+    uint64_t underrun_resyncs = 0;    // wire idled although something was backlogged
+    uint64_t underrun_bytes = 0;
+    uint64_t lag_clamped_bytes = 0;   // lateness dropped from overloaded classes
+};
+
+struct ClassCounters {
+    uint64_t frames = 0;
+    uint64_t l2_bytes = 0;
+};
+
+class Engine {
+  public:
+    explicit Engine(const EngineConfig &config);
+
+    // rate_bps 0 makes a normal (gap-filling, unpaced) class. Refused when the
+    // paced rates would sum above the line rate. Returns the class handle:
+    // small, dense, reused after remove_class.
+    Result<uint32_t> add_class(uint64_t rate_bps);
+    // Takes effect from the class's next frame; its queue is untouched.
+    Result<void> set_rate(uint32_t cls, uint64_t rate_bps);
+    // Refused while the class is backlogged: nothing queued is lost silently.
+    Result<void> remove_class(uint32_t cls);
+    Result<void> set_line_rate(uint64_t line_rate_bps);
+
+    void set_head(uint32_t cls, uint32_t len);
+    void set_empty(uint32_t cls);
+
+    Decision next(uint64_t now_ns);
+
+    uint64_t byte_clock() const { return g_; }
+    uint64_t wire_position(uint64_t now_ns) const;
+    bool backlogged() const;
+    bool has_class(uint32_t cls) const;
+    uint64_t class_rate(uint32_t cls) const;
+    uint64_t paced_rate_sum() const { return paced_sum_bps_; }
+    const EngineConfig &config() const { return cfg_; }
+    const EngineCounters &counters() const { return counters_; }
+    const ClassCounters &class_counters(uint32_t cls) const;
+
+  private:
+    // A 4-ary min-heap of class handles keyed by a byte-clock time, with each
+    // class's position kept so a key can change in O(log n).
+    class Heap {
+      public:
+        bool empty() const { return keys_.empty(); }
+        size_t size() const { return keys_.size(); }
+        uint32_t top() const { return ids_[0]; }
+        uint64_t top_key() const { return keys_[0]; }
+        void push(uint32_t id, uint64_t key, std::vector<uint32_t> &pos);
+        void pop(std::vector<uint32_t> &pos);
+        void erase(uint32_t id, std::vector<uint32_t> &pos);
+
+      private:
+        void sift_up(size_t i, std::vector<uint32_t> &pos);
+        void sift_down(size_t i, std::vector<uint32_t> &pos);
+        void place(size_t i, uint32_t id, uint64_t key, std::vector<uint32_t> &pos);
+        std::vector<uint64_t> keys_;
+        std::vector<uint32_t> ids_;
+    };
+
+    enum class State : uint8_t { Free, Idle, Backlogged, Sent };
+    enum class Where : uint8_t { None, Pending, Eligible, Normal };
+
+    struct Class {
+        uint64_t rate_bps = 0;   // 0: normal
+        uint64_t clock = 0;      // C_k, byte times
+        uint64_t frac = 0;       // remainder of C_k, in 1/rate_bps of a byte time
+        uint64_t finish = 0;     // F_k of the head frame
+        uint64_t lag_limit = 0;  // lateness beyond which the class is overloaded
+        uint32_t head_len = 0;
+        uint32_t next_normal = 0;
+        State state = State::Free;
+        Where where = Where::None;
+    };
+
+    void compute_finish(Class &c);
+    void admit(uint32_t cls);
+    Decision emit_frame(uint32_t cls);
+    Decision emit_gap();
+    void normal_push(uint32_t cls);
+    uint32_t normal_pop();
+    uint64_t lag_limit_for(uint64_t rate_bps) const;
+
+    EngineConfig cfg_;
+    uint64_t g_ = 0;
+    bool anchored_ = false;
+    uint64_t anchor_ns_ = 0;
+    uint64_t anchor_g_ = 0;
+    bool idle_ = true;
+    uint64_t paced_sum_bps_ = 0;
+    uint32_t awaiting_head_ = 0; // classes in State::Sent
+    std::vector<Class> classes_;
+    std::vector<ClassCounters> class_counters_;
+    std::vector<uint32_t> free_;
+    std::vector<uint32_t> pos_pending_;
+    std::vector<uint32_t> pos_eligible_;
+    Heap pending_;  // paced, backlogged, C_k > G; keyed by C_k
+    Heap eligible_; // paced, backlogged, C_k <= G; keyed by F_k
+    uint32_t normal_head_ = kNone;
+    uint32_t normal_tail_ = kNone;
+    uint32_t normal_count_ = 0;
+    EngineCounters counters_;
+
+    static constexpr uint32_t kNone = 0xffffffffu;
+};
+
+} // namespace pspxdp

@@ -151,7 +151,8 @@ class Engine {
         uint64_t finish = 0;     // F_k of the head frame
         uint64_t lag_limit = 0;  // lateness beyond which the class is overloaded
         uint32_t head_len = 0;
-        uint32_t next_normal = 0;
+        uint32_t next_normal = 0; // round-robin list of backlogged normal classes
+        uint32_t prev_normal = 0;
         State state = State::Free;
         Where where = Where::None;
     };
@@ -160,8 +161,9 @@ class Engine {
     void admit(uint32_t cls);
     Decision emit_frame(uint32_t cls);
     Decision emit_gap();
+    void unlink(uint32_t cls);
     void normal_push(uint32_t cls);
-    uint32_t normal_pop();
+    void normal_unlink(uint32_t cls);
     uint64_t lag_limit_for(uint64_t rate_bps) const;
 
     EngineConfig cfg_;

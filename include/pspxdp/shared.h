@@ -10,8 +10,9 @@
  *   class_config  CLI  -> daemon   what the user asked for (rate, kind)
  *   class_slot    daemon -> TC     which pacer queue a class is served on
  *   rules_*       CLI  -> TC       filters
- *   pacer_state   daemon -> TC     heartbeat, default class, pacer ifindex
+ *   pacer_state   daemon -> TC     heartbeat, default class, pacer ifindex, line rate
  *   class_stats   TC               per-class, per-CPU classification counters
+ *   tc_stats      TC               per-CPU counters of unusual events (enum pspxdp_tc_counter)
  *   pacer_stats   daemon           per-class counters of the scheduler
  *   xdp_stats     XDP              per-CPU redirect counters
  *   xsks_map      daemon -> XDP    rx queue -> AF_XDP socket
@@ -59,6 +60,10 @@ struct pspxdp_pacer_state {
     __u32 default_classid; /* unclassified traffic goes here */
     __u32 flags;
     __u32 pad;
+    /* The wire's rate M in bit/s, written at attach (ethtool speed or set by
+     * hand). The control plane refuses paced classes summing above it; 0
+     * means unknown, and then no paced class can be configured. */
+    __u64 line_rate_bps;
 };
 
 /* class_stats: PERCPU_HASH, key __u32 classid. Written by the TC program. */
@@ -67,6 +72,24 @@ struct pspxdp_class_stats {
     __u64 bytes;        /* skb->len of those (GSO super-packets count whole) */
     __u64 pass_packets; /* classified here but passed unpaced: no socket or pacer dead */
     __u64 redirect_errors;
+};
+
+/* tc_stats: PERCPU_ARRAY indexed by enum pspxdp_tc_counter, value __u64.
+ * Every packet the classifier could not fully trust is counted here once,
+ * by the first reason found. */
+enum pspxdp_tc_counter {
+    PSPXDP_TC_SEEN = 0,         /* every packet the classifier ran on */
+    PSPXDP_TC_TRUNCATED = 1,    /* a header ended early: default class */
+    PSPXDP_TC_BAD_HEADER = 2,   /* IP version / IHL / length garbled: default class */
+    PSPXDP_TC_VLAN_DEPTH = 3,   /* more than 2 VLAN tags: default class */
+    PSPXDP_TC_EXT_DEPTH = 4,    /* more IPv6 extension headers than we walk: default class */
+    PSPXDP_TC_FRAGMENT = 5,     /* non-first fragment: no port rules, addresses only */
+    PSPXDP_TC_NON_IP = 6,       /* neither IPv4 nor IPv6: default class */
+    PSPXDP_TC_PACER_DEAD = 7,   /* heartbeat stale or no pacer ifindex: passed */
+    PSPXDP_TC_NO_SLOT = 8,      /* class has no queue: passed */
+    PSPXDP_TC_REDIRECT_ERR = 9, /* bpf_clone_redirect failed: passed */
+    PSPXDP_TC_STATS_FULL = 10,  /* class_stats full, class not counted */
+    PSPXDP_TC_NR_COUNTERS
 };
 
 /* pacer_stats: HASH, key __u32 classid. Written by the daemon. */
@@ -106,12 +129,19 @@ struct pspxdp_port_key {
 #ifdef __cplusplus
 static_assert(sizeof(struct pspxdp_class_config) == 16, "class_config layout");
 static_assert(sizeof(struct pspxdp_class_slot) == 8, "class_slot layout");
-static_assert(sizeof(struct pspxdp_pacer_state) == 24, "pacer_state layout");
+static_assert(sizeof(struct pspxdp_pacer_state) == 32, "pacer_state layout");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, pacer_ifindex) == 8, "pacer_state");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 12, "pacer_state");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_stats) == 32, "class_stats layout");
 static_assert(sizeof(struct pspxdp_pacer_stats) == 40, "pacer_stats layout");
 static_assert(sizeof(struct pspxdp_lpm_v4) == 8, "lpm_v4 layout");
 static_assert(sizeof(struct pspxdp_lpm_v6) == 20, "lpm_v6 layout");
 static_assert(sizeof(struct pspxdp_port_key) == 4, "port_key layout");
+static_assert(__builtin_offsetof(struct pspxdp_port_key, port) == 2, "port_key layout");
+static_assert(__builtin_offsetof(struct pspxdp_lpm_v6, addr) == 4, "lpm_v6 layout");
+static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
+static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");
 #endif
 
 #endif /* PSPXDP_SHARED_H */

@@ -36,6 +36,22 @@ struct AnalyzerConfig {
     uint32_t rate_window_packets = 1; // n of "rate per n packets"
 };
 
+// Rate per n packets, window i: the L2 bytes of frames i..i+n-1 over
+// t(i+n) - t(i), for every i with a frame i+n; min / max / mean over i.
+// The paper writes sum(size_i..size_{i+n}), n+1 frames over n intervals,
+// which reads twice the true rate at n = 1 on a perfectly periodic flow;
+// counting the n frames that start inside the interval gives exactly the
+// rate instead, and a back-to-back burst of full frames still reads close to
+// the line rate (l2 / wire share of it). A window of zero duration (only
+// possible in real-time mode) is skipped. With n or fewer frames there is no
+// window and the three figures are 0.
+//
+// Degenerate flows: with one frame, or every frame at the same instant, the
+// duration is 0, the mean rate is reported as 0 and the max burstiness is
+// all of the flow's bytes (nothing can drain between simultaneous arrivals).
+//
+// Real-time mode: a timestamp earlier than the previous frame's is taken as
+// equal to it (a capture clock stepping back must not give negative time).
 struct FlowReport {
     uint32_t flow = 0;
     uint64_t frames = 0;
@@ -56,9 +72,11 @@ struct TraceReport {
     uint64_t gap_frames = 0;
     uint64_t gap_wire_bytes = 0;
     double gap_share = 0;          // gap_wire_bytes / wire_bytes
-    double duration_s = 0;
+    double duration_s = 0;         // first to last departure of any frame
 };
 
+// O(frames) time; memory O(frames) plus n entries per flow. A
+// rate_window_packets of 0 is taken as 1.
 TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConfig &config);
 
 } // namespace pspxdp

@@ -1,0 +1,182 @@
+// Rates and class ids, tc(8) style.
+#include "core/units.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <random>
+
+using namespace pspxdp;
+
+namespace {
+
+uint64_t rate(std::string_view text) {
+    auto r = parse_rate_bps(text);
+    INFO(text << ": " << r.error());
+    REQUIRE(r.ok());
+    return *r;
+}
+
+std::string rate_error(std::string_view text) {
+    auto r = parse_rate_bps(text);
+    INFO(text);
+    REQUIRE_FALSE(r.ok());
+    return r.error();
+}
+
+} // namespace
+
+TEST_CASE("parse_rate_bps: tc units", "[units]") {
+    CHECK(rate("500mbit") == 500'000'000);
+    CHECK(rate("8kbit") == 8'000);
+    CHECK(rate("1gbit") == 1'000'000'000);
+    CHECK(rate("2tbit") == 2'000'000'000'000);
+    CHECK(rate("1500bit") == 1500);
+    CHECK(rate("1500") == 1500); // bare number is bit/s
+    CHECK(rate("1kibit") == 1024);
+    CHECK(rate("1mibit") == 1024 * 1024);
+    CHECK(rate("1gibit") == 1024ull * 1024 * 1024);
+    CHECK(rate("1tibit") == 1024ull * 1024 * 1024 * 1024);
+    // tc: "bps" is BYTES per second.
+    CHECK(rate("1bps") == 8);
+    CHECK(rate("1kbps") == 8'000);
+    CHECK(rate("10mbps") == 80'000'000);
+    CHECK(rate("1gbps") == 8'000'000'000);
+    CHECK(rate("1tbps") == 8'000'000'000'000);
+    CHECK(rate("1kibps") == 8 * 1024);
+    CHECK(rate("1mibps") == 8ull * 1024 * 1024);
+    CHECK(rate("1gibps") == 8ull * 1024 * 1024 * 1024);
+    CHECK(rate("1tibps") == 8ull * 1024 * 1024 * 1024 * 1024);
+}
+
+TEST_CASE("parse_rate_bps: case and decimals", "[units]") {
+    CHECK(rate("500Mbit") == 500'000'000);
+    CHECK(rate("500MBIT") == 500'000'000);
+    CHECK(rate("1MBps") == 8'000'000);
+    CHECK(rate("1KiBps") == 8192);
+    CHECK(rate("1.5mbit") == 1'500'000);
+    CHECK(rate("0.5kbit") == 500);
+    CHECK(rate(".5kbit") == 500);
+    CHECK(rate("2.") == 2);
+    CHECK(rate("1.000000000000000000000000000000gbit") == 1'000'000'000);
+    CHECK(rate("0.125bps") == 1); // an eighth of a byte is one bit
+    CHECK(rate("0.5kibit") == 512);
+    // 1 bit/s in tibit: 2^-40 written out exactly (40 decimals).
+    CHECK(rate("0.0000000000009094947017729282379150390625tibit") == 1);
+    CHECK(rate("18446744073709551615") == std::numeric_limits<uint64_t>::max());
+    CHECK(rate("18446744073709551615bit") == std::numeric_limits<uint64_t>::max());
+    CHECK(rate("18446744073709.551615mbit") == std::numeric_limits<uint64_t>::max());
+    CHECK(rate("000500mbit") == 500'000'000);
+}
+
+TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
+    CHECK(rate_error("5xbit") == "rate \"5xbit\": unknown unit \"xbit\"");
+    CHECK(rate_error("") == "rate \"\": empty (expected e.g. \"500mbit\")");
+    CHECK(rate_error("-5mbit") == "rate \"-5mbit\": negative rate");
+    CHECK(rate_error("0") == "rate \"0\": zero rate");
+    CHECK(rate_error("0mbit") == "rate \"0mbit\": zero rate");
+    CHECK(rate_error("0.000kbit") == "rate \"0.000kbit\": zero rate");
+    CHECK(rate_error("0.5bit") == "rate \"0.5bit\": not a whole number of bit/s");
+    CHECK(rate_error("1.0001kbit") == "rate \"1.0001kbit\": not a whole number of bit/s");
+    CHECK(rate_error("0.1bps") == "rate \"0.1bps\": not a whole number of bit/s");
+    CHECK(rate_error("1.00000000000000000000000000000000000000000001gbit") ==
+          "rate \"1.00000000000000000000000000000000000000000001gbit\": not a whole number "
+          "of bit/s");
+    CHECK(rate_error("18446744073709551616") ==
+          "rate \"18446744073709551616\": too large (over 64 bits of bit/s)");
+    CHECK(rate_error("18446745tbit") ==
+          "rate \"18446745tbit\": too large (over 64 bits of bit/s)");
+    CHECK(rate_error("99999999999999999999999999999gbit") ==
+          "rate \"99999999999999999999999999999gbit\": too large (over 64 bits of bit/s)");
+    CHECK(rate_error("mbit") == "rate \"mbit\": not a number (expected e.g. \"500mbit\")");
+    CHECK(rate_error(".") == "rate \".\": not a number (expected e.g. \"500mbit\")");
+    CHECK(rate_error("abc") == "rate \"abc\": not a number (expected e.g. \"500mbit\")");
+    CHECK(rate_error("1.2.3mbit") == "rate \"1.2.3mbit\": unexpected \".3mbit\" after the number");
+    CHECK(rate_error("5 mbit") == "rate \"5 mbit\": unexpected \" mbit\" after the number");
+    CHECK(rate_error("5mbit ") == "rate \"5mbit \": unexpected \"mbit \" after the number");
+    CHECK(rate_error("1e6") == "rate \"1e6\": unexpected \"e6\" after the number");
+    CHECK(rate_error("5mbits") == "rate \"5mbits\": unknown unit \"mbits\"");
+    CHECK(rate_error("5b") == "rate \"5b\": unknown unit \"b\"");
+}
+
+TEST_CASE("format_rate: tc style", "[units]") {
+    CHECK(format_rate(500'000'000) == "500Mbit");
+    CHECK(format_rate(8'000) == "8Kbit");
+    CHECK(format_rate(1'000'000'000) == "1Gbit");
+    CHECK(format_rate(1500) == "1500bit");
+    CHECK(format_rate(1'500'000) == "1500Kbit");
+    CHECK(format_rate(1234567) == "1234567bit");
+    CHECK(format_rate(3'000'000'000'000) == "3Tbit");
+    CHECK(format_rate(3'000'000'000'000'000) == "3000Tbit");
+    CHECK(format_rate(1) == "1bit");
+    CHECK(format_rate(std::numeric_limits<uint64_t>::max()) == "18446744073709551615bit");
+}
+
+TEST_CASE("format_rate round-trips exactly", "[units]") {
+    auto round_trip = [](uint64_t x) {
+        auto back = parse_rate_bps(format_rate(x));
+        INFO(x << " -> " << format_rate(x) << ": " << back.error());
+        REQUIRE(back.ok());
+        REQUIRE(*back == x);
+    };
+    std::mt19937_64 rng(20051111);
+    for (int i = 0; i < 20000; ++i) {
+        uint64_t x = rng();
+        // Also values with many trailing zeros, where the unit choice matters.
+        int zeros = int(rng() % 19);
+        uint64_t p = 1;
+        for (int z = 0; z < zeros; ++z) p *= 10;
+        uint64_t y = (x % (std::numeric_limits<uint64_t>::max() / p)) * p;
+        if (x) round_trip(x);
+        if (y) round_trip(y);
+    }
+    for (uint64_t x : {uint64_t(1), uint64_t(999), uint64_t(1000), uint64_t(1001),
+                       std::numeric_limits<uint64_t>::max(), uint64_t(18'000'000'000'000'000'000u)})
+        round_trip(x);
+}
+
+TEST_CASE("parse_classid / format_classid", "[units]") {
+    auto id = [](std::string_view t) {
+        auto r = parse_classid(t);
+        INFO(t << ": " << r.error());
+        REQUIRE(r.ok());
+        return *r;
+    };
+    CHECK(id("1:1") == ClassId{1, 1});
+    CHECK(id("1:a") == ClassId{1, 0xa});
+    CHECK(id("A:FF") == ClassId{0xa, 0xff});
+    CHECK(id("ffff:ffff") == ClassId{0xffff, 0xffff});
+    CHECK(id("0:0") == ClassId{0, 0});
+    CHECK(id("0001:0010") == ClassId{1, 0x10});
+    CHECK(id("1:a").raw() == 0x0001000au);
+    CHECK(ClassId::from_raw(0xabcd0012u) == ClassId{0xabcd, 0x12});
+
+    CHECK(format_classid({1, 0xa}) == "1:a");
+    CHECK(format_classid({0xffff, 0}) == "ffff:0");
+    for (uint32_t raw : {0u, 0x10001u, 0xabcd1234u, 0xffffffffu}) {
+        auto back = parse_classid(format_classid(ClassId::from_raw(raw)));
+        REQUIRE(back.ok());
+        CHECK(back->raw() == raw);
+    }
+
+    auto bad = [](std::string_view t) {
+        auto r = parse_classid(t);
+        INFO(t);
+        REQUIRE_FALSE(r.ok());
+        // One line that names the input.
+        CHECK(r.error().find("\"" + std::string(t) + "\"") != std::string::npos);
+        CHECK(r.error().find('\n') == std::string::npos);
+        return r.error();
+    };
+    CHECK(bad("1").find("no ':'") != std::string::npos);
+    CHECK(bad("1:").find("missing minor") != std::string::npos);
+    CHECK(bad(":1").find("missing major") != std::string::npos);
+    CHECK(bad("10000:1").find("major is not a 16-bit hex number") != std::string::npos);
+    CHECK(bad("1:10000").find("minor is not a 16-bit hex number") != std::string::npos);
+    CHECK(bad("g:1").find("major") != std::string::npos);
+    CHECK(bad("1:1:1").find("more than one ':'") != std::string::npos);
+    CHECK(bad("").find("empty") != std::string::npos);
+    bad("-1:1");
+    bad(" 1:1");
+    bad("0x1:1");
+}

@@ -1,0 +1,179 @@
+// Rates and class ids, the tc(8) way. See units.hpp.
+#include "core/units.hpp"
+
+#include <cctype>
+#include <cstdio>
+#include <iterator>
+#include <string>
+
+namespace pspxdp {
+
+namespace {
+
+struct RateUnit {
+    const char *name; // lower case; matching is case-insensitive
+    uint64_t bits;    // bit/s per unit
+};
+
+constexpr uint64_t kKi = 1024;
+constexpr uint64_t kMi = kKi * 1024;
+constexpr uint64_t kGi = kMi * 1024;
+constexpr uint64_t kTi = kGi * 1024;
+
+// tc's table (tc/tc_util.c get_rate): "bps" is BYTES per second, hence x8.
+constexpr RateUnit kRateUnits[] = {
+    {"", 1},
+    {"bit", 1},
+    {"kbit", 1'000},
+    {"mbit", 1'000'000},
+    {"gbit", 1'000'000'000},
+    {"tbit", 1'000'000'000'000},
+    {"kibit", kKi},
+    {"mibit", kMi},
+    {"gibit", kGi},
+    {"tibit", kTi},
+    {"bps", 8},
+    {"kbps", 8 * 1'000ull},
+    {"mbps", 8 * 1'000'000ull},
+    {"gbps", 8 * 1'000'000'000ull},
+    {"tbps", 8 * 1'000'000'000'000ull},
+    {"kibps", 8 * kKi},
+    {"mibps", 8 * kMi},
+    {"gibps", 8 * kGi},
+    {"tibps", 8 * kTi},
+};
+
+std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char &c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+Error rate_error(std::string_view text, const std::string &what) {
+    return err("rate \"" + std::string(text) + "\": " + what);
+}
+
+// Multiplies a decimal digit string (most significant first) by a small
+// factor in place. Arbitrary precision so that "1.000...0001kbit" with any
+// number of digits is judged exactly instead of through a double.
+void multiply_decimal(std::string &digits, uint64_t factor) {
+    unsigned __int128 carry = 0;
+    for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+        unsigned __int128 v = (unsigned __int128)(*it - '0') * factor + carry;
+        *it = char('0' + int(v % 10));
+        carry = v / 10;
+    }
+    while (carry) {
+        digits.insert(digits.begin(), char('0' + int(carry % 10)));
+        carry /= 10;
+    }
+}
+
+} // namespace
+
+Result<uint64_t> parse_rate_bps(std::string_view text) {
+    if (text.empty()) return rate_error(text, "empty (expected e.g. \"500mbit\")");
+    size_t pos = 0;
+    if (text[0] == '-') return rate_error(text, "negative rate");
+    if (text[0] == '+') pos = 1; // strtod (and so tc) accepts a plus sign
+
+    std::string int_digits, frac_digits;
+    while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
+        int_digits += text[pos++];
+    bool has_point = pos < text.size() && text[pos] == '.';
+    if (has_point) {
+        ++pos;
+        while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
+            frac_digits += text[pos++];
+    }
+    if (int_digits.empty() && frac_digits.empty())
+        return rate_error(text, "not a number (expected e.g. \"500mbit\")");
+
+    std::string_view unit_text = text.substr(pos);
+    for (char c : unit_text)
+        if (!std::isalpha(static_cast<unsigned char>(c)))
+            return rate_error(text, "unexpected \"" + std::string(unit_text) +
+                                        "\" after the number");
+    const RateUnit *unit = nullptr;
+    std::string unit_lower = lower(unit_text);
+    for (const auto &u : kRateUnits)
+        if (unit_lower == u.name) unit = &u;
+    if (!unit) return rate_error(text, "unknown unit \"" + std::string(unit_text) + "\"");
+
+    // value = (int_digits.frac_digits) * unit: multiply the digit string
+    // without the point, then the last frac_digits.size() digits must be zero.
+    std::string digits = int_digits + frac_digits;
+    multiply_decimal(digits, unit->bits);
+    size_t frac_len = frac_digits.size();
+    for (size_t i = digits.size() - frac_len; i < digits.size(); ++i)
+        if (digits[i] != '0') return rate_error(text, "not a whole number of bit/s");
+    digits.resize(digits.size() - frac_len);
+
+    size_t first = digits.find_first_not_of('0');
+    if (first == std::string::npos) return rate_error(text, "zero rate");
+    digits.erase(0, first);
+    static constexpr std::string_view kMax = "18446744073709551615";
+    if (digits.size() > kMax.size() || (digits.size() == kMax.size() && digits > kMax))
+        return rate_error(text, "too large (over 64 bits of bit/s)");
+    uint64_t value = 0;
+    for (char c : digits) value = value * 10 + uint64_t(c - '0');
+    return value;
+}
+
+std::string format_rate(uint64_t rate_bps) {
+    // As tc prints: the largest SI unit that divides the rate exactly, so the
+    // text parses back to the same number (1500000 -> "1500Kbit", not 1.5).
+    static constexpr const char *kNames[] = {"bit", "Kbit", "Mbit", "Gbit", "Tbit"};
+    size_t unit = 0;
+    while (rate_bps != 0 && unit + 1 < std::size(kNames) && rate_bps % 1000 == 0) {
+        rate_bps /= 1000;
+        ++unit;
+    }
+    return std::to_string(rate_bps) + kNames[unit];
+}
+
+namespace {
+
+// One side of "major:minor": 1+ hex digits whose value fits 16 bits.
+bool parse_hex16(std::string_view s, uint16_t &out) {
+    if (s.empty()) return false;
+    uint32_t v = 0;
+    for (char c : s) {
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+        int d = std::isdigit(static_cast<unsigned char>(c))
+                    ? c - '0'
+                    : std::tolower(static_cast<unsigned char>(c)) - 'a' + 10;
+        v = v * 16 + uint32_t(d);
+        if (v > 0xffff) return false;
+    }
+    out = uint16_t(v);
+    return true;
+}
+
+} // namespace
+
+Result<ClassId> parse_classid(std::string_view text) {
+    auto bad = [&](const char *why) {
+        return err("class id \"" + std::string(text) + "\": " + why +
+                   " (expected major:minor in hex, e.g. \"1:a\")");
+    };
+    if (text.empty()) return bad("empty");
+    size_t colon = text.find(':');
+    if (colon == std::string_view::npos) return bad("no ':'");
+    if (text.find(':', colon + 1) != std::string_view::npos) return bad("more than one ':'");
+    ClassId id;
+    std::string_view major = text.substr(0, colon), minor = text.substr(colon + 1);
+    if (major.empty()) return bad("missing major");
+    if (minor.empty()) return bad("missing minor");
+    if (!parse_hex16(major, id.major)) return bad("major is not a 16-bit hex number");
+    if (!parse_hex16(minor, id.minor)) return bad("minor is not a 16-bit hex number");
+    return id;
+}
+
+std::string format_classid(ClassId id) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%x:%x", unsigned(id.major), unsigned(id.minor));
+    return buf;
+}
+
+} // namespace pspxdp

@@ -250,6 +250,7 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
             c.clock = g_;
             c.frac = 0;
         }
+        c.fresh = true;
         break;
     case State::Sent: --awaiting_head_; break;
     case State::Backlogged: unlink(cls); break; // the head changed under us
@@ -343,6 +344,14 @@ Decision Engine::next(uint64_t now_ns) {
         uint32_t cls = eligible_.top();
         eligible_.pop(pos_eligible_);
         Class &c = classes_[cls];
+        if (c.fresh && c.clock < g_) {
+            // A class back from idle owes nothing: if other classes' frames
+            // delayed its first one, its schedule starts when that frame
+            // leaves instead of catching up with a burst.
+            c.clock = g_;
+            c.frac = 0;
+        }
+        c.fresh = false;
         u128 num = u128(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
         c.clock += uint64_t(num / c.rate_bps);
         c.frac = uint64_t(num % c.rate_bps);

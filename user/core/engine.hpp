@@ -155,6 +155,7 @@ class Engine {
         uint32_t prev_normal = 0;
         State state = State::Free;
         Where where = Where::None;
+        bool fresh = false;      // first frame after idle: its schedule starts when it leaves
     };
 
     void compute_finish(Class &c);

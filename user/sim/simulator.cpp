@@ -1,0 +1,132 @@
+#include "sim/simulator.hpp"
+
+#include "sim/reference_scan.hpp"
+
+#include <deque>
+#include <random>
+#include <stdexcept>
+
+namespace pspxdp::sim {
+
+namespace {
+
+// One source's queue and arrival process.
+struct Source {
+    const SourceSpec *spec = nullptr;
+    uint32_t cls = 0;
+    std::deque<uint32_t> queue; // frame lengths; a greedy source keeps exactly one
+    uint64_t next_arrival_ns = UINT64_MAX;
+    uint64_t on_until_ns = 0;
+    long double arrival_ns = 0; // exact arrival time, carried as a fraction
+};
+
+template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
+    SimResult res;
+    const Framing &f = cfg.engine.framing;
+    const uint64_t line_bps = cfg.engine.line_rate_bps;
+    std::mt19937_64 rng(cfg.seed);
+    auto draw_len = [&](const SourceSpec &s) {
+        if (s.min_len >= s.max_len) return s.min_len;
+        return uint32_t(std::uniform_int_distribution<uint32_t>(s.min_len, s.max_len)(rng));
+    };
+
+    std::vector<Source> src(cfg.sources.size());
+    res.sent.assign(src.size(), 0);
+    res.drops.assign(src.size(), 0);
+    for (size_t i = 0; i < src.size(); ++i) {
+        const SourceSpec &s = cfg.sources[i];
+        auto cls = sched.add_class(s.rate_bps);
+        if (!cls) throw std::invalid_argument("source " + s.name + ": " + cls.error());
+        src[i].spec = &s;
+        src[i].cls = *cls;
+        if (s.greedy) {
+            src[i].queue.push_back(draw_len(s));
+            sched.set_head(*cls, src[i].queue.front());
+        } else {
+            src[i].next_arrival_ns = s.start_ns;
+            src[i].arrival_ns = s.start_ns;
+            src[i].on_until_ns = s.start_ns + s.on_ns;
+        }
+    }
+
+    // Arrivals up to now, in each source's own order.
+    auto deliver = [&](uint64_t now) {
+        for (Source &s : src) {
+            while (s.next_arrival_ns <= now) {
+                uint32_t len = draw_len(*s.spec);
+                if (s.spec->queue_limit && s.queue.size() >= s.spec->queue_limit) {
+                    ++res.drops[&s - src.data()];
+                } else {
+                    s.queue.push_back(len);
+                    if (s.queue.size() == 1) sched.set_head(s.cls, len);
+                }
+                s.arrival_ns += (long double)f.l2_bytes(len) * 8e9L / s.spec->offered_bps;
+                if (s.arrival_ns >= s.on_until_ns) {
+                    uint64_t cycle = s.spec->on_ns + s.spec->off_ns;
+                    s.on_until_ns += cycle;
+                    s.arrival_ns = s.on_until_ns - s.spec->on_ns;
+                }
+                s.next_arrival_ns = uint64_t(s.arrival_ns);
+            }
+        }
+    };
+    auto next_arrival = [&] {
+        uint64_t t = UINT64_MAX;
+        for (const Source &s : src) t = std::min(t, s.next_arrival_ns);
+        return t;
+    };
+
+    uint64_t now = 0;
+    long double wire_free_ns = 0; // the model NIC: when its wire is next free
+    uint64_t class_frames = 0;
+    while (class_frames < cfg.max_class_frames && res.decisions < cfg.max_decisions &&
+           now <= cfg.max_ns) {
+        deliver(now);
+        Decision d = sched.next(now);
+        ++res.decisions;
+        if (d.action == Action::Wait) {
+            now = std::max(now + 1, d.wake_ns);
+            continue;
+        }
+        if (d.action == Action::Idle) {
+            uint64_t t = next_arrival();
+            if (t == UINT64_MAX) break;
+            now = std::max(now + 1, t);
+            continue;
+        }
+        long double start = std::max(wire_free_ns, (long double)now);
+        uint32_t wire = f.wire_bytes(d.len);
+        wire_free_ns = start + (long double)wire * 8e9L / line_bps;
+        uint32_t flow = kFlowGap;
+        if (d.action == Action::Frame) {
+            Source &s = src[d.cls]; // class handles are assigned in source order
+            flow = d.cls;
+            s.queue.pop_front();
+            if (s.spec->greedy) s.queue.push_back(draw_len(*s.spec));
+            if (s.queue.empty())
+                sched.set_empty(s.cls);
+            else
+                sched.set_head(s.cls, s.queue.front());
+            ++res.sent[d.cls];
+            ++class_frames;
+        }
+        if (cfg.record_trace) res.trace.push_back(TraceFrame{flow, d.len, uint64_t(start)});
+    }
+    res.end_ns = now;
+    return res;
+}
+
+} // namespace
+
+SimResult simulate(const SimConfig &config, Scheduler scheduler) {
+    if (scheduler == Scheduler::ReferenceScan) {
+        ReferenceScan sched(config.engine);
+        return run(sched, config);
+    }
+    Engine sched(config.engine);
+    SimResult res = run(sched, config);
+    res.counters = sched.counters();
+    return res;
+}
+
+} // namespace pspxdp::sim

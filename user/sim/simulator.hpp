@@ -1,0 +1,55 @@
+// A discrete-event simulation of the pacer: traffic sources feed per-class
+// queues, a scheduler (the engine, or the reference scan) decides, and a
+// model NIC serializes the decisions at the line rate. The result is the
+// frame sequence a receiver would capture, with both clocks: its order gives
+// the byte clock, and the NIC model gives real start times.
+#pragma once
+
+#include "core/analyzer.hpp"
+#include "core/engine.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pspxdp::sim {
+
+struct SourceSpec {
+    std::string name;
+    uint64_t rate_bps = 0;  // the class's rate; 0 makes it a normal class
+    uint32_t min_len = 1514; // frame lengths (no FCS), uniform in [min_len, max_len]
+    uint32_t max_len = 1514;
+    // Offered traffic. Greedy: always backlogged. Otherwise on/off: during
+    // on_ns frames arrive at offered_bps (L2 bytes), then off_ns of silence.
+    bool greedy = true;
+    uint64_t offered_bps = 0;
+    uint64_t on_ns = 0;
+    uint64_t off_ns = 0;
+    uint64_t start_ns = 0;
+    uint32_t queue_limit = 0; // frames; 0 = unlimited. Arrivals beyond it are dropped and counted.
+};
+
+struct SimConfig {
+    EngineConfig engine{};
+    std::vector<SourceSpec> sources;
+    uint64_t max_class_frames = 100'000; // stop after this many real frames
+    uint64_t max_decisions = UINT64_MAX;
+    uint64_t max_ns = UINT64_MAX;        // stop when real time passes this
+    uint64_t seed = 1;
+    bool record_trace = true;
+};
+
+struct SimResult {
+    std::vector<TraceFrame> trace; // flow = source index, or kFlowGap
+    EngineCounters counters;       // engine runs only
+    std::vector<uint64_t> sent;    // frames per source
+    std::vector<uint64_t> drops;   // arrivals dropped at a full queue, per source
+    uint64_t decisions = 0;
+    uint64_t end_ns = 0;
+};
+
+enum class Scheduler { Engine, ReferenceScan };
+
+SimResult simulate(const SimConfig &config, Scheduler scheduler = Scheduler::Engine);
+
+} // namespace pspxdp::sim

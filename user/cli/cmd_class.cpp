@@ -1,10 +1,146 @@
-// Placeholder until the issue that builds "pspxdp class" lands.
+// pspxdp class set|del|show: the class_config map of an attached device.
 #include "cli/command.hpp"
+#include "control/control.hpp"
+#include "core/units.hpp"
+
+#include <cstdio>
+#include <ctime>
+#include <string>
 
 namespace pspxdp::cli {
 
-static int run(const Args &) { return fail("class: not built yet"); }
+using control::ClassInfo;
 
-const Command kClass = {"class", "set CLASSID RATE|normal", "(not built yet)", nullptr, {}, 0, 16, run};
+static uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+static const char *kind_name(const ClassInfo &c) {
+    if (!c.configured) return "unconfigured";
+    return c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal";
+}
+
+static int show(const control::Device &dev, bool json) {
+    auto st = dev.state();
+    if (!st) return fail(st.error());
+    auto classes = dev.classes();
+    if (!classes) return fail(classes.error());
+    const uint64_t now = monotonic_ns();
+    const bool alive = st->heartbeat_ns && st->pacer_ifindex && now >= st->heartbeat_ns &&
+                       now - st->heartbeat_ns <= PSPXDP_HEARTBEAT_TIMEOUT_NS;
+    uint64_t paced_sum = 0;
+    for (const auto &c : *classes)
+        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced_sum += c.config.rate_bps;
+    const std::string def = format_classid(ClassId::from_raw(st->default_classid));
+
+    if (json) {
+        std::printf("{\"dev\":\"%s\",\"line_rate_bps\":%llu,\"paced_sum_bps\":%llu,"
+                    "\"default_class\":\"%s\",\"pacer_alive\":%s,\"classes\":[",
+                    dev.name().c_str(), (unsigned long long)st->line_rate_bps,
+                    (unsigned long long)paced_sum, def.c_str(), alive ? "true" : "false");
+        bool first = true;
+        for (const auto &c : *classes) {
+            std::printf("%s{\"class\":\"%s\",\"kind\":\"%s\",\"rate_bps\":%llu,\"queue\":%u,"
+                        "\"packets\":%llu,\"bytes\":%llu,\"pass_packets\":%llu,"
+                        "\"redirect_errors\":%llu",
+                        first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
+                        kind_name(c), (unsigned long long)c.config.rate_bps, c.queue,
+                        (unsigned long long)c.tc.packets, (unsigned long long)c.tc.bytes,
+                        (unsigned long long)c.tc.pass_packets,
+                        (unsigned long long)c.tc.redirect_errors);
+            if (c.has_pacer)
+                std::printf(",\"tx_frames\":%llu,\"tx_bytes\":%llu,\"rx_frames\":%llu,"
+                            "\"drops\":%llu,\"backlog\":%llu",
+                            (unsigned long long)c.pacer.tx_frames,
+                            (unsigned long long)c.pacer.tx_bytes,
+                            (unsigned long long)c.pacer.rx_frames,
+                            (unsigned long long)c.pacer.drops, (unsigned long long)c.pacer.backlog);
+            std::printf("}");
+            first = false;
+        }
+        std::printf("]}\n");
+        return 0;
+    }
+
+    std::printf("%s: line rate %s, paced %s, default class %s, pacer %s\n", dev.name().c_str(),
+                st->line_rate_bps ? format_rate(st->line_rate_bps).c_str() : "unknown",
+                format_rate(paced_sum).c_str(), def.c_str(), alive ? "alive" : "NOT RUNNING");
+    std::printf("%-11s %-12s %-10s %5s %12s %14s %10s %12s %14s %10s %8s\n", "class", "kind",
+                "rate", "queue", "packets", "bytes", "passed", "tx_frames", "tx_bytes", "drops",
+                "backlog");
+    for (const auto &c : *classes) {
+        const std::string rate = c.configured && c.config.kind == PSPXDP_CLASS_PACED
+                                     ? format_rate(c.config.rate_bps)
+                                     : std::string("-");
+        std::printf("%-11s %-12s %-10s %5u %12llu %14llu %10llu %12llu %14llu %10llu %8llu\n",
+                    format_classid(ClassId::from_raw(c.classid)).c_str(), kind_name(c),
+                    rate.c_str(), c.queue, (unsigned long long)c.tc.packets,
+                    (unsigned long long)c.tc.bytes, (unsigned long long)c.tc.pass_packets,
+                    (unsigned long long)c.pacer.tx_frames, (unsigned long long)c.pacer.tx_bytes,
+                    (unsigned long long)c.pacer.drops, (unsigned long long)c.pacer.backlog);
+    }
+    return 0;
+}
+
+static int run(const Args &args) {
+    const auto &p = args.positional;
+    const std::string verb = p[0];
+    // Without DEV the word count is one less; DEV may be left out when
+    // exactly one device is attached.
+    size_t want = 0;
+    if (verb == "set") want = 3;
+    else if (verb == "del" || verb == "delete") want = 2;
+    else if (verb == "show" || verb == "list") want = 1;
+    else return fail("class: unknown action \"" + verb + "\" (set, del, show)");
+    const size_t n = p.size() - 1;
+    if (n != want && n + 1 != want)
+        return fail("class " + verb + ": usage: pspxdp class " + verb +
+                    (verb == "set" ? " [DEV] CLASSID RATE|normal"
+                     : verb == "show" || verb == "list" ? " [DEV] [-j]"
+                                                        : " [DEV] CLASSID"));
+    const bool has_dev = n == want;
+    auto dev = control::open_device(has_dev ? &p[1] : nullptr);
+    if (!dev) return fail(dev.error());
+    const size_t at = has_dev ? 2 : 1;
+
+    if (verb == "show" || verb == "list") return show(*dev, args.has("json"));
+
+    auto id = parse_classid(p[at]);
+    if (!id) return fail(id.error());
+    if (verb == "set") {
+        uint32_t kind = PSPXDP_CLASS_NORMAL;
+        uint64_t rate = 0;
+        if (p[at + 1] != "normal") {
+            auto r = parse_rate_bps(p[at + 1]);
+            if (!r) return fail(r.error());
+            kind = PSPXDP_CLASS_PACED;
+            rate = *r;
+        }
+        if (auto r = dev.value().class_set(id->raw(), kind, rate); !r) return fail(r.error());
+        return 0;
+    }
+    if (auto r = dev.value().class_del(id->raw()); !r) return fail(r.error());
+    return 0;
+}
+
+const Command kClass = {
+    "class",
+    "set [DEV] CLASSID RATE|normal | del [DEV] CLASSID | show [DEV] [-j]",
+    "configure the classes of an attached device",
+    "CLASSID is tc's major:minor in hex (1:1, 1:a). RATE uses tc units: 500mbit,\n"
+    "8kbit, 1gbit; \"bps\" suffixes are BYTES per second as in tc (10mbps = 80mbit).\n"
+    "\"normal\" makes an unpaced class that fills the gaps between paced frames.\n"
+    "A paced class is refused if the paced rates would sum above the line rate.\n"
+    "A class still used by a filter, or the default class, cannot be deleted.\n"
+    "DEV may be left out when exactly one device is attached.\n"
+    "Per-CPU counters are summed; bpftool map dump pinned\n"
+    "/sys/fs/bpf/pspxdp/DEV/class_stats shows them raw.",
+    {{"json", 'j', nullptr, "show: print JSON"}},
+    1,
+    4,
+    run,
+};
 
 } // namespace pspxdp::cli

@@ -1,0 +1,98 @@
+// The control plane: the maps pinned under /sys/fs/bpf/pspxdp/<DEV>/ by
+// `pspxdp attach`, read and written through the bpf(2) syscall wrappers.
+//
+// Every mutation validates first and writes last, under an flock on the
+// device's pin directory, so a refused command changes nothing and two
+// concurrent `pspxdp class set` cannot both pass the line-rate check.
+#pragma once
+
+#include "control/selector.hpp"
+#include "core/result.hpp"
+#include "pspxdp/shared.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pspxdp::control {
+
+// An owned file descriptor.
+class Fd {
+  public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    Fd(Fd &&o) noexcept : fd_(o.release()) {}
+    Fd &operator=(Fd &&o) noexcept;
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    ~Fd();
+    int get() const { return fd_; }
+    bool valid() const { return fd_ >= 0; }
+    int release() {
+        int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+struct ClassInfo {
+    uint32_t classid = 0;
+    bool configured = false; // in class_config (else only seen in stats)
+    pspxdp_class_config config{};
+    uint32_t queue = 0;            // class_slot, 0 = not served
+    pspxdp_class_stats tc{};       // class_stats summed over CPUs
+    bool has_pacer = false;
+    pspxdp_pacer_stats pacer{};
+};
+
+struct FilterInfo {
+    Selector selector;
+    uint32_t classid = 0;
+};
+
+// The pin directory of a device, e.g. "/sys/fs/bpf/pspxdp/eth0".
+std::string pin_dir(const std::string &dev);
+// Devices with a pin directory, sorted.
+std::vector<std::string> attached_devices();
+
+class Device {
+  public:
+    // Opens the pins; "eth0: not attached" if the directory or a required
+    // map is missing.
+    static Result<Device> open(const std::string &dev);
+
+    const std::string &name() const { return dev_; }
+
+    Result<pspxdp_pacer_state> state() const;
+
+    // kind PSPXDP_CLASS_PACED needs rate_bps > 0; a normal class ignores it.
+    Result<void> class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps);
+    Result<void> class_del(uint32_t classid);
+    // Configured classes plus any class that only appears in class_stats
+    // (e.g. an unconfigured default class), sorted by class id.
+    Result<std::vector<ClassInfo>> classes() const;
+
+    Result<void> filter_add(const Selector &selector, uint32_t classid);
+    Result<void> filter_del(const Selector &selector);
+    // Port rules first, then prefixes (the classifier's lookup order).
+    Result<std::vector<FilterInfo>> filters() const;
+
+  private:
+    Result<void> lock();
+    Result<bool> class_exists(uint32_t classid) const;
+    int rules_fd(const Selector &s) const;
+
+    std::string dev_;
+    Fd dir_;
+    Fd class_config_, class_slot_, class_stats_, pacer_stats_, pacer_state_;
+    Fd dst_v4_, src_v4_, dst_v6_, src_v6_, port_;
+};
+
+// DEV given: opens it. DEV omitted (nullptr): opens the only attached
+// device, or explains why there is none to pick.
+Result<Device> open_device(const std::string *dev);
+
+} // namespace pspxdp::control

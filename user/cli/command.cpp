@@ -60,6 +60,7 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
             return err("option --" + std::string(opt->name) + " takes no value");
         }
         args.values[opt->name] = value;
+        args.all_values[opt->name].push_back(value);
     }
     if (args.has("help")) return args;
     if (args.positional.size() < cmd.min_positional)

@@ -22,11 +22,18 @@ struct Option {
 struct Args {
     std::vector<std::string> positional;
     std::map<std::string, std::string, std::less<>> values; // option name -> value ("" for flags)
+    // Every value of every option, in command-line order: for options that
+    // may be repeated (--flow A=... --flow B=...). `values` keeps the last.
+    std::map<std::string, std::vector<std::string>, std::less<>> all_values;
 
     bool has(std::string_view name) const { return values.find(name) != values.end(); }
     std::string get(std::string_view name, std::string_view fallback = "") const {
         auto it = values.find(name);
         return it == values.end() ? std::string(fallback) : it->second;
+    }
+    std::vector<std::string> all(std::string_view name) const {
+        auto it = all_values.find(name);
+        return it == all_values.end() ? std::vector<std::string>{} : it->second;
     }
 };
 

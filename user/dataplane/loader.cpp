@@ -82,13 +82,14 @@ Result<void> set_pins(bpf_object *obj, const std::string &pin_dir) {
 
 std::string libbpf_err(int rc) { return errstr(rc); }
 
-Result<void> write_pacer_ifindex(const Paths &p, uint32_t ifindex) {
+Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_rate_bps) {
     auto fd = open_pinned_map(p, "pacer_state");
     if (!fd) return err(fd.error());
     uint32_t key = 0;
     pspxdp_pacer_state st{};
     bpf_map_lookup_elem(*fd, &key, &st); // keeps default_classid/flags of a reused pin
     st.pacer_ifindex = ifindex;
+    st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0; // no daemon yet: TC passes
     int rc = bpf_map_update_elem(*fd, &key, &st, BPF_ANY) ? -errno : 0;
     close(*fd);
@@ -294,7 +295,7 @@ Result<AttachState> attach(const AttachRequest &req) {
                     " (a pin under " + p.pin_dir + " from an older version? detach first)");
     if (int rc = redirect_bpf__load(rdr))
         return fail("loading redirect BPF program: " + libbpf_err(rc));
-    if (auto r = write_pacer_ifindex(p, s.pacer_a_ifindex); !r) return fail(r.error());
+    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps); !r) return fail(r.error());
 
     // XDP native on b: generic XDP never sees the redirected skbs.
     int rc = bpf_xdp_attach(int(s.pacer_b_ifindex), bpf_program__fd(rdr->progs.pspxdp_redirect),

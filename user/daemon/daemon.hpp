@@ -1,0 +1,38 @@
+// The pacer daemon: joins the Engine (what goes on the wire next) and the
+// XskPlane (where the frames are). One thread, one loop:
+//
+//   reap TX completions -> refill fill rings -> take RX descriptors into the
+//   per-class FIFOs -> ask the engine for decisions while the TX ring has room
+//   -> kick -> timers (heartbeat 5 ms, class_config reconcile 20 ms, stats
+//   100 ms, accounting check + stats file 1 s) -> sleep or spin.
+//
+// Sleeping: with nothing backlogged the loop blocks in ppoll() on the RX
+// sockets (POLLIN) with the next timer as timeout, so it costs ~0 % CPU and
+// wakes as soon as a frame arrives. While backlogged it spins, except when the
+// engine's next decision is more than kSleepThresholdNs away (a slow class).
+#pragma once
+
+#include "core/engine.hpp"
+#include "core/result.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace pspxdp::daemon {
+
+struct DaemonConfig {
+    std::string dev;
+    uint64_t line_rate_bps = 0; // 0: from the state file
+    uint64_t window_bytes = 0;  // 0: from the state file, else EngineConfig default
+    uint32_t frames_per_queue = 0; // 0: sized by the dataplane
+    bool write_pidfile = true;
+};
+
+// Runs until SIGTERM/SIGINT (or a fatal error). Returns the exit code. Logs
+// to stderr, one line per event.
+int run(const DaemonConfig &cfg);
+
+// Asks a running loop (same process, e.g. a signal handler or a test) to stop.
+void request_stop();
+
+} // namespace pspxdp::daemon

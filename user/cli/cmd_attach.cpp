@@ -1,10 +1,150 @@
-// Placeholder until the issue that builds "pspxdp attach" lands.
+// pspxdp attach DEV: set up the pacer on DEV and start its daemon.
 #include "cli/command.hpp"
+#include "core/engine.hpp"
+#include "core/units.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/process.hpp"
+#include "dataplane/loader.hpp"
+#include "dataplane/netlink.hpp"
+#include "pspxdp/shared.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 
 namespace pspxdp::cli {
 
-static int run(const Args &) { return fail("attach: not built yet"); }
+namespace dp = pspxdp::dataplane;
 
-const Command kAttach = {"attach", "DEV", "(not built yet)", nullptr, {}, 0, 16, run};
+static Result<uint64_t> parse_u64(const std::string &what, const std::string &s, uint64_t lo, uint64_t hi) {
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || *end || errno || v < lo || v > hi)
+        return err(what + " \"" + s + "\": expected an integer in " + std::to_string(lo) + ".." +
+                   std::to_string(hi));
+    return uint64_t(v);
+}
+
+static int run(const Args &args) {
+    const std::string dev = args.positional[0];
+    // Checks first: a refused attach changes nothing.
+    auto link = dp::get_link(dev);
+    if (!link) return fail("attach: " + link.error());
+    if (!link->is_ether()) return fail("attach: " + dev + " is not an Ethernet device");
+    if (!link->is_up()) return fail("attach: " + dev + " is down");
+    if (link->name.starts_with("psp") && (link->name.ends_with("a") || link->name.ends_with("b")) &&
+        link->kind == "veth")
+        return fail("attach: " + dev + " looks like a pspxdp pacer veth");
+    auto paths = dp::paths_for(dev);
+    if (auto st = dp::read_state(paths); st)
+        return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
+
+    uint64_t queues = 16;
+    if (args.has("queues")) {
+        auto q = parse_u64("--queues", args.get("queues"), 1, PSPXDP_MAX_QUEUES);
+        if (!q) return fail("attach: " + q.error());
+        queues = *q;
+    }
+    uint64_t window = EngineConfig{}.window_bytes;
+    if (args.has("window")) {
+        auto w = parse_u64("--window", args.get("window"), 1514, 64ull << 20);
+        if (!w) return fail("attach: " + w.error());
+        window = *w;
+    }
+    uint64_t line = 0;
+    std::string source;
+    if (args.has("line-rate")) {
+        auto r = parse_rate_bps(args.get("line-rate"));
+        if (!r) return fail("attach: --line-rate: " + r.error());
+        line = *r;
+        source = "--line-rate";
+    } else if (auto mbps = dp::get_speed_mbps(*link)) {
+        line = *mbps * 1000000ull;
+        source = "ethtool speed";
+    } else {
+        line = 1000000000ull;
+        source = "default";
+        std::fprintf(stderr,
+                     "pspxdp: warning: %s reports no link speed (%s); assuming 1Gbit, "
+                     "use --line-rate to set it\n",
+                     dev.c_str(), link->kind == "veth" ? "a veth has none" : "unknown");
+    }
+    if (auto pause = dp::get_pause(dev); pause && pause->tx_pause)
+        std::fprintf(stderr,
+                     "pspxdp: warning: 802.3x TX pause is on on %s: the switch may stop the wire "
+                     "(ethtool -A %s tx off)\n",
+                     dev.c_str(), dev.c_str());
+    if (!link->has_carrier())
+        std::fprintf(stderr, "pspxdp: warning: %s has no carrier: nothing will reach the wire\n",
+                     dev.c_str());
+
+    auto lock = dp::DevLock::acquire(paths, false);
+    if (!lock) return fail("attach: " + lock.error());
+    dp::AttachRequest req;
+    req.dev = dev;
+    req.queues = uint32_t(queues);
+    req.line_rate_bps = line;
+    req.window_bytes = window;
+    auto st = dp::attach(req);
+    if (!st) return fail("attach: " + st.error());
+    std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
+                dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
+                st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
+    std::fflush(stdout);
+
+    if (args.has("foreground")) {
+        // The daemon runs here; when it stops (SIGINT/SIGTERM) the attachment
+        // goes with it, unless a concurrent `pspxdp detach` is already on it.
+        { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
+        daemon::DaemonConfig cfg;
+        cfg.dev = dev;
+        int rc = daemon::run(cfg);
+        auto l2 = dp::DevLock::acquire(paths, false);
+        if (!l2) return rc; // detach is running and will clean up
+        auto s2 = dp::read_state(paths);
+        if (s2) {
+            if (auto r = dp::detach(paths, *s2); !r) return fail("detach after foreground run: " + r.error());
+            unlink(paths.stats.c_str());
+            unlink(paths.log.c_str());
+            std::printf("pspxdp: detached from %s\n", dev.c_str());
+        }
+        return rc;
+    }
+
+    std::vector<std::string> dargs;
+    auto pid = daemon::spawn(paths, dargs);
+    if (!pid) {
+        (void)dp::detach(paths, *st);
+        return fail("attach: starting daemon: " + pid.error());
+    }
+    if (auto r = daemon::wait_started(paths, *pid, 5000); !r) {
+        (void)daemon::stop(paths, 1000);
+        (void)dp::detach(paths, *st);
+        return fail("attach: " + r.error() + "(" + dev + " left detached)");
+    }
+    std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths.log.c_str());
+    return 0;
+}
+
+const Command kAttach = {
+    "attach",
+    "DEV",
+    "start pacing DEV's egress (veth pair, BPF programs, daemon)",
+    "Creates the pacer veth pair, loads the TC classifier (clsact egress on DEV) and\n"
+    "the XDP redirect, pins the maps under /sys/fs/bpf/pspxdp/DEV/ and starts the\n"
+    "daemon (pidfile and log under /run/pspxdp/). The line rate is DEV's ethtool\n"
+    "speed unless --line-rate is given; a veth has none (1gbit is assumed).\n"
+    "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
+    {
+        {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
+        {"window", 'w', "BYTES", "how far the schedule may run ahead of real time (default 65536)"},
+        {"queues", 'q', "N", "pacer queues = max classes served (default 16)"},
+        {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},
+    },
+    1,
+    1,
+    run,
+};
 
 } // namespace pspxdp::cli

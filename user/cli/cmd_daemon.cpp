@@ -1,10 +1,40 @@
-// Placeholder until the issue that builds "pspxdp daemon" lands.
+// pspxdp daemon DEV: the pacer loop. Started by `pspxdp attach` (detached,
+// logging to /run/pspxdp/DEV.log); not meant to be run by hand.
 #include "cli/command.hpp"
+#include "core/units.hpp"
+#include "daemon/daemon.hpp"
+
+#include <cstdlib>
 
 namespace pspxdp::cli {
 
-static int run(const Args &) { return fail("daemon: not built yet"); }
+static int run(const Args &args) {
+    daemon::DaemonConfig cfg;
+    cfg.dev = args.positional[0];
+    if (args.has("line-rate")) {
+        auto r = parse_rate_bps(args.get("line-rate"));
+        if (!r) return fail("daemon: --line-rate: " + r.error());
+        cfg.line_rate_bps = *r;
+    }
+    if (args.has("window")) cfg.window_bytes = std::strtoull(args.get("window").c_str(), nullptr, 10);
+    if (args.has("frames")) cfg.frames_per_queue = uint32_t(std::strtoul(args.get("frames").c_str(), nullptr, 10));
+    return daemon::run(cfg);
+}
 
-const Command kDaemon = {"daemon", "DEV", "(not built yet)", nullptr, {}, 0, 16, run};
+const Command kDaemon = {
+    "daemon",
+    "DEV",
+    "(internal) the pacer loop that `pspxdp attach` starts",
+    "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT.\n"
+    "The parameters default to those recorded by `pspxdp attach`.",
+    {
+        {"line-rate", 0, "RATE", "override the line rate"},
+        {"window", 0, "BYTES", "override the window"},
+        {"frames", 0, "N", "UMEM frames per queue (power of two; default sized from queues)"},
+    },
+    1,
+    1,
+    run,
+};
 
 } // namespace pspxdp::cli

@@ -1,10 +1,47 @@
-// Placeholder until the issue that builds "pspxdp detach" lands.
+// pspxdp detach DEV: stop the daemon and remove everything attach created.
 #include "cli/command.hpp"
+#include "daemon/process.hpp"
+#include "dataplane/loader.hpp"
+
+#include <cstdio>
+#include <unistd.h>
 
 namespace pspxdp::cli {
 
-static int run(const Args &) { return fail("detach: not built yet"); }
+namespace dp = pspxdp::dataplane;
 
-const Command kDetach = {"detach", "DEV", "(not built yet)", nullptr, {}, 0, 16, run};
+static int run(const Args &args) {
+    const std::string dev = args.positional[0];
+    auto paths = dp::paths_for(dev);
+    auto lock = dp::DevLock::acquire(paths, true);
+    if (!lock) return fail("detach: " + lock.error());
+    auto st = dp::read_state(paths);
+    // Stop the daemon even without a state file (it would fail open anyway).
+    auto stopped = daemon::stop(paths, 3000);
+    if (!stopped) return fail("detach: " + stopped.error());
+    if (!st) {
+        unlink(paths.lock.c_str());
+        return fail("detach: " + st.error());
+    }
+    if (auto r = dp::detach(paths, *st); !r) return fail("detach: " + r.error() + " (state kept in " + paths.state + ")");
+    unlink(paths.stats.c_str());
+    unlink(paths.log.c_str());
+    unlink(paths.lock.c_str());
+    rmdir(dp::kRunDir); // only if empty
+    std::printf("pspxdp: detached from %s%s\n", dev.c_str(), *stopped ? " (daemon stopped)" : "");
+    return 0;
+}
+
+const Command kDetach = {
+    "detach",
+    "DEV",
+    "stop pacing DEV and remove everything attach created",
+    "Stops the daemon (SIGTERM, SIGKILL after 3 s), detaches the TC filter (and the\n"
+    "clsact qdisc only if pspxdp created it), deletes the pacer veth pair and the pins.",
+    {},
+    1,
+    1,
+    run,
+};
 
 } // namespace pspxdp::cli

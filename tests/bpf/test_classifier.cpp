@@ -801,3 +801,213 @@ TEST_CASE("redirect: frames go to their rx queue's socket, others are dropped an
         CHECK(r.counter(PSPXDP_XDP_NO_SOCKET) == 1);
     }
 }
+
+// ---------------------------------------------------------------- control plane
+
+#include "control/control.hpp"
+
+#include <sys/stat.h>
+#include <sys/vfs.h>
+
+namespace {
+
+using pspxdp::control::Device;
+using pspxdp::control::Selector;
+
+constexpr long kBpfFsMagic = 0xcafe4a11;
+
+// The classifier's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;
+// unpinned and removed by the destructor.
+class Pins {
+  public:
+    Pins(classifier_bpf *skel, std::string dev) : dev_(std::move(dev)) {
+        mkdir(PSPXDP_PIN_ROOT, 0755); // may exist
+        dir_ = pspxdp::control::pin_dir(dev_);
+        REQUIRE(mkdir(dir_.c_str(), 0755) == 0);
+        bpf_map *m;
+        bpf_object__for_each_map(m, skel->obj) {
+            if (std::strchr(bpf_map__name(m), '.')) continue; // .rodata
+            std::string path = dir_ + "/" + bpf_map__name(m);
+            REQUIRE(bpf_map__pin(m, path.c_str()) == 0);
+            pinned_.push_back(m);
+        }
+    }
+    ~Pins() {
+        for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
+        rmdir(dir_.c_str());
+    }
+    Pins(const Pins &) = delete;
+    Pins &operator=(const Pins &) = delete;
+
+  private:
+    std::string dev_, dir_;
+    std::vector<bpf_map *> pinned_;
+};
+
+bool bpffs_mounted() {
+    struct statfs fs {};
+    return statfs("/sys/fs/bpf", &fs) == 0 && long(fs.f_type) == kBpfFsMagic;
+}
+
+std::vector<std::string> split(const std::string &text) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t sp = text.find(' ', pos);
+        if (sp == std::string::npos) sp = text.size();
+        out.push_back(text.substr(pos, sp - pos));
+        pos = sp + 1;
+    }
+    return out;
+}
+
+Selector sel(const std::string &text) {
+    auto words = split(text);
+    auto s = pspxdp::control::parse_selector(std::span<const std::string>(words));
+    REQUIRE(s);
+    return *s;
+}
+
+} // namespace
+
+TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control]") {
+    Classifier c;
+    if (!bpffs_mounted()) {
+        WARN("/sys/fs/bpf is not a bpffs mount: control test skipped");
+        return;
+    }
+    PrivateNetns ns;
+    const std::string dev = "psp-bpf-ctl-" + std::to_string(getpid());
+
+    auto missing = Device::open(dev);
+    REQUIRE_FALSE(missing);
+    CHECK_THAT(missing.error(), Catch::Contains("not attached"));
+
+    Pins pins(c.skel_, dev);
+    c.state(now_ns(), ns.psp0, C3);
+    {
+        // The line rate is written at attach; the test plays attach.
+        pspxdp_pacer_state st{};
+        uint32_t key = 0;
+        REQUIRE(bpf_map_lookup_elem(c.fd(c.skel_->maps.pacer_state), &key, &st) == 0);
+        st.line_rate_bps = 1000000000ull;
+        REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
+    }
+    auto opened = Device::open(dev);
+    REQUIRE(opened);
+    Device &d = opened.value();
+    auto rate_of = [&](uint32_t classid) -> uint64_t {
+        pspxdp_class_config cfg{};
+        if (bpf_map_lookup_elem(c.fd(c.skel_->maps.class_config), &classid, &cfg) != 0)
+            return UINT64_MAX; // absent
+        return cfg.rate_bps;
+    };
+
+    SECTION("paced rates may not sum above the line rate") {
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 500000000));
+        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 400000000));
+        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0)); // normal classes cost nothing
+        auto over = d.class_set(C4, PSPXDP_CLASS_PACED, 200000000);
+        REQUIRE_FALSE(over);
+        CHECK_THAT(over.error(), Catch::Contains("above the line rate"));
+        CHECK(rate_of(C4) == UINT64_MAX); // nothing written
+        // Re-setting a class replaces its own rate in the sum.
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000000));
+        CHECK(rate_of(C1) == 600000000);
+        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000001));
+        CHECK(rate_of(C1) == 600000000);
+        // A normal class takes no share.
+        REQUIRE(d.class_set(C2, PSPXDP_CLASS_NORMAL, 400000000));
+        CHECK(rate_of(C2) == 0);
+        REQUIRE(d.class_set(C4, PSPXDP_CLASS_PACED, 400000000));
+
+        auto classes = d.classes();
+        REQUIRE(classes);
+        REQUIRE(classes->size() == 4);
+        CHECK((*classes)[0].classid == C1);
+        CHECK((*classes)[0].config.kind == PSPXDP_CLASS_PACED);
+        CHECK((*classes)[0].queue == 0); // no slot yet: the daemon assigns it
+    }
+    SECTION("bad class ids and unknown line rate are refused") {
+        auto minor0 = d.class_set(PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
+        REQUIRE_FALSE(minor0);
+        CHECK_THAT(minor0.error(), Catch::Contains("minor 0"));
+        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 0));
+        pspxdp_pacer_state st{};
+        uint32_t key = 0;
+        st.heartbeat_ns = now_ns();
+        REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
+        auto unknown = d.class_set(C1, PSPXDP_CLASS_PACED, 1000);
+        REQUIRE_FALSE(unknown);
+        CHECK_THAT(unknown.error(), Catch::Contains("line rate unknown"));
+        CHECK(rate_of(C1) == UINT64_MAX);
+    }
+    SECTION("filters need an existing class; classes in use cannot be deleted") {
+        auto orphan = d.filter_add(sel("dst 192.168.2.0/24"), C1);
+        REQUIRE_FALSE(orphan);
+        CHECK_THAT(orphan.error(), Catch::Contains("does not exist"));
+        auto f0 = d.filters();
+        REQUIRE(f0);
+        CHECK(f0->empty());
+
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0));
+        REQUIRE(d.filter_add(sel("dst 192.168.2.0/24"), C1));
+        REQUIRE(d.filter_add(sel("src 2001:db8::/32"), C1));
+        REQUIRE(d.filter_add(sel("proto udp dport 5001"), C1));
+        auto dup = d.filter_add(sel("dst 192.168.2.0/24"), C3);
+        REQUIRE_FALSE(dup);
+        CHECK_THAT(dup.error(), Catch::Contains("already exists"));
+
+        auto fl = d.filters();
+        REQUIRE(fl);
+        REQUIRE(fl->size() == 3);
+        CHECK(pspxdp::control::format_selector((*fl)[0].selector) == "proto udp dport 5001");
+        CHECK(pspxdp::control::format_selector((*fl)[1].selector) == "dst 192.168.2.0/24");
+        CHECK(pspxdp::control::format_selector((*fl)[2].selector) == "src 2001:db8::/32");
+        for (const auto &f : *fl) CHECK(f.classid == C1);
+
+        auto busy = d.class_del(C1);
+        REQUIRE_FALSE(busy);
+        CHECK_THAT(busy.error(), Catch::Contains("used by 3 filters"));
+        auto def = d.class_del(C3);
+        REQUIRE_FALSE(def);
+        CHECK_THAT(def.error(), Catch::Contains("default class"));
+        auto none = d.filter_del(sel("dst 192.168.3.0/24"));
+        REQUIRE_FALSE(none);
+        CHECK_THAT(none.error(), Catch::Contains("no filter"));
+
+        REQUIRE(d.filter_del(sel("dst 192.168.2.0/24")));
+        REQUIRE(d.filter_del(sel("src 2001:db8::/32")));
+        REQUIRE(d.filter_del(sel("proto udp dport 5001")));
+        REQUIRE(d.class_del(C1));
+        CHECK(rate_of(C1) == UINT64_MAX);
+        REQUIRE_FALSE(d.class_del(C1));
+    }
+    SECTION("what the control plane writes is what the classifier matches") {
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 100000000));
+        c.slot(C1, 1); // the daemon's part
+        c.slot(C2, 2);
+        c.slot(C3, 3);
+        REQUIRE(d.filter_add(sel("proto tcp sport 80"), C2));
+        REQUIRE(d.filter_add(sel("dst 192.168.2.128/25"), C1));
+        REQUIRE(d.filter_add(sel("dst 2001:db8:1::/48"), C2));
+        REQUIRE_PACED(c.run(tcp4("8.8.8.8", 80, 1000)), C2, 2u);
+        REQUIRE_PACED(c.run(udp4("192.168.2.200", 1, 2)), C1, 1u);
+        REQUIRE_PACED(c.run(udp4("192.168.2.100", 1, 2)), C3, 3u);
+        REQUIRE_PACED(c.run(cat(eth(ETH_P_IPV6),
+                                ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1:2::3", udp(1, 2)))),
+                      C2, 2u);
+
+        auto classes = d.classes();
+        REQUIRE(classes);
+        REQUIRE(classes->size() == 3); // 1:1, 1:2 configured; 1:3 seen in stats only
+        CHECK((*classes)[0].tc.packets == 1);
+        CHECK((*classes)[0].queue == 1);
+        CHECK((*classes)[1].tc.packets == 2);
+        CHECK((*classes)[2].classid == C3);
+        CHECK_FALSE((*classes)[2].configured);
+        CHECK((*classes)[2].tc.packets == 1);
+    }
+}

@@ -54,17 +54,20 @@ template <class Sched> Measurement measure(size_t classes, uint64_t decisions) {
 
 int main(int argc, char **argv) {
     bool json = false;
+    bool scan = true;
     size_t max_classes = 100'000;
     uint64_t decisions = 4'000'000;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--json") || !std::strcmp(argv[i], "-j")) {
             json = true;
+        } else if (!std::strcmp(argv[i], "--no-scan")) {
+            scan = false;
         } else if (!std::strcmp(argv[i], "--max-classes") && i + 1 < argc) {
             max_classes = std::strtoull(argv[++i], nullptr, 10);
         } else if (!std::strcmp(argv[i], "--decisions") && i + 1 < argc) {
             decisions = std::strtoull(argv[++i], nullptr, 10);
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::printf("usage: bench_engine [--json] [--max-classes N] [--decisions N]\n");
+            std::printf("usage: bench_engine [--json] [--no-scan] [--max-classes N] [--decisions N]\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument \"%s\"\n", argv[i]);
@@ -79,7 +82,7 @@ int main(int argc, char **argv) {
         Measurement e = measure<Engine>(n, decisions);
         // The scan is O(n): keep its total work bounded.
         uint64_t scan_decisions = std::max<uint64_t>(2'000, std::min<uint64_t>(decisions, 400'000'000 / n));
-        Measurement s = measure<sim::ReferenceScan>(n, scan_decisions);
+        Measurement s = scan ? measure<sim::ReferenceScan>(n, scan_decisions) : Measurement{0, 0, 0};
         double speedup = s.ns_per_decision / e.ns_per_decision;
         if (json) {
             char buf[256];

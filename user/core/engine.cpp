@@ -3,18 +3,21 @@
 #include "core/units.hpp"
 
 #include <cassert>
+#include <stdexcept>
 #include <limits>
 
 namespace pspxdp {
 
 namespace {
 
-constexpr uint32_t kNoPos = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kNsPerSec = 1'000'000'000ull;
 using u128 = unsigned __int128;
 
-// Byte times a wire of rate M covers in ns: ns * M / 8e9, exact in 128 bits.
+// Byte times a wire of rate M covers in ns: ns * M / 8e9, exact. 64 bits
+// while the product fits (18 s at 1 Gbit/s), 128 bits beyond.
 uint64_t bytes_in(uint64_t ns, uint64_t line_rate_bps) {
+    uint64_t product;
+    if (!__builtin_mul_overflow(ns, line_rate_bps, &product)) return product / (8 * kNsPerSec);
     return uint64_t(u128(ns) * line_rate_bps / (8 * kNsPerSec));
 }
 
@@ -26,73 +29,12 @@ uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
 
 } // namespace
 
-// ---------------------------------------------------------------- the heap
-
-void Engine::Heap::place(size_t i, uint32_t id, uint64_t key, std::vector<uint32_t> &pos) {
-    keys_[i] = key;
-    ids_[i] = id;
-    pos[id] = uint32_t(i);
-}
-
-void Engine::Heap::sift_up(size_t i, std::vector<uint32_t> &pos) {
-    uint64_t key = keys_[i];
-    uint32_t id = ids_[i];
-    while (i > 0) {
-        size_t parent = (i - 1) / 4;
-        if (keys_[parent] <= key) break;
-        place(i, ids_[parent], keys_[parent], pos);
-        i = parent;
-    }
-    place(i, id, key, pos);
-}
-
-void Engine::Heap::sift_down(size_t i, std::vector<uint32_t> &pos) {
-    const size_t n = keys_.size();
-    uint64_t key = keys_[i];
-    uint32_t id = ids_[i];
-    for (;;) {
-        size_t first = 4 * i + 1;
-        if (first >= n) break;
-        size_t last = first + 4 < n ? first + 4 : n;
-        size_t best = first;
-        for (size_t c = first + 1; c < last; ++c)
-            if (keys_[c] < keys_[best]) best = c;
-        if (keys_[best] >= key) break;
-        place(i, ids_[best], keys_[best], pos);
-        i = best;
-    }
-    place(i, id, key, pos);
-}
-
-void Engine::Heap::push(uint32_t id, uint64_t key, std::vector<uint32_t> &pos) {
-    keys_.push_back(key);
-    ids_.push_back(id);
-    sift_up(keys_.size() - 1, pos);
-}
-
-void Engine::Heap::pop(std::vector<uint32_t> &pos) { erase(ids_[0], pos); }
-
-void Engine::Heap::erase(uint32_t id, std::vector<uint32_t> &pos) {
-    size_t i = pos[id];
-    size_t last = keys_.size() - 1;
-    pos[id] = kNoPos;
-    if (i != last) {
-        uint64_t key = keys_[last];
-        uint32_t moved = ids_[last];
-        keys_.pop_back();
-        ids_.pop_back();
-        place(i, moved, key, pos);
-        sift_up(i, pos);
-        sift_down(pos[moved], pos);
-    } else {
-        keys_.pop_back();
-        ids_.pop_back();
-    }
-}
-
 // ---------------------------------------------------------------- classes
 
-Engine::Engine(const EngineConfig &config) : cfg_(config) {}
+Engine::Engine(const EngineConfig &config) : cfg_(config) {
+    if (cfg_.line_rate_bps == 0 || cfg_.line_rate_bps > kMaxLineRateBps)
+        throw std::invalid_argument("engine: line rate out of range");
+}
 
 bool Engine::has_class(uint32_t cls) const {
     return cls < classes_.size() && classes_[cls].state != State::Free;
@@ -101,10 +43,6 @@ bool Engine::has_class(uint32_t cls) const {
 uint64_t Engine::class_rate(uint32_t cls) const { return classes_[cls].rate_bps; }
 
 const ClassCounters &Engine::class_counters(uint32_t cls) const { return class_counters_[cls]; }
-
-bool Engine::backlogged() const {
-    return !pending_.empty() || !eligible_.empty() || normal_count_ > 0;
-}
 
 // The lateness a paced class can reach when the paced load fits on the wire:
 // one full frame's period at its own rate plus one largest frame of blocking
@@ -130,8 +68,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
         cls = uint32_t(classes_.size());
         classes_.emplace_back();
         class_counters_.emplace_back();
-        pos_pending_.push_back(kNoPos);
-        pos_eligible_.push_back(kNoPos);
+        gen_.push_back(0);
     }
     Class &c = classes_[cls];
     c = Class{};
@@ -147,12 +84,29 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
 void Engine::unlink(uint32_t cls) {
     Class &c = classes_[cls];
     switch (c.where) {
-    case Where::Pending: pending_.erase(cls, pos_pending_); break;
-    case Where::Eligible: eligible_.erase(cls, pos_eligible_); break;
+    case Where::Pending:
+        ++gen_[cls]; // its heap entry is stale from now on
+        if (++stale_pending_ > 64 && stale_pending_ > pending_.size() / 2) {
+            pending_.compact(gen_);
+            stale_pending_ = 0;
+        }
+        break;
+    case Where::Eligible:
+        ++gen_[cls];
+        if (++stale_eligible_ > 64 && stale_eligible_ > eligible_.size() / 2) {
+            eligible_.compact(gen_);
+            stale_eligible_ = 0;
+        }
+        break;
     case Where::Normal: normal_unlink(cls); break;
     case Where::None: break;
     }
     c.where = Where::None;
+}
+
+void Engine::link(ClassHeap &heap, uint32_t cls, uint64_t key) {
+    heap.push(key, cls, gen_[cls]);
+    classes_[cls].where = &heap == &pending_ ? Where::Pending : Where::Eligible;
 }
 
 Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
@@ -193,7 +147,9 @@ Result<void> Engine::remove_class(uint32_t cls) {
 }
 
 Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
-    if (line_rate_bps == 0) return err("line rate must be positive");
+    if (line_rate_bps == 0 || line_rate_bps > kMaxLineRateBps)
+        return err("line rate " + format_rate(line_rate_bps) + " out of range (1bit .. " +
+                   format_rate(kMaxLineRateBps) + ")");
     if (paced_sum_bps_ > line_rate_bps)
         return err("paced rates sum to " + format_rate(paced_sum_bps_) + ", above the line rate " +
                    format_rate(line_rate_bps));
@@ -220,8 +176,9 @@ void Engine::compute_finish(Class &c) {
         c.clock = g_ - c.lag_limit;
         c.frac = 0;
     }
-    u128 num = u128(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
-    c.finish = c.clock + uint64_t(num / c.rate_bps);
+    uint64_t num = uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
+    c.finish = c.clock + num / c.rate_bps;
+    c.finish_frac = num % c.rate_bps;
 }
 
 void Engine::admit(uint32_t cls) {
@@ -231,13 +188,10 @@ void Engine::admit(uint32_t cls) {
         return;
     }
     compute_finish(c);
-    if (c.clock <= g_) {
-        eligible_.push(cls, c.finish, pos_eligible_);
-        c.where = Where::Eligible;
-    } else {
-        pending_.push(cls, c.clock, pos_pending_);
-        c.where = Where::Pending;
-    }
+    if (c.clock <= g_)
+        link(eligible_, cls, c.finish);
+    else
+        link(pending_, cls, c.clock);
 }
 
 void Engine::set_head(uint32_t cls, uint32_t len) {
@@ -253,10 +207,14 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
         c.fresh = true;
         break;
     case State::Sent: --awaiting_head_; break;
-    case State::Backlogged: unlink(cls); break; // the head changed under us
+    case State::Backlogged: // the head changed under us
+        unlink(cls);
+        --backlogged_;
+        break;
     case State::Free: return;
     }
     c.state = State::Backlogged;
+    ++backlogged_;
     c.head_len = len;
     admit(cls);
 }
@@ -265,7 +223,10 @@ void Engine::set_empty(uint32_t cls) {
     assert(has_class(cls));
     Class &c = classes_[cls];
     if (c.state == State::Sent) --awaiting_head_;
-    if (c.state == State::Backlogged) unlink(cls);
+    if (c.state == State::Backlogged) {
+        unlink(cls);
+        --backlogged_;
+    }
     if (c.state != State::Free) c.state = State::Idle;
 }
 
@@ -303,17 +264,29 @@ uint64_t Engine::wire_position(uint64_t now_ns) const {
     return anchor_g_ + bytes_in(now_ns - anchor_ns_, cfg_.line_rate_bps);
 }
 
+void Engine::anchor(uint64_t now_ns) {
+    anchored_ = true;
+    anchor_ns_ = now_ns;
+    anchor_g_ = g_;
+    cached_now_ns_ = now_ns;
+    cached_wire_ = g_;
+}
+
 Decision Engine::next(uint64_t now_ns) {
     if (!backlogged()) {
         idle_ = true;
         return Decision{Action::Idle, 0, 0, 0};
     }
     if (!anchored_) {
-        anchored_ = true;
-        anchor_ns_ = now_ns;
-        anchor_g_ = g_;
+        anchor(now_ns);
     } else {
-        uint64_t wire = wire_position(now_ns);
+        // A caller emits a batch of decisions per clock reading: compute the
+        // wire position once per reading.
+        if (now_ns != cached_now_ns_) {
+            cached_now_ns_ = now_ns;
+            cached_wire_ = wire_position(now_ns);
+        }
+        uint64_t wire = cached_wire_;
         if (wire > g_) {
             // The wire ran dry: everything sent so far has left and more time
             // passed. Cut that time out of the byte clock rather than paying
@@ -325,8 +298,7 @@ Decision Engine::next(uint64_t now_ns) {
                 ++counters_.underrun_resyncs;
                 counters_.underrun_bytes += wire - g_;
             }
-            anchor_ns_ = now_ns;
-            anchor_g_ = g_;
+            anchor(now_ns);
         } else if (g_ - wire >= cfg_.window_bytes) {
             uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
             return Decision{Action::Wait, 0, 0, anchor_ns_ + ns_for(target, cfg_.line_rate_bps)};
@@ -334,15 +306,15 @@ Decision Engine::next(uint64_t now_ns) {
     }
     idle_ = false;
 
-    while (!pending_.empty() && pending_.top_key() <= g_) {
-        uint32_t cls = pending_.top();
-        pending_.pop(pos_pending_);
-        eligible_.push(cls, classes_[cls].finish, pos_eligible_);
-        classes_[cls].where = Where::Eligible;
+    for (pending_.clean(gen_); !pending_.empty() && pending_.top().key <= g_; pending_.clean(gen_)) {
+        uint32_t cls = pending_.top().cls;
+        pending_.pop();
+        link(eligible_, cls, classes_[cls].finish);
     }
+    eligible_.clean(gen_);
     if (!eligible_.empty()) {
-        uint32_t cls = eligible_.top();
-        eligible_.pop(pos_eligible_);
+        uint32_t cls = eligible_.top().cls;
+        eligible_.pop();
         Class &c = classes_[cls];
         if (c.fresh && c.clock < g_) {
             // A class back from idle owes nothing: if other classes' frames
@@ -350,11 +322,11 @@ Decision Engine::next(uint64_t now_ns) {
             // leaves instead of catching up with a burst.
             c.clock = g_;
             c.frac = 0;
+            compute_finish(c);
         }
         c.fresh = false;
-        u128 num = u128(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
-        c.clock += uint64_t(num / c.rate_bps);
-        c.frac = uint64_t(num % c.rate_bps);
+        c.clock = c.finish;
+        c.frac = c.finish_frac;
         return emit_frame(cls);
     }
     if (normal_count_) {
@@ -376,6 +348,7 @@ Decision Engine::emit_frame(uint32_t cls) {
     cc.l2_bytes += cfg_.framing.l2_bytes(c.head_len);
     c.state = State::Sent;
     c.where = Where::None;
+    --backlogged_;
     ++awaiting_head_;
     return Decision{Action::Frame, cls, c.head_len, 0};
 }
@@ -387,7 +360,7 @@ Decision Engine::emit_frame(uint32_t cls) {
 Decision Engine::emit_gap() {
     const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
     const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
-    uint64_t need = pending_.top_key() - g_;
+    uint64_t need = pending_.top().key - g_; // next() cleaned the top
     uint64_t wire;
     if (need < min_wire) {
         wire = min_wire;

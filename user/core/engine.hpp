@@ -43,6 +43,7 @@
 // of the byte clock instead of being paid back as a burst; it is counted.
 #pragma once
 
+#include "core/class_heap.hpp"
 #include "core/framing.hpp"
 #include "core/result.hpp"
 
@@ -52,12 +53,17 @@
 namespace pspxdp {
 
 struct EngineConfig {
-    uint64_t line_rate_bps = 1'000'000'000; // M
+    // M. At most kMaxLineRateBps, so a frame's share s * M fits in 64 bits.
+    uint64_t line_rate_bps = 1'000'000'000;
     Framing framing{};
     // How far (byte times) the schedule may run ahead of the wire's real-time
     // position. On a NIC: about the TX ring's depth. On a veth: the only pace.
     uint64_t window_bytes = 64 * 1024;
 };
+
+// 2^47 bit/s (140 Tbit/s): keeps l2_bytes * M + remainder below 2^64 on
+// the per-frame path, which then needs no 128-bit division.
+inline constexpr uint64_t kMaxLineRateBps = uint64_t(1) << 47;
 
 enum class Action : uint8_t {
     Frame, // send class `cls`'s head frame (len bytes)
@@ -112,7 +118,7 @@ class Engine {
 
     uint64_t byte_clock() const { return g_; }
     uint64_t wire_position(uint64_t now_ns) const;
-    bool backlogged() const;
+    bool backlogged() const { return backlogged_ > 0; }
     bool has_class(uint32_t cls) const;
     uint64_t class_rate(uint32_t cls) const;
     uint64_t paced_rate_sum() const { return paced_sum_bps_; }
@@ -121,26 +127,6 @@ class Engine {
     const ClassCounters &class_counters(uint32_t cls) const;
 
   private:
-    // A 4-ary min-heap of class handles keyed by a byte-clock time, with each
-    // class's position kept so a key can change in O(log n).
-    class Heap {
-      public:
-        bool empty() const { return keys_.empty(); }
-        size_t size() const { return keys_.size(); }
-        uint32_t top() const { return ids_[0]; }
-        uint64_t top_key() const { return keys_[0]; }
-        void push(uint32_t id, uint64_t key, std::vector<uint32_t> &pos);
-        void pop(std::vector<uint32_t> &pos);
-        void erase(uint32_t id, std::vector<uint32_t> &pos);
-
-      private:
-        void sift_up(size_t i, std::vector<uint32_t> &pos);
-        void sift_down(size_t i, std::vector<uint32_t> &pos);
-        void place(size_t i, uint32_t id, uint64_t key, std::vector<uint32_t> &pos);
-        std::vector<uint64_t> keys_;
-        std::vector<uint32_t> ids_;
-    };
-
     enum class State : uint8_t { Free, Idle, Backlogged, Sent };
     enum class Where : uint8_t { None, Pending, Eligible, Normal };
 
@@ -148,7 +134,8 @@ class Engine {
         uint64_t rate_bps = 0;   // 0: normal
         uint64_t clock = 0;      // C_k, byte times
         uint64_t frac = 0;       // remainder of C_k, in 1/rate_bps of a byte time
-        uint64_t finish = 0;     // F_k of the head frame
+        uint64_t finish = 0;     // F_k of the head frame: C_k after it is sent
+        uint64_t finish_frac = 0;
         uint64_t lag_limit = 0;  // lateness beyond which the class is overloaded
         uint32_t head_len = 0;
         uint32_t next_normal = 0; // round-robin list of backlogged normal classes
@@ -159,6 +146,8 @@ class Engine {
     };
 
     void compute_finish(Class &c);
+    void link(ClassHeap &heap, uint32_t cls, uint64_t key);
+    void anchor(uint64_t now_ns);
     void admit(uint32_t cls);
     Decision emit_frame(uint32_t cls);
     Decision emit_gap();
@@ -178,10 +167,14 @@ class Engine {
     std::vector<Class> classes_;
     std::vector<ClassCounters> class_counters_;
     std::vector<uint32_t> free_;
-    std::vector<uint32_t> pos_pending_;
-    std::vector<uint32_t> pos_eligible_;
-    Heap pending_;  // paced, backlogged, C_k > G; keyed by C_k
-    Heap eligible_; // paced, backlogged, C_k <= G; keyed by F_k
+    std::vector<uint32_t> gen_;  // live heap-entry generation per class
+    ClassHeap pending_;  // paced, backlogged, C_k > G; keyed by C_k
+    ClassHeap eligible_; // paced, backlogged, C_k <= G; keyed by F_k
+    uint32_t stale_pending_ = 0;
+    uint32_t stale_eligible_ = 0;
+    uint32_t backlogged_ = 0;    // classes in State::Backlogged
+    uint64_t cached_now_ns_ = UINT64_MAX;
+    uint64_t cached_wire_ = 0;
     uint32_t normal_head_ = kNone;
     uint32_t normal_tail_ = kNone;
     uint32_t normal_count_ = 0;

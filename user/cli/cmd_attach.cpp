@@ -105,8 +105,7 @@ static int run(const Args &args) {
         auto s2 = dp::read_state(paths);
         if (s2) {
             if (auto r = dp::detach(paths, *s2); !r) return fail("detach after foreground run: " + r.error());
-            unlink(paths.stats.c_str());
-            unlink(paths.log.c_str());
+            dp::remove_run_files(paths);
             std::printf("pspxdp: detached from %s\n", dev.c_str());
         }
         return rc;

@@ -24,10 +24,7 @@ static int run(const Args &args) {
         return fail("detach: " + st.error());
     }
     if (auto r = dp::detach(paths, *st); !r) return fail("detach: " + r.error() + " (state kept in " + paths.state + ")");
-    unlink(paths.stats.c_str());
-    unlink(paths.log.c_str());
-    unlink(paths.lock.c_str());
-    rmdir(dp::kRunDir); // only if empty
+    dp::remove_run_files(paths);
     std::printf("pspxdp: detached from %s%s\n", dev.c_str(), *stopped ? " (daemon stopped)" : "");
     return 0;
 }

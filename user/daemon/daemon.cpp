@@ -31,7 +31,7 @@ volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
 constexpr uint64_t kMs = 1000 * 1000;
-constexpr uint64_t kHeartbeatNs = 5 * kMs;  // TC's timeout is 100 ms: 20 beats of slack
+constexpr uint64_t kHeartbeatNs = 10 * kMs; // TC's timeout is 100 ms: 10 beats of slack
 constexpr uint64_t kReconcileNs = 20 * kMs;
 constexpr uint64_t kPublishNs = 100 * kMs;
 constexpr uint64_t kSlowNs = 1000 * kMs;     // accounting check, stats file
@@ -397,8 +397,9 @@ void Loop::reconcile(uint64_t now) {
         bpf_map_delete_elem(pacer_stats_, &id);
         release_queue(c);
         ++lc_.classes_removed;
+        uint64_t drops = c.stats.drops + plane_->rx_stats(c.rxq).rx_lost() - c.lost_base;
         logf("class %x:%x removed (sent %llu frames, %llu drops)", id >> 16, id & 0xffff,
-             (unsigned long long)c.stats.tx_frames, (unsigned long long)c.stats.drops);
+             (unsigned long long)c.stats.tx_frames, (unsigned long long)drops);
         it = classes_.erase(it);
     }
 }

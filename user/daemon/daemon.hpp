@@ -3,7 +3,7 @@
 //
 //   reap TX completions -> refill fill rings -> take RX descriptors into the
 //   per-class FIFOs -> ask the engine for decisions while the TX ring has room
-//   -> kick -> timers (heartbeat 5 ms, class_config reconcile 20 ms, stats
+//   -> kick -> timers (heartbeat 10 ms, class_config reconcile 20 ms, stats
 //   100 ms, accounting check + stats file 1 s) -> sleep or spin.
 //
 // Sleeping: with nothing backlogged the loop blocks in ppoll() on the RX

@@ -21,10 +21,12 @@ std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
 
 bool is_pspxdp(pid_t pid) {
     // A pid from a stale pidfile may have been reused: only signal a pspxdp.
-    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
-    std::string comm;
-    std::getline(f, comm);
-    return comm == "pspxdp";
+    // argv[0], not comm: the daemon is exec'd through /proc/self/exe.
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string argv0;
+    std::getline(f, argv0, '\0');
+    auto slash = argv0.rfind('/');
+    return (slash == std::string::npos ? argv0 : argv0.substr(slash + 1)) == "pspxdp";
 }
 
 bool alive(pid_t pid) {

@@ -219,6 +219,13 @@ Result<void> ensure_bpffs() {
     return {};
 }
 
+void remove_run_files(const Paths &p) {
+    unlink(p.stats.c_str());
+    unlink(p.log.c_str());
+    unlink(p.lock.c_str()); // a waiter on the old inode finds the state file gone
+    rmdir(kRunDir);         // only when empty
+}
+
 Result<int> open_pinned_map(const Paths &p, const std::string &map) {
     std::string path = p.pin(map);
     int fd = bpf_obj_get(path.c_str());

@@ -94,6 +94,10 @@ Result<AttachState> attach(const AttachRequest &req);
 // reports the first one. Removes the state file when everything went.
 Result<void> detach(const Paths &p, const AttachState &s);
 
+// Removes DEV's stats, log and lock files and /run/pspxdp when empty (after
+// a detach: nothing of pspxdp stays behind).
+void remove_run_files(const Paths &p);
+
 // bpf_obj_get of a pinned map of DEV, with an error naming the pin.
 Result<int> open_pinned_map(const Paths &p, const std::string &map);
 

@@ -260,7 +260,7 @@ int run(const Args &args) {
 const Command kAnalyze = {
     "analyze",
     "FILE.pcap",
-    "Judge a capture's pacing: mean rate, rate per n packets, max burstiness",
+    "judge a capture's pacing: mean rate, rate per n packets, max burstiness",
     "Reads an Ethernet pcap captured on the receiving side (PAUSE gap frames\n"
     "included) and measures each flow as the PSPacer paper does. By default a\n"
     "frame's time is the byte clock: the wire bytes of every frame before it\n"

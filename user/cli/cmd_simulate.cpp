@@ -95,7 +95,7 @@ int run(const Args &args) {
 const Command kSimulate = {
     "simulate",
     "[OPTIONS]",
-    "Replay the paper's pacing experiments through the engine and print the table",
+    "replay the paper's pacing experiments through the engine, print the table",
     "Runs the PSPacer paper's scenarios (one class at 8kbit ... 930mbit, 96 classes,\n"
     "5 classes with a greedy normal class, 99 % of the wire) through the scheduling\n"
     "engine on a simulated 1 Gbit/s wire and judges each class on the byte clock:\n"

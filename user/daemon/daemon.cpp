@@ -15,7 +15,7 @@
 #include <fcntl.h>
 #include <map>
 #include <memory>
-#include <poll.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -112,10 +112,12 @@ struct LoopCounters {
     uint64_t map_errors = 0;
     uint64_t accounting_failures = 0;
     uint64_t classes_added = 0, classes_removed = 0, rate_changes = 0;
+    uint64_t batch_waits = 0;
 };
 
 class Loop {
   public:
+    ~Loop();
     Result<void> init(const DaemonConfig &cfg);
     int run();
 
@@ -141,14 +143,20 @@ class Loop {
     std::vector<Class *> by_queue_;         // rx queue -> class
     std::vector<uint32_t> handle_queue_;    // engine handle -> rx queue
     std::vector<Fifo> fifos_;               // per rx queue
-    std::vector<pollfd> pfds_;
+    int epfd_ = -1; // RX sockets, EPOLLIN: registered once (ppoll on 16 XSKs cost ~60 us a call)
     std::map<uint32_t, uint64_t> refused_;  // classid -> rate we already complained about
     LoopCounters lc_;
     uint64_t wake_ns_ = 0; // engine's Wait
     bool waiting_ = false;
     uint64_t start_ns_ = 0;
+    uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     Framing framing_{};
 };
+
+Loop::~Loop() {
+    for (int fd : {epfd_, class_config_, class_slot_, pacer_state_, pacer_stats_, xsks_map_})
+        if (fd >= 0) close(fd);
+}
 
 Result<void> Loop::init(const DaemonConfig &cfg) {
     cfg_ = cfg;
@@ -183,6 +191,8 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     uint64_t window = cfg.window_bytes ? cfg.window_bytes : st_.window_bytes;
     if (window) ec.window_bytes = window;
     engine_ = std::make_unique<Engine>(ec);
+    // About one kick's worth (32 descriptors), at most half the window.
+    batch_bytes_ = std::min<uint64_t>(ec.window_bytes / 2, 32ull * framing_.max_gap_wire_bytes());
 
     dataplane::PlaneConfig pc;
     pc.tx_dev = cfg.dev;
@@ -200,7 +210,15 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     by_queue_.assign(st_.queues, nullptr);
     for (uint32_t q = 0; q < st_.queues; ++q) {
         fifos_.emplace_back(plane_->frames_per_queue());
-        pfds_.push_back(pollfd{plane_->rx_fd(q), POLLIN, 0});
+    }
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) return err("epoll_create1: " + errstr(errno));
+    for (uint32_t q = 0; q < st_.queues; ++q) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u32 = q;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, plane_->rx_fd(q), &ev) < 0)
+            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " + errstr(errno));
     }
     // Slots from an earlier daemon point at sockets that are gone; start clean.
     uint32_t key, next;
@@ -255,6 +273,24 @@ void Loop::receive() {
 
 void Loop::schedule(uint64_t now) {
     waiting_ = false;
+    // Batching: once the schedule is ahead of the wire, wait until the window
+    // has room for a whole batch. Otherwise the steady state is one decision
+    // and one sendto per loop (measured: 0.9 kicks per descriptor, and the
+    // daemon fell behind real time at 80 k gap frames/s). A frame is still
+    // never late: batch_bytes_ < window, so it leaves early or on time.
+    if (engine_->backlogged()) {
+        uint64_t wire = engine_->wire_position(now);
+        uint64_t g = engine_->byte_clock();
+        uint64_t ahead = g > wire ? g - wire : 0;
+        uint64_t window = engine_->config().window_bytes;
+        if (ahead + batch_bytes_ > window) {
+            uint64_t short_bytes = ahead + batch_bytes_ - window;
+            waiting_ = true;
+            wake_ns_ = now + short_bytes * 8'000'000'000ull / engine_->config().line_rate_bps;
+            ++lc_.batch_waits;
+            return;
+        }
+    }
     uint32_t budget = plane_->tx_free();
     while (budget > 0) {
         Decision d = engine_->next(now);
@@ -464,7 +500,7 @@ void Loop::write_stats_file(uint64_t now) {
                  "\"loop\":{\"loops\":%llu,\"sleeps\":%llu,\"config_refused\":%llu,"
                  "\"no_free_queue\":%llu,\"map_errors\":%llu,\"accounting_failures\":%llu,"
                  "\"classes_added\":%llu,\"classes_removed\":%llu,\"rate_changes\":%llu,"
-                 "\"shutdown_drops\":%llu}}\n",
+                 "\"shutdown_drops\":%llu,\"batch_waits\":%llu}}\n",
                  int(getpid()), u((now - start_ns_) / kMs), u(engine_->config().line_rate_bps),
                  u(engine_->config().window_bytes), u(engine_->byte_clock()), classes_.size(),
                  u(e.frames), u(e.frame_wire_bytes), u(e.gap_frames), u(e.gap_wire_bytes),
@@ -476,18 +512,19 @@ void Loop::write_stats_file(uint64_t now) {
                  u(a.tx), a.balanced ? "true" : "false", u(p.state_errors), u(p.bad_completions),
                  u(lc_.loops), u(lc_.sleeps), u(lc_.config_refused), u(lc_.no_free_queue),
                  u(lc_.map_errors), u(lc_.accounting_failures), u(lc_.classes_added),
-                 u(lc_.classes_removed), u(lc_.rate_changes), u(lc_.shutdown_drops));
+                 u(lc_.classes_removed), u(lc_.rate_changes), u(lc_.shutdown_drops), u(lc_.batch_waits));
     std::fclose(f);
     rename(tmp.c_str(), paths_.stats.c_str());
 }
 
-// Blocks in ppoll on the RX sockets until a frame arrives or deadline.
+// Blocks in epoll on the RX sockets until a frame arrives or deadline.
 int Loop::sleep_until(uint64_t now, uint64_t deadline) {
     if (deadline <= now) return 0;
     uint64_t d = deadline - now;
     timespec ts{time_t(d / 1000000000ull), long(d % 1000000000ull)};
     ++lc_.sleeps;
-    return ppoll(pfds_.data(), pfds_.size(), &ts, nullptr);
+    epoll_event evs[8];
+    return epoll_pwait2(epfd_, evs, 8, &ts, nullptr);
 }
 
 void Loop::shutdown() {
@@ -534,7 +571,10 @@ void Loop::shutdown() {
 int Loop::run() {
     start_ns_ = mono_ns();
     uint64_t now = start_ns_;
-    uint64_t t_beat = 0, t_reconcile = 0, t_publish = now + kPublishNs, t_slow = now + kSlowNs;
+    // All periodic work hangs off the heartbeat tick, so an idle daemon wakes
+    // 100 times a second and not once per timer.
+    uint64_t t_beat = 0;
+    uint64_t ticks = 0;
     reconcile(now);
     while (!g_stop) {
         ++lc_.loops;
@@ -548,22 +588,16 @@ int Loop::run() {
         if (now >= t_beat) {
             beat(now, true);
             t_beat = now + kHeartbeatNs;
-        }
-        if (now >= t_reconcile) {
-            reconcile(now);
-            t_reconcile = now + kReconcileNs;
-        }
-        if (now >= t_publish) {
-            publish();
-            t_publish = now + kPublishNs;
-        }
-        if (now >= t_slow) {
-            check_accounting("periodic");
-            write_stats_file(now);
-            t_slow = now + kSlowNs;
+            ++ticks;
+            if (ticks % (kReconcileNs / kHeartbeatNs) == 0) reconcile(now);
+            if (ticks % (kPublishNs / kHeartbeatNs) == 0) publish();
+            if (ticks % (kSlowNs / kHeartbeatNs) == 0) {
+                check_accounting("periodic");
+                write_stats_file(now);
+            }
         }
 
-        uint64_t next_timer = std::min({t_beat, t_reconcile, t_publish, t_slow});
+        uint64_t next_timer = t_beat;
         if (plane_->tx_unsent() || plane_->tx_in_flight()) continue; // the ring needs kicks/reaps
         if (!engine_->backlogged()) {
             sleep_until(now, next_timer); // idle: wait for RX or a timer

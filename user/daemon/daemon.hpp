@@ -6,7 +6,7 @@
 //   -> kick -> timers (heartbeat 10 ms, class_config reconcile 20 ms, stats
 //   100 ms, accounting check + stats file 1 s) -> sleep or spin.
 //
-// Sleeping: with nothing backlogged the loop blocks in ppoll() on the RX
+// Sleeping: with nothing backlogged the loop blocks in epoll on the RX
 // sockets (POLLIN) with the next timer as timeout, so it costs ~0 % CPU and
 // wakes as soon as a frame arrives. While backlogged it spins, except when the
 // engine's next decision is more than kSleepThresholdNs away (a slow class).

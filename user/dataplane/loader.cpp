@@ -312,7 +312,10 @@ Result<AttachState> attach(const AttachRequest &req) {
     if (auto r = write_state(p, s); !r) return fail(r.error());
 
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex), .attach_point = BPF_TC_EGRESS);
+    // -EEXIST is an answer here, not an error: keep libbpf from printing it.
+    libbpf_print_fn_t old_print = libbpf_set_print(nullptr);
     rc = bpf_tc_hook_create(&hook);
+    libbpf_set_print(old_print);
     if (rc && rc != -EEXIST) return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
     s.clsact_created = (rc == 0); // -EEXIST: someone else's, never ours to delete
     if (auto r = write_state(p, s); !r) return fail(r.error());

@@ -288,13 +288,25 @@ class Classifier {
 
     int fd(bpf_map *m) const { return bpf_map__fd(m); }
 
+    // A fixed heartbeat: the daemon beat once, at heartbeat_ns, and never again.
     void state(uint64_t heartbeat_ns, uint32_t pacer_ifindex, uint32_t default_classid) {
-        pspxdp_pacer_state st{};
-        st.heartbeat_ns = heartbeat_ns;
-        st.pacer_ifindex = pacer_ifindex;
-        st.default_classid = default_classid;
+        st_ = pspxdp_pacer_state{};
+        st_.heartbeat_ns = heartbeat_ns;
+        st_.pacer_ifindex = pacer_ifindex;
+        st_.default_classid = default_classid;
+        beating_ = false;
+        write_state();
+    }
+    // A live daemon: it beats every few ms, so run() refreshes the heartbeat
+    // right before each packet. A heartbeat written once would go stale
+    // whenever this VM stalls for 100 ms between two runs.
+    void alive(uint32_t pacer_ifindex, uint32_t default_classid) {
+        state(now_ns(), pacer_ifindex, default_classid);
+        beating_ = true;
+    }
+    void write_state() {
         uint32_t key = 0;
-        REQUIRE(bpf_map_update_elem(fd(skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
+        REQUIRE(bpf_map_update_elem(fd(skel_->maps.pacer_state), &key, &st_, BPF_ANY) == 0);
     }
     void slot(uint32_t classid, uint32_t queue) {
         pspxdp_class_slot s{};
@@ -342,6 +354,10 @@ class Classifier {
     }
 
     Verdict run(const Bytes &pkt) {
+        if (beating_) {
+            st_.heartbeat_ns = now_ns();
+            write_state();
+        }
         __sk_buff ctx{};
         ctx.cb[0] = 0xdeadbeef; // must be overwritten by the program
         ctx.cb[1] = 0xdeadbeef;
@@ -377,6 +393,8 @@ class Classifier {
     }
 
     classifier_bpf *skel_ = nullptr;
+    pspxdp_pacer_state st_{};
+    bool beating_ = false;
 };
 
 // The packet was handed to the pacer on the class's queue.
@@ -647,7 +665,7 @@ TEST_CASE("classifier: non-IP traffic goes to the default class", "[bpf][classif
     CHECK(c.tc_counter(PSPXDP_TC_NON_IP) == 1);
 
     SECTION("and passes when the default class has no queue") {
-        c.state(now_ns(), ns.psp0, C4);
+        c.alive(ns.psp0, C4);
         REQUIRE_PASSED(c.run(arp), C4);
         CHECK(c.class_stats(C4).pass_packets == 1);
     }
@@ -675,11 +693,11 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
         REQUIRE_PASSED(c.run(p), C1);
     }
     SECTION("no pacer ifindex") {
-        c.state(now_ns(), 0, C3);
+        c.alive(0, C3);
         REQUIRE_PASSED(c.run(p), C1);
     }
     SECTION("redirect target gone") {
-        c.state(now_ns(), 0x7fffff00, C3);
+        c.alive(0x7fffff00, C3);
         REQUIRE_PASSED(c.run(p), C1);
         CHECK(c.class_stats(C1).redirect_errors == 1);
         CHECK(c.tc_counter(PSPXDP_TC_REDIRECT_ERR) == 1);
@@ -695,7 +713,7 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
     SECTION("a fresh heartbeat brings it back") {
         c.state(now_ns() - 2 * PSPXDP_HEARTBEAT_TIMEOUT_NS, ns.psp0, C3);
         REQUIRE_PASSED(c.run(p), C1);
-        c.state(now_ns(), ns.psp0, C3);
+        c.alive(ns.psp0, C3);
         REQUIRE_PACED(c.run(p), C1, 1u);
     }
 }
@@ -884,7 +902,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
 
     Pins pins(c.skel_, dev);
-    c.state(now_ns(), ns.psp0, C3);
+    c.alive(ns.psp0, C3);
     {
         // The line rate is written at attach; the test plays attach.
         pspxdp_pacer_state st{};

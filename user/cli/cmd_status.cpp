@@ -44,6 +44,34 @@ static uint64_t percpu_u64(int fd, uint32_t key) {
     return sum;
 }
 
+// The daemon's stats file is flat JSON written by us: pick numbers by key.
+static uint64_t json_u64(const std::string &json, const std::string &section, const std::string &key) {
+    size_t from = section.empty() ? 0 : json.find("\"" + section + "\":{");
+    if (from == std::string::npos) return 0;
+    size_t at = json.find("\"" + key + "\":", from);
+    if (at == std::string::npos) return 0;
+    return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+static void summarize(const std::string &js) {
+    auto u = [](uint64_t v) { return (unsigned long long)v; };
+    std::printf("wire: %llu frames, %llu gap frames (%llu B), %llu kicks; underruns %llu (%llu B), "
+                "idle resyncs %llu\n",
+                u(json_u64(js, "tx", "frames")), u(json_u64(js, "tx", "gaps")),
+                u(json_u64(js, "tx", "gap_bytes")), u(json_u64(js, "tx", "kicks")),
+                u(json_u64(js, "engine", "underrun_resyncs")), u(json_u64(js, "engine", "underrun_bytes")),
+                u(json_u64(js, "engine", "idle_resyncs")));
+    std::printf("drops: kernel rx %llu, no class %llu, at shutdown %llu; tx invalid %llu, kick errors %llu\n",
+                u(json_u64(js, "rx", "kernel_lost")), u(json_u64(js, "rx", "unassigned_drops")),
+                u(json_u64(js, "loop", "shutdown_drops")), u(json_u64(js, "tx", "tx_invalid_descs")),
+                u(json_u64(js, "tx", "kick_errors")));
+    bool balanced = js.find("\"balanced\":true") != std::string::npos;
+    std::printf("umem: %llu frames: free %llu, fill %llu, queued %llu, tx %llu - %s\n",
+                u(json_u64(js, "umem", "frames")), u(json_u64(js, "umem", "free")),
+                u(json_u64(js, "umem", "fill")), u(json_u64(js, "umem", "queued")),
+                u(json_u64(js, "umem", "tx")), balanced ? "balanced" : "NOT BALANCED (see the log)");
+}
+
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
     const bool json = args.has("json");
@@ -131,7 +159,7 @@ static int run(const Args &args) {
                     u(c.tc.packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes), u(c.pacer.drops),
                     u(c.pacer.backlog), c.configured ? "" : "  (not configured)");
     }
-    if (!stats.empty()) std::printf("daemon counters: %s\n", stats.c_str());
+    if (!stats.empty()) summarize(stats);
     return 0;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -36,7 +37,6 @@ constexpr uint64_t kReconcileNs = 20 * kMs;
 constexpr uint64_t kPublishNs = 100 * kMs;
 constexpr uint64_t kSlowNs = 1000 * kMs;     // accounting check, stats file
 constexpr uint64_t kDrainGraceNs = 50 * kMs; // a deleted class's last clones still arrive
-constexpr uint64_t kSleepThresholdNs = 2 * kMs;
 constexpr uint64_t kShutdownDrainNs = 500 * kMs;
 constexpr uint32_t kRxBurst = 64;
 
@@ -149,6 +149,7 @@ class Loop {
     uint64_t wake_ns_ = 0; // engine's Wait
     bool waiting_ = false;
     uint64_t start_ns_ = 0;
+    uint64_t sleep_min_ns_ = 0; // 0: spin whenever backlogged
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     Framing framing_{};
 };
@@ -160,6 +161,7 @@ Loop::~Loop() {
 
 Result<void> Loop::init(const DaemonConfig &cfg) {
     cfg_ = cfg;
+    sleep_min_ns_ = cfg.sleep_min_ns;
     paths_ = dataplane::paths_for(cfg.dev);
     auto st = dataplane::read_state(paths_);
     if (!st) return err(st.error());
@@ -601,11 +603,14 @@ int Loop::run() {
         if (plane_->tx_unsent() || plane_->tx_in_flight()) continue; // the ring needs kicks/reaps
         if (!engine_->backlogged()) {
             sleep_until(now, next_timer); // idle: wait for RX or a timer
-        } else if (waiting_ && wake_ns_ > now + kSleepThresholdNs) {
-            // A slow class: sleep most of the way, spin the rest.
-            sleep_until(now, std::min(next_timer, wake_ns_ - kSleepThresholdNs / 2));
+        } else if (sleep_min_ns_ && waiting_ && wake_ns_ > now + sleep_min_ns_) {
+            // Ahead of the wire by more than a batch: sleep (hrtimer, 1 ns
+            // slack) instead of spinning, which gives the CPU to the senders
+            // and the kernel's TX path on a small machine. Oversleeping is
+            // harmless up to the window minus a batch (~260 us at 1 Gbit/s).
+            sleep_until(now, std::min(next_timer, wake_ns_));
         }
-        // else: busy, spin.
+        // else: due now or very soon: spin.
     }
     logf("stopping");
     shutdown();
@@ -625,6 +630,7 @@ int run(const DaemonConfig &cfg) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_TIMERSLACK, 1UL); // sleeps end on time, not up to 50 us late
 
     auto paths = dataplane::paths_for(cfg.dev);
     if (cfg.write_pidfile) {

@@ -9,7 +9,8 @@
 // Sleeping: with nothing backlogged the loop blocks in epoll on the RX
 // sockets (POLLIN) with the next timer as timeout, so it costs ~0 % CPU and
 // wakes as soon as a frame arrives. While backlogged it spins, except when the
-// engine's next decision is more than kSleepThresholdNs away (a slow class).
+// schedule is ahead of the wire by more than a batch: then it sleeps until
+// the window has room again (or a frame arrives).
 #pragma once
 
 #include "core/engine.hpp"
@@ -26,6 +27,9 @@ struct DaemonConfig {
     uint64_t window_bytes = 0;  // 0: from the state file, else EngineConfig default
     uint32_t frames_per_queue = 0; // 0: sized by the dataplane
     bool write_pidfile = true;
+    // While backlogged and ahead of the wire by more than a batch, sleep if
+    // the wait is longer than this; 0 = always spin.
+    uint64_t sleep_min_ns = 0;
 };
 
 // Runs until SIGTERM/SIGINT (or a fatal error). Returns the exit code. Logs

@@ -144,7 +144,7 @@ static int run(const Args &args) {
         std::printf("daemon: pid %d, alive, heartbeat %.1f ms ago\n", int(pid), age_ms);
     else
         std::printf("daemon: pid %d, NOT beating (heartbeat %s) - TC passes unpaced\n", int(pid),
-                    ps->heartbeat_ns ? (std::to_string(age_ms) + " ms ago").c_str() : "never");
+                    ps->heartbeat_ns ? (std::to_string(int64_t(age_ms)) + " ms ago").c_str() : "never");
     std::printf("default class %s; xdp redirected %llu, no socket %llu; tc passed (pacer dead) %llu, "
                 "(no slot) %llu, redirect errors %llu\n",
                 format_classid(ClassId::from_raw(ps->default_classid)).c_str(), u(xdp_redirected),

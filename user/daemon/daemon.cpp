@@ -126,6 +126,7 @@ class Loop {
     void receive();
     void schedule(uint64_t now);
     void reconcile(uint64_t now);
+    void read_class_config(std::map<uint32_t, pspxdp_class_config> &want);
     void publish();
     void write_stats_file(uint64_t now);
     void check_accounting(const char *when);
@@ -149,6 +150,10 @@ class Loop {
     uint64_t wake_ns_ = 0; // engine's Wait
     bool waiting_ = false;
     uint64_t start_ns_ = 0;
+    uint64_t kick_errors_logged_ = 0;
+    std::vector<uint32_t> batch_keys_;
+    std::vector<pspxdp_class_config> batch_vals_;
+    bool batch_ok_ = true;
     uint64_t sleep_min_ns_ = 0; // 0: spin whenever backlogged
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     Framing framing_{};
@@ -329,8 +334,31 @@ void Loop::release_queue(Class &c) {
     by_queue_[c.rxq] = nullptr;
 }
 
-void Loop::reconcile(uint64_t now) {
-    std::map<uint32_t, pspxdp_class_config> want;
+// The whole class_config in one BPF_MAP_LOOKUP_BATCH (every 20 ms: a key
+// walk would be two syscalls per class), falling back to the walk.
+void Loop::read_class_config(std::map<uint32_t, pspxdp_class_config> &want) {
+    if (batch_keys_.empty()) {
+        batch_keys_.resize(PSPXDP_MAX_CLASSES);
+        batch_vals_.resize(PSPXDP_MAX_CLASSES);
+    }
+    uint32_t in_batch = 0, out_batch = 0;
+    bool first = true;
+    while (batch_ok_) {
+        uint32_t count = uint32_t(batch_keys_.size());
+        int rc = bpf_map_lookup_batch(class_config_, first ? nullptr : &in_batch, &out_batch,
+                                      batch_keys_.data(), batch_vals_.data(), &count, nullptr);
+        int e = errno;
+        for (uint32_t i = 0; i < count; ++i) want[batch_keys_[i]] = batch_vals_[i];
+        if (rc == 0) {
+            in_batch = out_batch;
+            first = false;
+            continue;
+        }
+        if (e == ENOENT) return; // the end of the map
+        batch_ok_ = false;       // not supported: walk the keys from now on
+        ++lc_.map_errors;
+        want.clear();
+    }
     uint32_t key = 0, next = 0;
     for (int rc = bpf_map_get_next_key(class_config_, nullptr, &next); rc == 0;
          rc = bpf_map_get_next_key(class_config_, &key, &next)) {
@@ -338,6 +366,11 @@ void Loop::reconcile(uint64_t now) {
         if (bpf_map_lookup_elem(class_config_, &next, &cc) == 0) want[next] = cc;
         key = next;
     }
+}
+
+void Loop::reconcile(uint64_t now) {
+    std::map<uint32_t, pspxdp_class_config> want;
+    read_class_config(want);
     // Gone from the config: stop TC first, then drain what is queued.
     for (auto &[id, c] : classes_) {
         if (c.draining || want.count(id)) continue;
@@ -596,6 +629,18 @@ int Loop::run() {
             if (ticks % (kSlowNs / kHeartbeatNs) == 0) {
                 check_accounting("periodic");
                 write_stats_file(now);
+                uint64_t errs = plane_->counters().kick_errors;
+                if (errs != kick_errors_logged_) {
+                    // Rate-limited: one line a second at most.
+                    logf("TX on %s failing: %llu sendto errors, last: %s", cfg_.dev.c_str(),
+                         (unsigned long long)(errs - kick_errors_logged_),
+                         errstr(plane_->last_kick_errno()).c_str());
+                    kick_errors_logged_ = errs;
+                    if (plane_->last_kick_errno() == ENXIO || plane_->last_kick_errno() == ENODEV) {
+                        logf("%s is gone: stopping", cfg_.dev.c_str());
+                        break;
+                    }
+                }
             }
         }
 

@@ -319,8 +319,10 @@ Result<AttachState> attach(const AttachRequest &req) {
     if (rc && rc != -EEXIST) return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
     s.clsact_created = (rc == 0); // -EEXIST: someone else's, never ours to delete
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    // REPLACE: a filter at pspxdp's handle/prio is a leftover of a crashed
+    // pspxdp (its state file gone), never someone else's.
     LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(cls->progs.pspxdp_classify),
-                .handle = kTcHandle, .priority = kTcPriority);
+                .flags = BPF_TC_F_REPLACE, .handle = kTcHandle, .priority = kTcPriority);
     rc = bpf_tc_attach(&hook, &opts);
     if (rc)
         return fail("attaching TC egress filter on " + s.dev + ": " + libbpf_err(rc) +

@@ -244,6 +244,7 @@ void XskPlane::kick(uint32_t max_kicks) {
             continue;
         }
         ++counters_.kick_errors;
+        last_kick_errno_ = errno;
         return;
     }
 }

@@ -135,6 +135,7 @@ class XskPlane {
     SocketStats rx_stats(uint32_t q) const;
     SocketStats tx_stats() const;
     const PlaneCounters &counters() const { return counters_; }
+    int last_kick_errno() const { return last_kick_errno_; }
     const QueueCounters &queue_counters(uint32_t q) const { return rx_[q].counters; }
     uint32_t queue_of(uint64_t addr) const { return uint32_t(addr / frame_size_) / frames_per_queue_; }
     // Frames queue q has in each place.
@@ -168,6 +169,7 @@ class XskPlane {
     std::vector<State> state_;
     uint64_t tx_submitted_ = 0, tx_completed_ = 0, gaps_in_flight_ = 0;
     PlaneCounters counters_;
+    int last_kick_errno_ = 0;
 };
 
 } // namespace pspxdp::dataplane

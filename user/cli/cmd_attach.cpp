@@ -81,6 +81,9 @@ static int run(const Args &args) {
 
     auto lock = dp::DevLock::acquire(paths, false);
     if (!lock) return fail("attach: " + lock.error());
+    // Again under the lock: another attach may have finished in between.
+    if (auto st = dp::read_state(paths); st)
+        return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
     dp::AttachRequest req;
     req.dev = dev;
     req.queues = uint32_t(queues);

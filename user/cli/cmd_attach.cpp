@@ -16,7 +16,8 @@ namespace pspxdp::cli {
 
 namespace dp = pspxdp::dataplane;
 
-static Result<uint64_t> parse_u64(const std::string &what, const std::string &s, uint64_t lo, uint64_t hi) {
+static Result<uint64_t> parse_u64(const std::string &what, const std::string &s, uint64_t lo,
+                                  uint64_t hi) {
     char *end = nullptr;
     errno = 0;
     unsigned long long v = std::strtoull(s.c_str(), &end, 10);
@@ -91,9 +92,10 @@ static int run(const Args &args) {
     req.window_bytes = window;
     auto st = dp::attach(req);
     if (!st) return fail("attach: " + st.error());
-    std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
-                dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
-                st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
+    std::printf(
+        "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
+        dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
+        st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
     std::fflush(stdout);
 
     if (args.has("foreground")) {
@@ -107,7 +109,8 @@ static int run(const Args &args) {
         if (!l2) return rc; // detach is running and will clean up
         auto s2 = dp::read_state(paths);
         if (s2) {
-            if (auto r = dp::detach(paths, *s2); !r) return fail("detach after foreground run: " + r.error());
+            if (auto r = dp::detach(paths, *s2); !r)
+                return fail("detach after foreground run: " + r.error());
             dp::remove_run_files(paths);
             std::printf("pspxdp: detached from %s\n", dev.c_str());
         }

@@ -16,8 +16,10 @@ static int run(const Args &args) {
         if (!r) return fail("daemon: --line-rate: " + r.error());
         cfg.line_rate_bps = *r;
     }
-    if (args.has("window")) cfg.window_bytes = std::strtoull(args.get("window").c_str(), nullptr, 10);
-    if (args.has("frames")) cfg.frames_per_queue = uint32_t(std::strtoul(args.get("frames").c_str(), nullptr, 10));
+    if (args.has("window"))
+        cfg.window_bytes = std::strtoull(args.get("window").c_str(), nullptr, 10);
+    if (args.has("frames"))
+        cfg.frames_per_queue = uint32_t(std::strtoul(args.get("frames").c_str(), nullptr, 10));
     if (args.has("sleep-min-us"))
         cfg.sleep_min_ns = std::strtoull(args.get("sleep-min-us").c_str(), nullptr, 10) * 1000;
     return daemon::run(cfg);
@@ -33,7 +35,8 @@ const Command kDaemon = {
         {"line-rate", 0, "RATE", "override the line rate"},
         {"window", 0, "BYTES", "override the window"},
         {"frames", 0, "N", "UMEM frames per queue (power of two; default sized from queues)"},
-        {"sleep-min-us", 0, "US", "while backlogged, sleep through waits longer than US (default: spin)"},
+        {"sleep-min-us", 0, "US",
+         "while backlogged, sleep through waits longer than US (default: spin)"},
     },
     1,
     1,

@@ -23,7 +23,8 @@ static int run(const Args &args) {
         unlink(paths.lock.c_str());
         return fail("detach: " + st.error());
     }
-    if (auto r = dp::detach(paths, *st); !r) return fail("detach: " + r.error() + " (state kept in " + paths.state + ")");
+    if (auto r = dp::detach(paths, *st); !r)
+        return fail("detach: " + r.error() + " (state kept in " + paths.state + ")");
     dp::remove_run_files(paths);
     std::printf("pspxdp: detached from %s%s\n", dev.c_str(), *stopped ? " (daemon stopped)" : "");
     return 0;

@@ -8,11 +8,11 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <unistd.h>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 namespace pspxdp::cli {
 
@@ -29,7 +29,8 @@ static std::string read_file(const std::string &path) {
     std::stringstream ss;
     ss << f.rdbuf();
     std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+        s.pop_back();
     return s;
 }
 
@@ -40,12 +41,14 @@ static uint64_t percpu_u64(int fd, uint32_t key) {
     std::vector<uint64_t> v(size_t(ncpu), 0);
     if (bpf_map_lookup_elem(fd, &key, v.data())) return 0;
     uint64_t sum = 0;
-    for (auto x : v) sum += x;
+    for (auto x : v)
+        sum += x;
     return sum;
 }
 
 // The daemon's stats file is flat JSON written by us: pick numbers by key.
-static uint64_t json_u64(const std::string &json, const std::string &section, const std::string &key) {
+static uint64_t json_u64(const std::string &json, const std::string &section,
+                         const std::string &key) {
     size_t from = section.empty() ? 0 : json.find("\"" + section + "\":{");
     if (from == std::string::npos) return 0;
     size_t at = json.find("\"" + key + "\":", from);
@@ -59,17 +62,20 @@ static void summarize(const std::string &js) {
                 "idle resyncs %llu\n",
                 u(json_u64(js, "tx", "frames")), u(json_u64(js, "tx", "gaps")),
                 u(json_u64(js, "tx", "gap_bytes")), u(json_u64(js, "tx", "kicks")),
-                u(json_u64(js, "engine", "underrun_resyncs")), u(json_u64(js, "engine", "underrun_bytes")),
+                u(json_u64(js, "engine", "underrun_resyncs")),
+                u(json_u64(js, "engine", "underrun_bytes")),
                 u(json_u64(js, "engine", "idle_resyncs")));
-    std::printf("drops: kernel rx %llu, no class %llu, at shutdown %llu; tx invalid %llu, kick errors %llu\n",
+    std::printf("drops: kernel rx %llu, no class %llu, at shutdown %llu; tx invalid %llu, kick "
+                "errors %llu\n",
                 u(json_u64(js, "rx", "kernel_lost")), u(json_u64(js, "rx", "unassigned_drops")),
-                u(json_u64(js, "loop", "shutdown_drops")), u(json_u64(js, "tx", "tx_invalid_descs")),
-                u(json_u64(js, "tx", "kick_errors")));
+                u(json_u64(js, "loop", "shutdown_drops")),
+                u(json_u64(js, "tx", "tx_invalid_descs")), u(json_u64(js, "tx", "kick_errors")));
     bool balanced = js.find("\"balanced\":true") != std::string::npos;
     std::printf("umem: %llu frames: free %llu, fill %llu, queued %llu, tx %llu - %s\n",
                 u(json_u64(js, "umem", "frames")), u(json_u64(js, "umem", "free")),
                 u(json_u64(js, "umem", "fill")), u(json_u64(js, "umem", "queued")),
-                u(json_u64(js, "umem", "tx")), balanced ? "balanced" : "NOT BALANCED (see the log)");
+                u(json_u64(js, "umem", "tx")),
+                balanced ? "balanced" : "NOT BALANCED (see the log)");
 }
 
 static int run(const Args &args) {
@@ -106,16 +112,18 @@ static int run(const Args &args) {
     auto u = [](uint64_t v) { return (unsigned long long)v; };
 
     if (json) {
-        std::printf("{\"dev\":\"%s\",\"pacer\":[\"%s\",\"%s\"],\"queues\":%u,\"line_rate_bps\":%llu,"
-                    "\"window_bytes\":%llu,\"clsact_created\":%s,\"daemon_pid\":%d,\"alive\":%s,"
-                    "\"heartbeat_age_ms\":%.3f,\"default_class\":\"%s\",",
-                    dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues,
-                    u(st->line_rate_bps), u(st->window_bytes), st->clsact_created ? "true" : "false",
-                    int(pid), (pid && beating) ? "true" : "false", age_ms,
-                    format_classid(ClassId::from_raw(ps->default_classid)).c_str());
-        std::printf("\"xdp\":{\"redirected\":%llu,\"no_socket\":%llu},"
-                    "\"tc\":{\"pacer_dead\":%llu,\"no_slot\":%llu,\"redirect_errors\":%llu},\"classes\":[",
-                    u(xdp_redirected), u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
+        std::printf(
+            "{\"dev\":\"%s\",\"pacer\":[\"%s\",\"%s\"],\"queues\":%u,\"line_rate_bps\":%llu,"
+            "\"window_bytes\":%llu,\"clsact_created\":%s,\"daemon_pid\":%d,\"alive\":%s,"
+            "\"heartbeat_age_ms\":%.3f,\"default_class\":\"%s\",",
+            dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues, u(st->line_rate_bps),
+            u(st->window_bytes), st->clsact_created ? "true" : "false", int(pid),
+            (pid && beating) ? "true" : "false", age_ms,
+            format_classid(ClassId::from_raw(ps->default_classid)).c_str());
+        std::printf(
+            "\"xdp\":{\"redirected\":%llu,\"no_socket\":%llu},"
+            "\"tc\":{\"pacer_dead\":%llu,\"no_slot\":%llu,\"redirect_errors\":%llu},\"classes\":[",
+            u(xdp_redirected), u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
         bool first = true;
         for (const auto &c : *classes) {
             std::printf("%s{\"class\":\"%s\",\"configured\":%s,\"kind\":\"%s\",\"rate_bps\":%llu,"
@@ -124,10 +132,10 @@ static int run(const Args &args) {
                         "\"backlog\":%llu}",
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
                         c.configured ? "true" : "false",
-                        c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal", u(c.config.rate_bps),
-                        c.queue, u(c.tc.packets), u(c.tc.bytes), u(c.tc.pass_packets),
-                        u(c.pacer.tx_frames), u(c.pacer.tx_bytes), u(c.pacer.rx_frames),
-                        u(c.pacer.drops), u(c.pacer.backlog));
+                        c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal",
+                        u(c.config.rate_bps), c.queue, u(c.tc.packets), u(c.tc.bytes),
+                        u(c.tc.pass_packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes),
+                        u(c.pacer.rx_frames), u(c.pacer.drops), u(c.pacer.backlog));
             first = false;
         }
         std::printf("],\"daemon\":%s}\n", stats.empty() ? "null" : stats.c_str());
@@ -144,15 +152,18 @@ static int run(const Args &args) {
         std::printf("daemon: pid %d, alive, heartbeat %.1f ms ago\n", int(pid), age_ms);
     else
         std::printf("daemon: pid %d, NOT beating (heartbeat %s) - TC passes unpaced\n", int(pid),
-                    ps->heartbeat_ns ? (std::to_string(int64_t(age_ms)) + " ms ago").c_str() : "never");
-    std::printf("default class %s; xdp redirected %llu, no socket %llu; tc passed (pacer dead) %llu, "
-                "(no slot) %llu, redirect errors %llu\n",
-                format_classid(ClassId::from_raw(ps->default_classid)).c_str(), u(xdp_redirected),
-                u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
+                    ps->heartbeat_ns ? (std::to_string(int64_t(age_ms)) + " ms ago").c_str()
+                                     : "never");
+    std::printf(
+        "default class %s; xdp redirected %llu, no socket %llu; tc passed (pacer dead) %llu, "
+        "(no slot) %llu, redirect errors %llu\n",
+        format_classid(ClassId::from_raw(ps->default_classid)).c_str(), u(xdp_redirected),
+        u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
     std::printf("%-9s %-6s %10s %5s %10s %10s %12s %8s %7s\n", "class", "kind", "rate", "queue",
                 "tc_pkts", "tx_frames", "tx_bytes", "drops", "backlog");
     for (const auto &c : *classes) {
-        std::string rate = c.config.kind == PSPXDP_CLASS_PACED ? format_rate(c.config.rate_bps) : "-";
+        std::string rate =
+            c.config.kind == PSPXDP_CLASS_PACED ? format_rate(c.config.rate_bps) : "-";
         std::printf("%-9s %-6s %10s %5u %10llu %10llu %12llu %8llu %7llu%s\n",
                     format_classid(ClassId::from_raw(c.classid)).c_str(),
                     c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal", rate.c_str(), c.queue,

@@ -29,7 +29,9 @@ using dataplane::XskPlane;
 namespace {
 
 volatile sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+    g_stop = 1;
+}
 
 constexpr uint64_t kMs = 1000 * 1000;
 constexpr uint64_t kHeartbeatNs = 10 * kMs; // TC's timeout is 100 ms: 10 beats of slack
@@ -46,7 +48,9 @@ uint64_t mono_ns() {
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+std::string errstr(int e) {
+    return std::strerror(e < 0 ? -e : e);
+}
 
 std::string g_dev;
 __attribute__((format(printf, 1, 2))) void logf(const char *fmt, ...) {
@@ -107,7 +111,7 @@ struct LoopCounters {
     uint64_t unassigned_drops = 0; // frames on a queue no class owns
     uint64_t fifo_overflow = 0;    // cannot happen (FIFO holds all the queue's frames): a bug
     uint64_t shutdown_drops = 0;
-    uint64_t config_refused = 0;   // class_config entries the engine refused
+    uint64_t config_refused = 0; // class_config entries the engine refused
     uint64_t no_free_queue = 0;
     uint64_t map_errors = 0;
     uint64_t accounting_failures = 0;
@@ -140,12 +144,12 @@ class Loop {
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<XskPlane> plane_;
     int class_config_ = -1, class_slot_ = -1, pacer_state_ = -1, pacer_stats_ = -1, xsks_map_ = -1;
-    std::map<uint32_t, Class> classes_;     // by classid
-    std::vector<Class *> by_queue_;         // rx queue -> class
-    std::vector<uint32_t> handle_queue_;    // engine handle -> rx queue
-    std::vector<Fifo> fifos_;               // per rx queue
+    std::map<uint32_t, Class> classes_;  // by classid
+    std::vector<Class *> by_queue_;      // rx queue -> class
+    std::vector<uint32_t> handle_queue_; // engine handle -> rx queue
+    std::vector<Fifo> fifos_;            // per rx queue
     int epfd_ = -1; // RX sockets, EPOLLIN: registered once (ppoll on 16 XSKs cost ~60 us a call)
-    std::map<uint32_t, uint64_t> refused_;  // classid -> rate we already complained about
+    std::map<uint32_t, uint64_t> refused_; // classid -> rate we already complained about
     LoopCounters lc_;
     uint64_t wake_ns_ = 0; // engine's Wait
     bool waiting_ = false;
@@ -155,7 +159,7 @@ class Loop {
     std::vector<pspxdp_class_config> batch_vals_;
     bool batch_ok_ = true;
     uint64_t sleep_min_ns_ = 0; // 0: spin whenever backlogged
-    uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
+    uint64_t batch_bytes_ = 0;  // decisions are taken in batches of about this many byte times
     Framing framing_{};
 };
 
@@ -181,8 +185,10 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     struct MapRef {
         int *fd;
         const char *name;
-    } maps[] = {{&class_config_, "class_config"}, {&class_slot_, "class_slot"},
-                {&pacer_state_, "pacer_state"},   {&pacer_stats_, "pacer_stats"},
+    } maps[] = {{&class_config_, "class_config"},
+                {&class_slot_, "class_slot"},
+                {&pacer_state_, "pacer_state"},
+                {&pacer_stats_, "pacer_stats"},
                 {&xsks_map_, "xsks_map"}};
     for (auto &m : maps) {
         auto fd = dataplane::open_pinned_map(paths_, m.name);
@@ -235,8 +241,10 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
         stale.push_back(next);
         key = next;
     }
-    for (uint32_t k : stale) bpf_map_delete_elem(class_slot_, &k);
-    logf("started: line rate %llu bit/s, window %llu B, %u queues x %u frames of %u B on %s, TX on %s q0",
+    for (uint32_t k : stale)
+        bpf_map_delete_elem(class_slot_, &k);
+    logf("started: line rate %llu bit/s, window %llu B, %u queues x %u frames of %u B on %s, TX on "
+         "%s q0",
          (unsigned long long)line, (unsigned long long)engine_->config().window_bytes, st_.queues,
          plane_->frames_per_queue(), plane_->frame_size(), st_.pacer_b.c_str(), cfg.dev.c_str());
     return {};
@@ -312,8 +320,10 @@ void Loop::schedule(uint64_t now) {
                 plane_->drop(desc.addr);
                 ++c->stats.drops;
             }
-            if (fifos_[q].empty()) engine_->set_empty(d.cls);
-            else engine_->set_head(d.cls, fifos_[q].front().len);
+            if (fifos_[q].empty())
+                engine_->set_empty(d.cls);
+            else
+                engine_->set_head(d.cls, fifos_[q].front().len);
             --budget;
         } else if (d.action == Action::Gap) {
             plane_->tx_gap(d.len);
@@ -348,7 +358,8 @@ void Loop::read_class_config(std::map<uint32_t, pspxdp_class_config> &want) {
         int rc = bpf_map_lookup_batch(class_config_, first ? nullptr : &in_batch, &out_batch,
                                       batch_keys_.data(), batch_vals_.data(), &count, nullptr);
         int e = errno;
-        for (uint32_t i = 0; i < count; ++i) want[batch_keys_[i]] = batch_vals_[i];
+        for (uint32_t i = 0; i < count; ++i)
+            want[batch_keys_[i]] = batch_vals_[i];
         if (rc == 0) {
             in_batch = out_batch;
             first = false;
@@ -394,8 +405,9 @@ void Loop::reconcile(uint64_t now) {
                 auto r = engine_->set_rate(c.handle, rate);
                 if (!r) {
                     if (refused_[id] != rate + 1) {
-                        logf("class %x:%x: rate %llu refused, keeping %llu: %s", id >> 16, id & 0xffff,
-                             (unsigned long long)rate, (unsigned long long)c.rate_bps, r.error().c_str());
+                        logf("class %x:%x: rate %llu refused, keeping %llu: %s", id >> 16,
+                             id & 0xffff, (unsigned long long)rate, (unsigned long long)c.rate_bps,
+                             r.error().c_str());
                         ++lc_.config_refused;
                         refused_[id] = rate + 1;
                     }
@@ -412,7 +424,8 @@ void Loop::reconcile(uint64_t now) {
         }
         // New class: a free queue (not owned, not draining), then the engine.
         uint32_t q = 0;
-        while (q < by_queue_.size() && by_queue_[q]) ++q;
+        while (q < by_queue_.size() && by_queue_[q])
+            ++q;
         if (q == by_queue_.size()) {
             if (refused_[id] != ~0ull) {
                 logf("class %x:%x: no free pacer queue (%zu in use; attach with more --queues)",
@@ -490,7 +503,8 @@ void Loop::check_accounting(const char *when) {
     auto a = plane_->check_accounting();
     // The plane's Held frames are exactly the FIFOs' contents.
     uint64_t fifo = 0;
-    for (auto &f : fifos_) fifo += f.size();
+    for (auto &f : fifos_)
+        fifo += f.size();
     if (a.balanced && fifo != a.held) {
         a.balanced = false;
         a.detail = "held " + std::to_string(a.held) + " != queued " + std::to_string(fifo);
@@ -499,7 +513,8 @@ void Loop::check_accounting(const char *when) {
         ++lc_.accounting_failures;
         logf("UMEM accounting does not balance (%s): %s", when, a.detail.c_str());
     } else if (std::strcmp(when, "periodic")) {
-        logf("UMEM accounting balanced (%s): %llu frames: free %llu, fill %llu, queued %llu, tx %llu",
+        logf("UMEM accounting balanced (%s): %llu frames: free %llu, fill %llu, queued %llu, tx "
+             "%llu",
              when, (unsigned long long)a.total, (unsigned long long)a.free,
              (unsigned long long)a.fill, (unsigned long long)a.held, (unsigned long long)a.tx);
     }
@@ -520,34 +535,34 @@ void Loop::write_stats_file(uint64_t now) {
     FILE *f = std::fopen(tmp.c_str(), "w");
     if (!f) return;
     auto u = [](uint64_t v) { return (unsigned long long)v; };
-    std::fprintf(f,
-                 "{\"pid\":%d,\"uptime_ms\":%llu,\"line_rate_bps\":%llu,\"window_bytes\":%llu,"
-                 "\"byte_clock\":%llu,\"classes\":%zu,"
-                 "\"engine\":{\"frames\":%llu,\"frame_wire_bytes\":%llu,\"gap_frames\":%llu,"
-                 "\"gap_wire_bytes\":%llu,\"gap_overshoot_bytes\":%llu,\"idle_resyncs\":%llu,"
-                 "\"underrun_resyncs\":%llu,\"underrun_bytes\":%llu,\"lag_clamped_bytes\":%llu},"
-                 "\"tx\":{\"frames\":%llu,\"frame_bytes\":%llu,\"gaps\":%llu,\"gap_bytes\":%llu,"
-                 "\"kicks\":%llu,\"kick_transient\":%llu,\"kick_errors\":%llu,\"completions\":%llu,"
-                 "\"in_flight\":%llu,\"tx_invalid_descs\":%llu},"
-                 "\"rx\":{\"kernel_lost\":%llu,\"fill_ring_empty\":%llu,\"unassigned_drops\":%llu},"
-                 "\"umem\":{\"frames\":%llu,\"free\":%llu,\"fill\":%llu,\"queued\":%llu,\"tx\":%llu,"
-                 "\"balanced\":%s,\"state_errors\":%llu,\"bad_completions\":%llu},"
-                 "\"loop\":{\"loops\":%llu,\"sleeps\":%llu,\"config_refused\":%llu,"
-                 "\"no_free_queue\":%llu,\"map_errors\":%llu,\"accounting_failures\":%llu,"
-                 "\"classes_added\":%llu,\"classes_removed\":%llu,\"rate_changes\":%llu,"
-                 "\"shutdown_drops\":%llu,\"batch_waits\":%llu}}\n",
-                 int(getpid()), u((now - start_ns_) / kMs), u(engine_->config().line_rate_bps),
-                 u(engine_->config().window_bytes), u(engine_->byte_clock()), classes_.size(),
-                 u(e.frames), u(e.frame_wire_bytes), u(e.gap_frames), u(e.gap_wire_bytes),
-                 u(e.gap_overshoot_bytes), u(e.idle_resyncs), u(e.underrun_resyncs),
-                 u(e.underrun_bytes), u(e.lag_clamped_bytes), u(p.tx_frames), u(p.tx_frame_bytes),
-                 u(p.tx_gaps), u(p.tx_gap_bytes), u(p.kicks), u(p.kick_transient), u(p.kick_errors),
-                 u(p.completions), u(plane_->tx_in_flight()), u(tx.tx_invalid_descs), u(rx_lost),
-                 u(fill_empty), u(lc_.unassigned_drops), u(a.total), u(a.free), u(a.fill), u(a.held),
-                 u(a.tx), a.balanced ? "true" : "false", u(p.state_errors), u(p.bad_completions),
-                 u(lc_.loops), u(lc_.sleeps), u(lc_.config_refused), u(lc_.no_free_queue),
-                 u(lc_.map_errors), u(lc_.accounting_failures), u(lc_.classes_added),
-                 u(lc_.classes_removed), u(lc_.rate_changes), u(lc_.shutdown_drops), u(lc_.batch_waits));
+    std::fprintf(
+        f,
+        "{\"pid\":%d,\"uptime_ms\":%llu,\"line_rate_bps\":%llu,\"window_bytes\":%llu,"
+        "\"byte_clock\":%llu,\"classes\":%zu,"
+        "\"engine\":{\"frames\":%llu,\"frame_wire_bytes\":%llu,\"gap_frames\":%llu,"
+        "\"gap_wire_bytes\":%llu,\"gap_overshoot_bytes\":%llu,\"idle_resyncs\":%llu,"
+        "\"underrun_resyncs\":%llu,\"underrun_bytes\":%llu,\"lag_clamped_bytes\":%llu},"
+        "\"tx\":{\"frames\":%llu,\"frame_bytes\":%llu,\"gaps\":%llu,\"gap_bytes\":%llu,"
+        "\"kicks\":%llu,\"kick_transient\":%llu,\"kick_errors\":%llu,\"completions\":%llu,"
+        "\"in_flight\":%llu,\"tx_invalid_descs\":%llu},"
+        "\"rx\":{\"kernel_lost\":%llu,\"fill_ring_empty\":%llu,\"unassigned_drops\":%llu},"
+        "\"umem\":{\"frames\":%llu,\"free\":%llu,\"fill\":%llu,\"queued\":%llu,\"tx\":%llu,"
+        "\"balanced\":%s,\"state_errors\":%llu,\"bad_completions\":%llu},"
+        "\"loop\":{\"loops\":%llu,\"sleeps\":%llu,\"config_refused\":%llu,"
+        "\"no_free_queue\":%llu,\"map_errors\":%llu,\"accounting_failures\":%llu,"
+        "\"classes_added\":%llu,\"classes_removed\":%llu,\"rate_changes\":%llu,"
+        "\"shutdown_drops\":%llu,\"batch_waits\":%llu}}\n",
+        int(getpid()), u((now - start_ns_) / kMs), u(engine_->config().line_rate_bps),
+        u(engine_->config().window_bytes), u(engine_->byte_clock()), classes_.size(), u(e.frames),
+        u(e.frame_wire_bytes), u(e.gap_frames), u(e.gap_wire_bytes), u(e.gap_overshoot_bytes),
+        u(e.idle_resyncs), u(e.underrun_resyncs), u(e.underrun_bytes), u(e.lag_clamped_bytes),
+        u(p.tx_frames), u(p.tx_frame_bytes), u(p.tx_gaps), u(p.tx_gap_bytes), u(p.kicks),
+        u(p.kick_transient), u(p.kick_errors), u(p.completions), u(plane_->tx_in_flight()),
+        u(tx.tx_invalid_descs), u(rx_lost), u(fill_empty), u(lc_.unassigned_drops), u(a.total),
+        u(a.free), u(a.fill), u(a.held), u(a.tx), a.balanced ? "true" : "false", u(p.state_errors),
+        u(p.bad_completions), u(lc_.loops), u(lc_.sleeps), u(lc_.config_refused),
+        u(lc_.no_free_queue), u(lc_.map_errors), u(lc_.accounting_failures), u(lc_.classes_added),
+        u(lc_.classes_removed), u(lc_.rate_changes), u(lc_.shutdown_drops), u(lc_.batch_waits));
     std::fclose(f);
     rename(tmp.c_str(), paths_.stats.c_str());
 }
@@ -599,7 +614,8 @@ void Loop::shutdown() {
     plane_->reap();
     publish();
     check_accounting("shutdown");
-    if (lc_.shutdown_drops) logf("%llu queued frames dropped at shutdown", (unsigned long long)lc_.shutdown_drops);
+    if (lc_.shutdown_drops)
+        logf("%llu queued frames dropped at shutdown", (unsigned long long)lc_.shutdown_drops);
     write_stats_file(mono_ns());
 }
 
@@ -664,12 +680,14 @@ int Loop::run() {
 
 } // namespace
 
-void request_stop() { g_stop = 1; }
+void request_stop() {
+    g_stop = 1;
+}
 
 int run(const DaemonConfig &cfg) {
     g_dev = cfg.dev;
     g_stop = 0;
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, nullptr);

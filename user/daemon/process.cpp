@@ -17,7 +17,9 @@
 namespace pspxdp::daemon {
 
 namespace {
-std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+std::string errstr(int e) {
+    return std::strerror(e < 0 ? -e : e);
+}
 
 bool is_pspxdp(pid_t pid) {
     // A pid from a stale pidfile may have been reused: only signal a pspxdp.
@@ -60,7 +62,8 @@ std::string log_tail(const dataplane::Paths &p, int n) {
         if (int(lines.size()) > n) lines.pop_front();
     }
     std::string out;
-    for (auto &l : lines) out += "  " + l + "\n";
+    for (auto &l : lines)
+        out += "  " + l + "\n";
     return out;
 }
 
@@ -82,7 +85,8 @@ Result<pid_t> spawn(const dataplane::Paths &p, const std::vector<std::string> &a
         std::vector<std::string> argv_s = {"pspxdp", "daemon", p.dev};
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char *> argv;
-        for (auto &s : argv_s) argv.push_back(s.data());
+        for (auto &s : argv_s)
+            argv.push_back(s.data());
         argv.push_back(nullptr);
         execv("/proc/self/exe", argv.data());
         std::fprintf(stderr, "pspxdp: exec /proc/self/exe: %s\n", std::strerror(errno));
@@ -123,12 +127,15 @@ Result<bool> stop(const dataplane::Paths &p, int timeout_ms) {
     if (kill(pid, SIGTERM) < 0 && errno != ESRCH)
         return err("stopping daemon pid " + std::to_string(pid) + ": " + errstr(errno));
     uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * 1000000ull;
-    while (alive(pid) && mono_ns() < deadline) usleep(10 * 1000);
+    while (alive(pid) && mono_ns() < deadline)
+        usleep(10 * 1000);
     if (alive(pid)) {
-        std::fprintf(stderr, "pspxdp: warning: daemon pid %d ignored SIGTERM for %d ms, killing it\n",
+        std::fprintf(stderr,
+                     "pspxdp: warning: daemon pid %d ignored SIGTERM for %d ms, killing it\n",
                      int(pid), timeout_ms);
         kill(pid, SIGKILL);
-        for (int i = 0; i < 100 && alive(pid); ++i) usleep(10 * 1000);
+        for (int i = 0; i < 100 && alive(pid); ++i)
+            usleep(10 * 1000);
     }
     unlink(p.pid.c_str());
     return true;

@@ -27,7 +27,9 @@ namespace pspxdp::dataplane {
 
 namespace {
 
-std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+std::string errstr(int e) {
+    return std::strerror(e < 0 ? -e : e);
+}
 
 Result<void> mkdir_p(const std::string &path, mode_t mode) {
     std::string cur;
@@ -80,7 +82,9 @@ Result<void> set_pins(bpf_object *obj, const std::string &pin_dir) {
     return {};
 }
 
-std::string libbpf_err(int rc) { return errstr(rc); }
+std::string libbpf_err(int rc) {
+    return errstr(rc);
+}
 
 Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_rate_bps) {
     auto fd = open_pinned_map(p, "pacer_state");
@@ -90,7 +94,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     bpf_map_lookup_elem(*fd, &key, &st); // keeps default_classid/flags of a reused pin
     st.pacer_ifindex = ifindex;
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
-    st.heartbeat_ns = 0; // no daemon yet: TC passes
+    st.heartbeat_ns = 0;              // no daemon yet: TC passes
     int rc = bpf_map_update_elem(*fd, &key, &st, BPF_ANY) ? -errno : 0;
     close(*fd);
     if (rc) return err("writing pacer_state: " + errstr(rc));
@@ -163,7 +167,8 @@ Result<void> write_state(const Paths &p, const AttachState &s) {
     {
         std::ofstream f(tmp, std::ios::trunc);
         if (!f) return err("writing " + tmp + ": " + errstr(errno));
-        for (auto &[k, v] : s.to_kv()) f << k << "=" << v << "\n";
+        for (auto &[k, v] : s.to_kv())
+            f << k << "=" << v << "\n";
         f.flush();
         if (!f) return err("writing " + tmp + ": " + errstr(errno));
     }
@@ -198,7 +203,8 @@ Result<DevLock> DevLock::acquire(const Paths &p, bool wait) {
     if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
         int e = errno;
         close(fd);
-        if (e == EWOULDBLOCK) return err("another pspxdp attach/detach on " + p.dev + " is running");
+        if (e == EWOULDBLOCK)
+            return err("another pspxdp attach/detach on " + p.dev + " is running");
         return err("locking " + p.lock + ": " + errstr(e));
     }
     return DevLock(fd);
@@ -208,10 +214,12 @@ DevLock::~DevLock() {
     if (fd_ >= 0) close(fd_); // releases the flock; the lock file stays (unlinking it races)
 }
 
-Result<void> ensure_run_dir() { return mkdir_p(kRunDir, 0755); }
+Result<void> ensure_run_dir() {
+    return mkdir_p(kRunDir, 0755);
+}
 
 Result<void> ensure_bpffs() {
-    struct statfs st{};
+    struct statfs st {};
     if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == BPF_FS_MAGIC) return {};
     if (auto r = mkdir_p("/sys/fs/bpf", 0755); !r) return r;
     if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") < 0)
@@ -298,11 +306,12 @@ Result<AttachState> attach(const AttachRequest &req) {
     if (auto r = set_pins(cls->obj, p.pin_dir); !r) return fail(r.error());
     if (auto r = set_pins(rdr->obj, p.pin_dir); !r) return fail(r.error());
     if (int rc = classifier_bpf__load(cls))
-        return fail("loading classifier BPF program: " + libbpf_err(rc) +
-                    " (a pin under " + p.pin_dir + " from an older version? detach first)");
+        return fail("loading classifier BPF program: " + libbpf_err(rc) + " (a pin under " +
+                    p.pin_dir + " from an older version? detach first)");
     if (int rc = redirect_bpf__load(rdr))
         return fail("loading redirect BPF program: " + libbpf_err(rc));
-    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps); !r) return fail(r.error());
+    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps); !r)
+        return fail(r.error());
 
     // XDP native on b: generic XDP never sees the redirected skbs.
     int rc = bpf_xdp_attach(int(s.pacer_b_ifindex), bpf_program__fd(rdr->progs.pspxdp_redirect),
@@ -316,7 +325,8 @@ Result<AttachState> attach(const AttachRequest &req) {
     libbpf_print_fn_t old_print = libbpf_set_print(nullptr);
     rc = bpf_tc_hook_create(&hook);
     libbpf_set_print(old_print);
-    if (rc && rc != -EEXIST) return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
+    if (rc && rc != -EEXIST)
+        return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
     s.clsact_created = (rc == 0); // -EEXIST: someone else's, never ours to delete
     if (auto r = write_state(p, s); !r) return fail(r.error());
     // REPLACE: a filter at pspxdp's handle/prio is a leftover of a crashed
@@ -343,7 +353,8 @@ Result<void> detach(const Paths &p, const AttachState &s) {
         if (first.empty()) first = e;
     };
     if (s.tc_attached) {
-        LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex), .attach_point = BPF_TC_EGRESS);
+        LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex),
+                    .attach_point = BPF_TC_EGRESS);
         LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kTcHandle, .priority = kTcPriority);
         int rc = bpf_tc_detach(&hook, &opts);
         if (rc && rc != -ENOENT && rc != -ENODEV && rc != -EINVAL)
@@ -359,7 +370,8 @@ Result<void> detach(const Paths &p, const AttachState &s) {
     }
     if (s.xdp_attached && s.pacer_b_ifindex) {
         int rc = bpf_xdp_detach(int(s.pacer_b_ifindex), XDP_FLAGS_DRV_MODE, nullptr);
-        if (rc && rc != -ENODEV && rc != -ENOENT) note("detaching XDP from " + s.pacer_b + ": " + libbpf_err(rc));
+        if (rc && rc != -ENODEV && rc != -ENOENT)
+            note("detaching XDP from " + s.pacer_b + ": " + libbpf_err(rc));
     }
     if (s.veth_created && !s.pacer_a.empty()) {
         if (auto r = delete_link(s.pacer_a); !r) note(r.error());

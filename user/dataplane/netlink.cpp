@@ -23,7 +23,9 @@ namespace pspxdp::dataplane {
 
 namespace {
 
-std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
+std::string errstr(int err) {
+    return std::strerror(err < 0 ? -err : err);
+}
 
 // A netlink request under construction: header, family struct, attributes,
 // nested attributes. Everything 4-byte aligned as NLMSG_ALIGN/RTA_ALIGN want.
@@ -146,10 +148,18 @@ Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
         const void *d = RTA_DATA(rta);
         size_t dl = RTA_PAYLOAD(rta);
         switch (rta->rta_type) {
-        case IFLA_IFNAME: li.name.assign(static_cast<const char *>(d), strnlen(static_cast<const char *>(d), dl)); break;
-        case IFLA_MTU: std::memcpy(&li.mtu, d, 4); break;
-        case IFLA_NUM_TX_QUEUES: std::memcpy(&li.num_tx_queues, d, 4); break;
-        case IFLA_NUM_RX_QUEUES: std::memcpy(&li.num_rx_queues, d, 4); break;
+        case IFLA_IFNAME:
+            li.name.assign(static_cast<const char *>(d), strnlen(static_cast<const char *>(d), dl));
+            break;
+        case IFLA_MTU:
+            std::memcpy(&li.mtu, d, 4);
+            break;
+        case IFLA_NUM_TX_QUEUES:
+            std::memcpy(&li.num_tx_queues, d, 4);
+            break;
+        case IFLA_NUM_RX_QUEUES:
+            std::memcpy(&li.num_rx_queues, d, 4);
+            break;
         case IFLA_ADDRESS:
             if (dl == 6) std::memcpy(li.mac.data(), d, 6);
             break;
@@ -161,7 +171,8 @@ Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
                                    strnlen(static_cast<const char *>(RTA_DATA(n)), RTA_PAYLOAD(n)));
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
     li.driver = driver_of(li.name);
@@ -197,12 +208,22 @@ Result<uint32_t> ifindex_of(const std::string &name) {
 
 } // namespace
 
-bool LinkInfo::is_ether() const { return type == ARPHRD_ETHER; }
-bool LinkInfo::is_up() const { return flags & IFF_UP; }
-bool LinkInfo::has_carrier() const { return flags & IFF_LOWER_UP; }
+bool LinkInfo::is_ether() const {
+    return type == ARPHRD_ETHER;
+}
+bool LinkInfo::is_up() const {
+    return flags & IFF_UP;
+}
+bool LinkInfo::has_carrier() const {
+    return flags & IFF_LOWER_UP;
+}
 
-Result<LinkInfo> get_link(const std::string &name) { return get_link_impl(&name, 0); }
-Result<LinkInfo> get_link(uint32_t ifindex) { return get_link_impl(nullptr, ifindex); }
+Result<LinkInfo> get_link(const std::string &name) {
+    return get_link_impl(&name, 0);
+}
+Result<LinkInfo> get_link(uint32_t ifindex) {
+    return get_link_impl(nullptr, ifindex);
+}
 
 std::optional<uint64_t> get_speed_mbps(const LinkInfo &link) {
     // A veth reports a made-up 10000 Mb/s: it has no serialization clock at all.
@@ -320,7 +341,11 @@ Result<void> set_tx_checksum(const std::string &name, bool on) {
     return {};
 }
 
-std::string pacer_name_a(uint32_t dev_ifindex) { return "psp" + std::to_string(dev_ifindex) + "a"; }
-std::string pacer_name_b(uint32_t dev_ifindex) { return "psp" + std::to_string(dev_ifindex) + "b"; }
+std::string pacer_name_a(uint32_t dev_ifindex) {
+    return "psp" + std::to_string(dev_ifindex) + "a";
+}
+std::string pacer_name_b(uint32_t dev_ifindex) {
+    return "psp" + std::to_string(dev_ifindex) + "b";
+}
 
 } // namespace pspxdp::dataplane

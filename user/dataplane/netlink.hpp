@@ -15,7 +15,7 @@ namespace pspxdp::dataplane {
 struct LinkInfo {
     std::string name;
     uint32_t ifindex = 0;
-    uint16_t type = 0; // ARPHRD_*
+    uint16_t type = 0;  // ARPHRD_*
     uint32_t flags = 0; // IFF_*
     uint32_t mtu = 0;
     MacAddr mac{};
@@ -25,7 +25,7 @@ struct LinkInfo {
     std::string driver; // ethtool driver name, empty if unknown
 
     bool is_ether() const;
-    bool is_up() const;      // administratively up
+    bool is_up() const;       // administratively up
     bool has_carrier() const; // IFF_LOWER_UP
 };
 

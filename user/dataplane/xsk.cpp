@@ -12,10 +12,13 @@
 namespace pspxdp::dataplane {
 
 namespace {
-std::string errstr(int e) { return std::strerror(e < 0 ? -e : e); }
+std::string errstr(int e) {
+    return std::strerror(e < 0 ? -e : e);
+}
 uint32_t pow2_floor(uint32_t v) {
     uint32_t p = 1;
-    while (p * 2 <= v) p *= 2;
+    while (p * 2 <= v)
+        p *= 2;
     return p;
 }
 // Copy-mode RX puts the frame XDP_PACKET_HEADROOM into its chunk.
@@ -45,7 +48,8 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     uint32_t max_len = cfg.mtu + kEthHeaderBytes + 4; // one VLAN tag
     p->max_tx_len_ = max_len;
     p->frame_size_ = (max_len + kRxHeadroom <= 2048) ? 2048 : 4096;
-    if (max_len + kRxHeadroom > 4096) return err("MTU " + std::to_string(cfg.mtu) + " too large for AF_XDP frames (max 3822)");
+    if (max_len + kRxHeadroom > 4096)
+        return err("MTU " + std::to_string(cfg.mtu) + " too large for AF_XDP frames (max 3822)");
     uint32_t fpq = cfg.frames_per_queue;
     if (!fpq) fpq = std::clamp<uint32_t>(pow2_floor(kFrameBudget / cfg.rx_queues), 64, 2048);
     if (fpq & (fpq - 1)) return err("frames per queue must be a power of two");
@@ -67,7 +71,8 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     void *area = mmap(nullptr, p->area_bytes_, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (area == MAP_FAILED)
-        return err("mapping UMEM of " + std::to_string(p->area_bytes_ >> 20) + " MiB: " + errstr(errno));
+        return err("mapping UMEM of " + std::to_string(p->area_bytes_ >> 20) +
+                   " MiB: " + errstr(errno));
     p->area_ = static_cast<uint8_t *>(area);
     p->pause_addr_ = real_frames * p->frame_size_;
     std::memcpy(p->area_ + p->pause_addr_, pause->data(), pause->size());
@@ -81,8 +86,10 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     ucfg.frame_size = p->frame_size_;
     ucfg.frame_headroom = 0;
     ucfg.flags = 0;
-    int rc = xsk_umem__create(&p->umem_, p->area_, p->area_bytes_, &p->tx_->fill, &p->tx_->comp, &ucfg);
-    if (rc) return err("creating UMEM (" + std::to_string(total_frames) + " frames): " + errstr(rc));
+    int rc =
+        xsk_umem__create(&p->umem_, p->area_, p->area_bytes_, &p->tx_->fill, &p->tx_->comp, &ucfg);
+    if (rc)
+        return err("creating UMEM (" + std::to_string(total_frames) + " frames): " + errstr(rc));
 
     // The TX socket first: its bind mode (copy) is the one every shared socket
     // inherits; zero-copy is impossible anyway with RX on a veth.
@@ -91,8 +98,8 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     scfg.tx_size = cfg.tx_ring;
     scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
     scfg.bind_flags = XDP_COPY;
-    rc = xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr, &p->tx_->tx,
-                                   &p->tx_->fill, &p->tx_->comp, &scfg);
+    rc = xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr,
+                                   &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
     if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + errstr(rc));
 
     p->rx_.resize(cfg.rx_queues);
@@ -104,16 +111,19 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
         rcfg.tx_size = 0;
         rcfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
         rcfg.bind_flags = XDP_COPY;
-        rc = xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_, &r.rings->rx, nullptr,
-                                       &r.rings->fill, &r.rings->comp, &rcfg);
+        rc = xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_, &r.rings->rx,
+                                       nullptr, &r.rings->fill, &r.rings->comp, &rcfg);
         if (rc)
-            return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " + std::to_string(q) +
-                       ": " + errstr(rc));
+            return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " +
+                       std::to_string(q) + ": " + errstr(rc));
         r.pool.reserve(fpq);
-        for (uint32_t i = fpq; i-- > 0;) r.pool.push_back((uint64_t(q) * fpq + i) * p->frame_size_);
+        for (uint32_t i = fpq; i-- > 0;)
+            r.pool.push_back((uint64_t(q) * fpq + i) * p->frame_size_);
         if (cfg.xsks_map_fd >= 0) {
             rc = xsk_socket__update_xskmap(r.xsk, cfg.xsks_map_fd);
-            if (rc) return err("registering RX socket of queue " + std::to_string(q) + " in xsks_map: " + errstr(rc));
+            if (rc)
+                return err("registering RX socket of queue " + std::to_string(q) +
+                           " in xsks_map: " + errstr(rc));
         }
     }
     p->refill();
@@ -130,8 +140,12 @@ XskPlane::~XskPlane() {
     if (area_) munmap(area_, area_bytes_);
 }
 
-int XskPlane::rx_fd(uint32_t q) const { return xsk_socket__fd(rx_[q].xsk); }
-int XskPlane::tx_fd() const { return xsk_socket__fd(tx_->xsk); }
+int XskPlane::rx_fd(uint32_t q) const {
+    return xsk_socket__fd(rx_[q].xsk);
+}
+int XskPlane::tx_fd() const {
+    return xsk_socket__fd(tx_->xsk);
+}
 
 bool XskPlane::transition(uint64_t addr, State from, State to) {
     uint64_t i = frame_index(addr);
@@ -182,9 +196,13 @@ void XskPlane::drop(uint64_t addr) {
     r.pool.push_back(base);
 }
 
-const uint8_t *XskPlane::data(uint64_t addr) const { return area_ + addr; }
+const uint8_t *XskPlane::data(uint64_t addr) const {
+    return area_ + addr;
+}
 
-uint32_t XskPlane::tx_free() { return xsk_prod_nb_free(&tx_->tx, cfg_.tx_ring); }
+uint32_t XskPlane::tx_free() {
+    return xsk_prod_nb_free(&tx_->tx, cfg_.tx_ring);
+}
 
 bool XskPlane::tx_frame(const RxDesc &d) {
     uint32_t idx;
@@ -257,8 +275,10 @@ uint32_t XskPlane::reap() {
         ++tx_completed_;
         ++counters_.completions;
         if (frame_index(addr) == frame_index(pause_addr_)) {
-            if (gaps_in_flight_) --gaps_in_flight_;
-            else ++counters_.bad_completions;
+            if (gaps_in_flight_)
+                --gaps_in_flight_;
+            else
+                ++counters_.bad_completions;
             ++counters_.gap_completions;
             continue;
         }
@@ -282,7 +302,8 @@ void XskPlane::refill() {
         if (r.pool.empty()) continue;
         uint32_t idx = 0;
         // reserve() is all-or-nothing: ask only for what fits.
-        uint32_t want = std::min<uint32_t>(uint32_t(r.pool.size()), xsk_prod_nb_free(&r.rings->fill, uint32_t(r.pool.size())));
+        uint32_t want = std::min<uint32_t>(
+            uint32_t(r.pool.size()), xsk_prod_nb_free(&r.rings->fill, uint32_t(r.pool.size())));
         uint32_t n = want ? xsk_ring_prod__reserve(&r.rings->fill, want, &idx) : 0;
         if (!n) continue;
         for (uint32_t i = 0; i < n; ++i) {
@@ -311,8 +332,12 @@ static SocketStats stats_of(xsk_socket *xsk) {
     return s;
 }
 
-SocketStats XskPlane::rx_stats(uint32_t q) const { return stats_of(rx_[q].xsk); }
-SocketStats XskPlane::tx_stats() const { return stats_of(tx_->xsk); }
+SocketStats XskPlane::rx_stats(uint32_t q) const {
+    return stats_of(rx_[q].xsk);
+}
+SocketStats XskPlane::tx_stats() const {
+    return stats_of(tx_->xsk);
+}
 
 Accounting XskPlane::check_accounting() const {
     Accounting a;
@@ -324,7 +349,8 @@ Accounting XskPlane::check_accounting() const {
     for (uint64_t i = 0; i < state_.size(); ++i) {
         if (state_[i] == State::Pause) {
             ++pauses;
-            if (i != frame_index(pause_addr_)) detail += "frame " + std::to_string(i) + " is Pause; ";
+            if (i != frame_index(pause_addr_))
+                detail += "frame " + std::to_string(i) + " is Pause; ";
             continue;
         }
         uint32_t q = uint32_t(i / frames_per_queue_);
@@ -339,10 +365,11 @@ Accounting XskPlane::check_accounting() const {
         a.held += h;
         a.tx += t;
         if (f != r.pool.size() || fl != r.fill || h != r.held || t != r.tx)
-            detail += "queue " + std::to_string(q) + ": states free/fill/held/tx " + std::to_string(f) +
-                      "/" + std::to_string(fl) + "/" + std::to_string(h) + "/" + std::to_string(t) +
-                      " vs counters " + std::to_string(r.pool.size()) + "/" + std::to_string(r.fill) +
-                      "/" + std::to_string(r.held) + "/" + std::to_string(r.tx) + "; ";
+            detail += "queue " + std::to_string(q) + ": states free/fill/held/tx " +
+                      std::to_string(f) + "/" + std::to_string(fl) + "/" + std::to_string(h) + "/" +
+                      std::to_string(t) + " vs counters " + std::to_string(r.pool.size()) + "/" +
+                      std::to_string(r.fill) + "/" + std::to_string(r.held) + "/" +
+                      std::to_string(r.tx) + "; ";
         if (f + fl + h + t != frames_per_queue_)
             detail += "queue " + std::to_string(q) + " owns " + std::to_string(f + fl + h + t) +
                       " frames, not " + std::to_string(frames_per_queue_) + "; ";

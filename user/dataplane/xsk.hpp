@@ -32,15 +32,15 @@ struct xsk_socket;
 namespace pspxdp::dataplane {
 
 struct PlaneConfig {
-    std::string tx_dev;        // DEV
-    std::string rx_dev;        // pacer veth peer (b)
-    uint32_t rx_queues = 16;   // RX sockets on rx queues 0..rx_queues-1
+    std::string tx_dev;            // DEV
+    std::string rx_dev;            // pacer veth peer (b)
+    uint32_t rx_queues = 16;       // RX sockets on rx queues 0..rx_queues-1
     uint32_t frames_per_queue = 0; // 0: sized from rx_queues (power of two)
     uint32_t tx_ring = 2048;
-    uint32_t mtu = 1500;       // of DEV: longest frame sent is mtu + 18 (VLAN)
-    MacAddr mac{};             // PAUSE source address: DEV's
+    uint32_t mtu = 1500; // of DEV: longest frame sent is mtu + 18 (VLAN)
+    MacAddr mac{};       // PAUSE source address: DEV's
     Framing framing{};
-    int xsks_map_fd = -1;      // RX sockets are registered here (key = rx queue)
+    int xsks_map_fd = -1; // RX sockets are registered here (key = rx queue)
 };
 
 struct RxDesc {
@@ -50,8 +50,8 @@ struct RxDesc {
 
 struct QueueCounters {
     uint64_t rx_frames = 0;
-    uint64_t rx_bad_len = 0;  // too short/long to send: dropped by us
-    uint64_t dropped = 0;     // frames the caller dropped (drop())
+    uint64_t rx_bad_len = 0; // too short/long to send: dropped by us
+    uint64_t dropped = 0;    // frames the caller dropped (drop())
     uint64_t tx_frames = 0;
     uint64_t completions = 0;
 };
@@ -137,7 +137,9 @@ class XskPlane {
     const PlaneCounters &counters() const { return counters_; }
     int last_kick_errno() const { return last_kick_errno_; }
     const QueueCounters &queue_counters(uint32_t q) const { return rx_[q].counters; }
-    uint32_t queue_of(uint64_t addr) const { return uint32_t(addr / frame_size_) / frames_per_queue_; }
+    uint32_t queue_of(uint64_t addr) const {
+        return uint32_t(addr / frame_size_) / frames_per_queue_;
+    }
     // Frames queue q has in each place.
     uint64_t queue_held(uint32_t q) const { return rx_[q].held; }
 

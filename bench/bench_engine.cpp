@@ -1,15 +1,21 @@
 // ns per scheduling decision against the number of backlogged classes: the
 // engine (O(log n) heaps) and the paper's scan (O(n)) in the same run.
-//   bench_engine [--json] [--max-classes N] [--decisions N]
+//   bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]
+//                [--decisions N] [--repeat N] [--cpu N]
+// Each engine figure is the median of --repeat runs (the machine may be
+// shared); --cpu pins the process to one core.
 #include "core/engine.hpp"
 #include "sim/reference_scan.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <sched.h>
 
 using namespace pspxdp;
 
@@ -50,12 +56,24 @@ template <class Sched> Measurement measure(size_t classes, uint64_t decisions) {
     return Measurement{ns / double(decisions), decisions, double(gaps) / double(decisions)};
 }
 
+template <class Sched> Measurement median_of(size_t classes, uint64_t decisions, int repeat) {
+    std::vector<Measurement> runs;
+    for (int i = 0; i < std::max(repeat, 1); ++i) runs.push_back(measure<Sched>(classes, decisions));
+    std::sort(runs.begin(), runs.end(), [](const Measurement &a, const Measurement &b) {
+        return a.ns_per_decision < b.ns_per_decision;
+    });
+    return runs[runs.size() / 2];
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
     bool json = false;
     bool scan = true;
+    size_t min_classes = 1;
     size_t max_classes = 100'000;
+    int repeat = 1;
+    int cpu = -1;
     uint64_t decisions = 4'000'000;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--json") || !std::strcmp(argv[i], "-j")) {
@@ -64,22 +82,36 @@ int main(int argc, char **argv) {
             scan = false;
         } else if (!std::strcmp(argv[i], "--max-classes") && i + 1 < argc) {
             max_classes = std::strtoull(argv[++i], nullptr, 10);
+        } else if (!std::strcmp(argv[i], "--min-classes") && i + 1 < argc) {
+            min_classes = std::max<size_t>(1, std::strtoull(argv[++i], nullptr, 10));
+        } else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc) {
+            repeat = std::atoi(argv[++i]);
+        } else if (!std::strcmp(argv[i], "--cpu") && i + 1 < argc) {
+            cpu = std::atoi(argv[++i]);
         } else if (!std::strcmp(argv[i], "--decisions") && i + 1 < argc) {
             decisions = std::strtoull(argv[++i], nullptr, 10);
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::printf("usage: bench_engine [--json] [--no-scan] [--max-classes N] [--decisions N]\n");
+            std::printf("usage: bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]\n"
+                        "                    [--decisions N] [--repeat N] [--cpu N]\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument \"%s\"\n", argv[i]);
             return 2;
         }
     }
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("bench_engine: sched_setaffinity");
+    }
     if (!json)
         std::printf("%10s %14s %14s %9s %10s\n", "classes", "engine ns/dec", "scan ns/dec",
                     "speedup", "gap share");
     std::string out = "[";
-    for (size_t n = 1; n <= max_classes; n *= 10) {
-        Measurement e = measure<Engine>(n, decisions);
+    bool first = true;
+    for (size_t n = min_classes; n <= max_classes; n *= 10) {
+        Measurement e = median_of<Engine>(n, decisions, repeat);
         // The scan is O(n): keep its total work bounded.
         uint64_t scan_decisions = std::max<uint64_t>(2'000, std::min<uint64_t>(decisions, 400'000'000 / n));
         Measurement s = scan ? measure<sim::ReferenceScan>(n, scan_decisions) : Measurement{0, 0, 0};
@@ -89,9 +121,10 @@ int main(int argc, char **argv) {
             std::snprintf(buf, sizeof buf,
                           "%s{\"classes\":%zu,\"engine_ns_per_decision\":%.2f,"
                           "\"scan_ns_per_decision\":%.2f,\"speedup\":%.2f,\"gap_share\":%.4f}",
-                          n == 1 ? "" : ",", n, e.ns_per_decision, s.ns_per_decision, speedup,
+                          first ? "" : ",", n, e.ns_per_decision, s.ns_per_decision, speedup,
                           e.gap_share);
             out += buf;
+            first = false;
         } else {
             std::printf("%10zu %14.1f %14.1f %8.1fx %9.2f%%\n", n, e.ns_per_decision,
                         s.ns_per_decision, speedup, e.gap_share * 100);

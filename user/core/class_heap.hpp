@@ -1,4 +1,9 @@
-// A 4-ary min-heap of (byte-clock key, class) for the engine's hot path.
+// A 4-ary min-heap of (byte-clock key, class) for the engine's eligible set.
+//
+// Order: by key, ties by class index, so the engine's choice among equal
+// finish times is defined (not an accident of the heap's shape) and a model
+// can reproduce it. The pair is compared as one 128-bit integer (key in the
+// high half): no extra branch for the tie.
 //
 // Why this shape: each decision pops one class and pushes it back with a
 // later key, so a pop's sift-down is the cost that grows with the number of
@@ -22,9 +27,9 @@ namespace pspxdp {
 class ClassHeap {
   public:
     struct Entry {
-        uint64_t key;
-        uint32_t cls;
         uint32_t gen;
+        uint32_t cls;
+        uint64_t key;
     };
     static_assert(sizeof(Entry) == 16, "four entries per cache line");
 
@@ -39,7 +44,7 @@ class ClassHeap {
 
     void push(uint64_t key, uint32_t cls, uint32_t gen) {
         if (size_ == capacity_) grow();
-        sift_up(size_++, Entry{key, cls, gen});
+        sift_up(size_++, Entry{gen, cls, key});
     }
 
     void pop() {
@@ -47,17 +52,22 @@ class ClassHeap {
         if (size_) sift_down(0, last);
     }
 
-    // Drops stale entries from the top: gens[cls] is each class's live generation.
-    void clean(const std::vector<uint32_t> &gens) {
-        while (size_ && gens[at(0).cls] != at(0).gen) pop();
+    // (key, cls) as one integer: the heap's order.
+    static unsigned __int128 order(const Entry &e) {
+        return (unsigned __int128)e.key << 32 | e.cls;
+    }
+
+    // Drops stale entries from the top: gen(cls) is each class's live generation.
+    template <class Gen> void clean(Gen &&gen) {
+        while (size_ && gen(at(0).cls) != at(0).gen) pop();
     }
 
     // Rebuilds without stale entries when they outnumber the live ones, so
     // lazy removal never lets the heap grow without bound.
-    void compact(const std::vector<uint32_t> &gens) {
+    template <class Gen> void compact(Gen &&gen) {
         size_t live = 0;
         for (size_t i = 0; i < size_; ++i)
-            if (gens[at(i).cls] == at(i).gen) at(live++) = at(i);
+            if (gen(at(i).cls) == at(i).gen) at(live++) = at(i);
         size_ = live;
         for (size_t i = size_; i-- > 0;) sift_down(i, at(i));
     }
@@ -83,7 +93,7 @@ class ClassHeap {
     void sift_up(size_t i, Entry e) {
         while (i > 0) {
             size_t parent = (i - 1) / 4;
-            if (at(parent).key <= e.key) break;
+            if (order(at(parent)) <= order(e)) break;
             at(i) = at(parent);
             i = parent;
         }
@@ -97,14 +107,14 @@ class ClassHeap {
             size_t best = first;
             if (first + 4 <= size_) {
                 const Entry *c = &at(first);
-                size_t a = c[1].key < c[0].key ? 1 : 0;
-                size_t b = c[3].key < c[2].key ? 3 : 2;
-                best = first + (c[b].key < c[a].key ? b : a);
+                size_t a = order(c[1]) < order(c[0]) ? 1 : 0;
+                size_t b = order(c[3]) < order(c[2]) ? 3 : 2;
+                best = first + (order(c[b]) < order(c[a]) ? b : a);
             } else {
                 for (size_t j = first + 1; j < size_; ++j)
-                    if (at(j).key < at(best).key) best = j;
+                    if (order(at(j)) < order(at(best))) best = j;
             }
-            if (at(best).key >= e.key) break;
+            if (order(at(best)) >= order(e)) break;
             at(i) = at(best);
             i = best;
         }

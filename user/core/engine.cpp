@@ -34,6 +34,10 @@ uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
 Engine::Engine(const EngineConfig &config) : cfg_(config) {
     if (cfg_.line_rate_bps == 0 || cfg_.line_rate_bps > kMaxLineRateBps)
         throw std::invalid_argument("engine: line rate out of range");
+    // The exact earliest pending C_k matters only up to one largest plus one
+    // smallest gap frame ahead of G (see emit_gap).
+    pending_.init(uint64_t(cfg_.framing.max_gap_wire_bytes()) + cfg_.framing.min_gap_wire_bytes(),
+                  g_);
 }
 
 bool Engine::has_class(uint32_t cls) const {
@@ -42,7 +46,7 @@ bool Engine::has_class(uint32_t cls) const {
 
 uint64_t Engine::class_rate(uint32_t cls) const { return classes_[cls].rate_bps; }
 
-const ClassCounters &Engine::class_counters(uint32_t cls) const { return class_counters_[cls]; }
+const ClassCounters &Engine::class_counters(uint32_t cls) const { return cold_[cls].counters; }
 
 // The lateness a paced class can reach when the paced load fits on the wire:
 // one full frame's period at its own rate plus one largest frame of blocking
@@ -67,34 +71,40 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
     } else {
         cls = uint32_t(classes_.size());
         classes_.emplace_back();
-        class_counters_.emplace_back();
-        gen_.push_back(0);
+        cold_.emplace_back();
     }
     Class &c = classes_[cls];
+    const uint32_t gen = c.gen; // stale heap entries of a former user may remain
     c = Class{};
-    c.rate_bps = rate_bps;
+    c.gen = gen;
+    set_class_rate(c, rate_bps);
     c.clock = g_;
     c.state = State::Idle;
-    if (rate_bps) c.lag_limit = lag_limit_for(rate_bps);
-    class_counters_[cls] = ClassCounters{};
+    cold_[cls] = ClassCold{};
+    if (rate_bps) cold_[cls].lag_limit = lag_limit_for(rate_bps);
     paced_sum_bps_ += rate_bps;
     return cls;
+}
+
+// The per-frame division by r_k becomes a multiplication by the reciprocal
+// (see compute_finish).
+void Engine::set_class_rate(Class &c, uint64_t rate_bps) {
+    c.rate_bps = rate_bps;
+    c.inv_rate = rate_bps ? UINT64_MAX / rate_bps : 0;
 }
 
 void Engine::unlink(uint32_t cls) {
     Class &c = classes_[cls];
     switch (c.where) {
-    case Where::Pending:
-        ++gen_[cls]; // its heap entry is stale from now on
-        if (++stale_pending_ > 64 && stale_pending_ > pending_.size() / 2) {
-            pending_.compact(gen_);
-            stale_pending_ = 0;
-        }
-        break;
+    case Where::Pending: pending_.remove(classes_.data(), cls); break;
     case Where::Eligible:
-        ++gen_[cls];
+        if (solo_ == cls) {
+            solo_ = kNone;
+            break;
+        }
+        ++c.gen; // its heap entry is stale from now on
         if (++stale_eligible_ > 64 && stale_eligible_ > eligible_.size() / 2) {
-            eligible_.compact(gen_);
+            eligible_.compact([this](uint32_t k) { return classes_[k].gen; });
             stale_eligible_ = 0;
         }
         break;
@@ -102,11 +112,6 @@ void Engine::unlink(uint32_t cls) {
     case Where::None: break;
     }
     c.where = Where::None;
-}
-
-void Engine::link(ClassHeap &heap, uint32_t cls, uint64_t key) {
-    heap.push(key, cls, gen_[cls]);
-    classes_[cls].where = &heap == &pending_ ? Where::Pending : Where::Eligible;
 }
 
 Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
@@ -118,6 +123,9 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
                    format_rate(others + rate_bps) + ", above the line rate " +
                    format_rate(cfg_.line_rate_bps));
     paced_sum_bps_ = others + rate_bps;
+    // Out of the pending wheel before its key (C_k) changes.
+    const bool backlogged = c.state == State::Backlogged;
+    if (backlogged) unlink(cls);
     if (rate_bps && c.rate_bps && c.clock > g_) {
         // The wait left before the next frame was sized for the old rate:
         // rescale it, so a slow class made fast does not sit out its old period.
@@ -126,12 +134,9 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
         c.clock = g_;
     }
     c.frac = 0; // the remainder's unit was 1/old rate: less than a byte time is dropped
-    c.rate_bps = rate_bps;
-    c.lag_limit = rate_bps ? lag_limit_for(rate_bps) : 0;
-    if (c.state == State::Backlogged) {
-        unlink(cls);
-        admit(cls);
-    }
+    set_class_rate(c, rate_bps);
+    cold_[cls].lag_limit = rate_bps ? lag_limit_for(rate_bps) : 0;
+    if (backlogged) admit(cls);
     return {};
 }
 
@@ -141,7 +146,9 @@ Result<void> Engine::remove_class(uint32_t cls) {
     if (c.state == State::Backlogged || c.state == State::Sent)
         return err("class still has queued frames");
     paced_sum_bps_ -= c.rate_bps;
+    const uint32_t gen = c.gen;
     c = Class{};
+    c.gen = gen;
     free_.push_back(cls);
     return {};
 }
@@ -158,7 +165,7 @@ Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
     for (uint32_t cls = 0; cls < classes_.size(); ++cls) {
         Class &c = classes_[cls];
         if (c.state == State::Free || !c.rate_bps) continue;
-        c.lag_limit = lag_limit_for(c.rate_bps);
+        cold_[cls].lag_limit = lag_limit_for(c.rate_bps);
         c.frac = 0;
         if (c.state == State::Backlogged) {
             unlink(cls);
@@ -170,15 +177,30 @@ Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
 
 // ---------------------------------------------------------------- backlog
 
-void Engine::compute_finish(Class &c) {
-    if (g_ > c.lag_limit && c.clock < g_ - c.lag_limit) {
-        counters_.lag_clamped_bytes += g_ - c.lag_limit - c.clock;
-        c.clock = g_ - c.lag_limit;
-        c.frac = 0;
+// F_k = C_k + (s * M + remainder) / r_k, quotient and remainder exact. The
+// quotient comes from the reciprocal inv = floor((2^64 - 1) / r): with
+// num < 2^64, num * inv / 2^64 lies in (num / r - 1, num / r], so the
+// estimate is the quotient or one less, and one correction step makes it
+// exact. That replaces a 64-bit division (tens of cycles) per frame.
+void Engine::compute_finish(uint32_t cls) {
+    Class &c = classes_[cls];
+    if (c.clock < g_) { // only a late class can be past its lag limit
+        const uint64_t lag_limit = cold_[cls].lag_limit;
+        if (g_ > lag_limit && c.clock < g_ - lag_limit) {
+            counters_.lag_clamped_bytes += g_ - lag_limit - c.clock;
+            c.clock = g_ - lag_limit;
+            c.frac = 0;
+        }
     }
-    uint64_t num = uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
-    c.finish = c.clock + num / c.rate_bps;
-    c.finish_frac = num % c.rate_bps;
+    const uint64_t num = uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
+    uint64_t q = uint64_t((u128(num) * c.inv_rate) >> 64);
+    uint64_t r = num - q * c.rate_bps;
+    if (r >= c.rate_bps) {
+        ++q;
+        r -= c.rate_bps;
+    }
+    c.finish = c.clock + q;
+    c.frac = r; // F_k's remainder from now on (see Class::frac)
 }
 
 void Engine::admit(uint32_t cls) {
@@ -187,11 +209,22 @@ void Engine::admit(uint32_t cls) {
         normal_push(cls);
         return;
     }
-    compute_finish(c);
-    if (c.clock <= g_)
-        link(eligible_, cls, c.finish);
+    compute_finish(cls);
+    if (c.clock <= g_) {
+        make_eligible(cls);
+    } else {
+        c.where = Where::Pending;
+        pending_.insert(classes_.data(), cls);
+    }
+}
+
+void Engine::make_eligible(uint32_t cls) {
+    Class &c = classes_[cls];
+    c.where = Where::Eligible;
+    if (solo_ == kNone)
+        solo_ = cls;
     else
-        link(pending_, cls, c.clock);
+        eligible_.push(c.finish, cls, c.gen);
 }
 
 void Engine::set_head(uint32_t cls, uint32_t len) {
@@ -210,6 +243,12 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
     case State::Backlogged: // the head changed under us
         unlink(cls);
         --backlogged_;
+        if (c.rate_bps) {
+            // frac holds F_k's remainder (see Class::frac): recover C_k's,
+            // as compute_finish() found it, for the new head.
+            const uint64_t num = (c.finish - c.clock) * c.rate_bps + c.frac;
+            c.frac = num - uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps;
+        }
         break;
     case State::Free: return;
     }
@@ -232,10 +271,10 @@ void Engine::set_empty(uint32_t cls) {
 
 void Engine::normal_push(uint32_t cls) {
     Class &c = classes_[cls];
-    c.next_normal = kNone;
-    c.prev_normal = normal_tail_;
+    c.next = kNone;
+    c.prev = normal_tail_;
     if (normal_tail_ != kNone)
-        classes_[normal_tail_].next_normal = cls;
+        classes_[normal_tail_].next = cls;
     else
         normal_head_ = cls;
     normal_tail_ = cls;
@@ -245,14 +284,14 @@ void Engine::normal_push(uint32_t cls) {
 
 void Engine::normal_unlink(uint32_t cls) {
     Class &c = classes_[cls];
-    if (c.prev_normal != kNone)
-        classes_[c.prev_normal].next_normal = c.next_normal;
+    if (c.prev != kNone)
+        classes_[c.prev].next = c.next;
     else
-        normal_head_ = c.next_normal;
-    if (c.next_normal != kNone)
-        classes_[c.next_normal].prev_normal = c.prev_normal;
+        normal_head_ = c.next;
+    if (c.next != kNone)
+        classes_[c.next].prev = c.prev;
     else
-        normal_tail_ = c.prev_normal;
+        normal_tail_ = c.prev;
     c.where = Where::None;
     --normal_count_;
 }
@@ -306,15 +345,26 @@ Decision Engine::next(uint64_t now_ns) {
     }
     idle_ = false;
 
-    for (pending_.clean(gen_); !pending_.empty() && pending_.top().key <= g_; pending_.clean(gen_)) {
-        uint32_t cls = pending_.top().cls;
-        pending_.pop();
-        link(eligible_, cls, classes_[cls].finish);
-    }
-    eligible_.clean(gen_);
+    pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
+    uint32_t cls = solo_;
     if (!eligible_.empty()) {
-        uint32_t cls = eligible_.top().cls;
-        eligible_.pop();
+        eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
+        if (!eligible_.empty()) {
+            const ClassHeap::Entry &top = eligible_.top();
+            if (cls == kNone || ClassHeap::order(top) <
+                                    (u128(classes_[cls].finish) << 32 | cls)) {
+                cls = top.cls;
+                eligible_.pop();
+            } else {
+                solo_ = kNone;
+            }
+        } else {
+            solo_ = kNone;
+        }
+    } else {
+        solo_ = kNone;
+    }
+    if (cls != kNone) {
         Class &c = classes_[cls];
         if (c.fresh && c.clock < g_) {
             // A class back from idle owes nothing: if other classes' frames
@@ -322,11 +372,10 @@ Decision Engine::next(uint64_t now_ns) {
             // leaves instead of catching up with a burst.
             c.clock = g_;
             c.frac = 0;
-            compute_finish(c);
+            compute_finish(cls);
         }
         c.fresh = false;
-        c.clock = c.finish;
-        c.frac = c.finish_frac;
+        c.clock = c.finish; // and frac already holds F_k's remainder
         return emit_frame(cls);
     }
     if (normal_count_) {
@@ -343,7 +392,7 @@ Decision Engine::emit_frame(uint32_t cls) {
     g_ += wire;
     ++counters_.frames;
     counters_.frame_wire_bytes += wire;
-    ClassCounters &cc = class_counters_[cls];
+    ClassCounters &cc = cold_[cls].counters;
     ++cc.frames;
     cc.l2_bytes += cfg_.framing.l2_bytes(c.head_len);
     c.state = State::Sent;
@@ -360,7 +409,9 @@ Decision Engine::emit_frame(uint32_t cls) {
 Decision Engine::emit_gap() {
     const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
     const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
-    uint64_t need = pending_.top().key - g_; // next() cleaned the top
+    // next() advanced the wheel to G. When its minimum is only a bound, the
+    // bound is at least max_wire + min_wire ahead: a largest gap either way.
+    uint64_t need = pending_.min_key() - g_;
     uint64_t wire;
     if (need < min_wire) {
         wire = min_wire;

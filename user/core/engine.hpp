@@ -44,6 +44,7 @@
 #pragma once
 
 #include "core/class_heap.hpp"
+#include "core/class_wheel.hpp"
 #include "core/framing.hpp"
 #include "core/result.hpp"
 
@@ -127,34 +128,48 @@ class Engine {
     const ClassCounters &class_counters(uint32_t cls) const;
 
   private:
+    static constexpr uint32_t kNone = 0xffffffffu;
     enum class State : uint8_t { Free, Idle, Backlogged, Sent };
     enum class Where : uint8_t { None, Pending, Eligible, Normal };
 
-    struct Class {
-        uint64_t rate_bps = 0;   // 0: normal
-        uint64_t clock = 0;      // C_k, byte times
-        uint64_t frac = 0;       // remainder of C_k, in 1/rate_bps of a byte time
-        uint64_t finish = 0;     // F_k of the head frame: C_k after it is sent
-        uint64_t finish_frac = 0;
-        uint64_t lag_limit = 0;  // lateness beyond which the class is overloaded
+    // What every decision touches, in one cache line: at 100k classes each
+    // class's line is a likely cache miss, so a frame must cost one line.
+    struct alignas(64) Class {
+        uint64_t clock = 0;     // C_k, byte times
+        // Remainder carried with C_k, in 1/rate_bps of a byte time. From
+        // compute_finish() on, while the class is backlogged, it holds the
+        // remainder of F_k instead (the one C_k takes when the frame is sent).
+        uint64_t frac = 0;
+        uint64_t finish = 0;    // F_k of the head frame: C_k after it is sent
+        uint64_t rate_bps = 0;  // 0: normal
+        uint64_t inv_rate = 0;  // floor((2^64 - 1) / rate_bps): division by multiplication
         uint32_t head_len = 0;
-        uint32_t next_normal = 0; // round-robin list of backlogged normal classes
-        uint32_t prev_normal = 0;
+        uint32_t next = kNone;  // pending-wheel bucket, or the round robin of normal classes
+        uint32_t prev = kNone;
+        uint32_t gen = 0;       // live eligible-heap entry generation
         State state = State::Free;
         Where where = Where::None;
-        bool fresh = false;      // first frame after idle: its schedule starts when it leaves
+        bool fresh = false;     // first frame after idle: its schedule starts when it leaves
+    };
+    static_assert(sizeof(Class) == 64, "one cache line per class");
+
+    // Read off the per-frame path.
+    struct ClassCold {
+        uint64_t lag_limit = 0; // lateness beyond which the class is overloaded
+        ClassCounters counters;
     };
 
-    void compute_finish(Class &c);
-    void link(ClassHeap &heap, uint32_t cls, uint64_t key);
+    void compute_finish(uint32_t cls);
     void anchor(uint64_t now_ns);
     void admit(uint32_t cls);
+    void make_eligible(uint32_t cls);
     Decision emit_frame(uint32_t cls);
     Decision emit_gap();
     void unlink(uint32_t cls);
     void normal_push(uint32_t cls);
     void normal_unlink(uint32_t cls);
     uint64_t lag_limit_for(uint64_t rate_bps) const;
+    void set_class_rate(Class &c, uint64_t rate_bps);
 
     EngineConfig cfg_;
     uint64_t g_ = 0;
@@ -165,12 +180,14 @@ class Engine {
     uint64_t paced_sum_bps_ = 0;
     uint32_t awaiting_head_ = 0; // classes in State::Sent
     std::vector<Class> classes_;
-    std::vector<ClassCounters> class_counters_;
+    std::vector<ClassCold> cold_;
     std::vector<uint32_t> free_;
-    std::vector<uint32_t> gen_;  // live heap-entry generation per class
-    ClassHeap pending_;  // paced, backlogged, C_k > G; keyed by C_k
-    ClassHeap eligible_; // paced, backlogged, C_k <= G; keyed by F_k
-    uint32_t stale_pending_ = 0;
+    ClassWheel<Class> pending_; // paced, backlogged, C_k > G; keyed by C_k exactly
+    // Paced, backlogged, C_k <= G, by (F_k, class): at most one class in
+    // solo_ (the common case under load: a class or two eligible at a time,
+    // no heap traffic), the others in the heap.
+    uint32_t solo_ = kNone;
+    ClassHeap eligible_;
     uint32_t stale_eligible_ = 0;
     uint32_t backlogged_ = 0;    // classes in State::Backlogged
     uint64_t cached_now_ns_ = UINT64_MAX;
@@ -179,8 +196,6 @@ class Engine {
     uint32_t normal_tail_ = kNone;
     uint32_t normal_count_ = 0;
     EngineCounters counters_;
-
-    static constexpr uint32_t kNone = 0xffffffffu;
 };
 
 } // namespace pspxdp

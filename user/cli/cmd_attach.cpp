@@ -91,7 +91,10 @@ static int run(const Args &args) {
     req.line_rate_bps = line;
     req.window_bytes = window;
     auto st = dp::attach(req);
-    if (!st) return fail("attach: " + st.error());
+    if (!st) {
+        dp::remove_run_files(paths); // attach undid the rest
+        return fail("attach: " + st.error());
+    }
     std::printf(
         "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
         dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
@@ -121,11 +124,13 @@ static int run(const Args &args) {
     auto pid = daemon::spawn(paths, dargs);
     if (!pid) {
         (void)dp::detach(paths, *st);
+        dp::remove_run_files(paths);
         return fail("attach: starting daemon: " + pid.error());
     }
     if (auto r = daemon::wait_started(paths, *pid, 5000); !r) {
         (void)daemon::stop(paths, 1000);
         (void)dp::detach(paths, *st);
+        dp::remove_run_files(paths);
         return fail("attach: " + r.error() + "(" + dev + " left detached)");
     }
     std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths.log.c_str());

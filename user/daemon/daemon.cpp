@@ -1,4 +1,5 @@
 #include "daemon/daemon.hpp"
+#include "daemon/process.hpp"
 
 #include "dataplane/loader.hpp"
 #include "dataplane/netlink.hpp"
@@ -699,6 +700,12 @@ int run(const DaemonConfig &cfg) {
     if (cfg.write_pidfile) {
         if (auto r = dataplane::ensure_run_dir(); !r) {
             logf("%s", r.error().c_str());
+            return 1;
+        }
+        // One daemon per DEV: a second one would fail on the sockets anyway,
+        // but only after clobbering the first one's pidfile.
+        if (pid_t other = running_pid(paths); other && other != getpid()) {
+            logf("another daemon (pid %d) already runs for %s", int(other), cfg.dev.c_str());
             return 1;
         }
         FILE *f = std::fopen(paths.pid.c_str(), "w");

@@ -102,7 +102,10 @@ ip -n $DST neigh replace 10.77.0.1 lladdr "$MAC_S" dev $PEER nud permanent
 say "attaching pspxdp to $DEV at $LINE_RATE ..."
 $N "$PSPXDP" attach $DEV --line-rate "$LINE_RATE" --queues 8 >"$WORK/attach.log" 2>&1 ||
     die "attach failed: $(cat "$WORK/attach.log")"
-CLASSES=("1:1 500mbit 5001 600mbit" "1:2 250mbit 5002 300mbit" "1:3 50mbit 5003 60mbit")
+# Each class is offered well above its rate, so its socket ring fills within
+# the warm-up and stays full: the capture then sees a continuously
+# backlogged class, the case the paper measured.
+CLASSES=("1:1 500mbit 5001 650mbit" "1:2 250mbit 5002 400mbit" "1:3 50mbit 5003 100mbit")
 GREEDY_PORT=5009
 GREEDY_RATE=300mbit
 for c in "${CLASSES[@]}"; do
@@ -112,39 +115,43 @@ for c in "${CLASSES[@]}"; do
 done
 sleep 0.2
 
-# --- receiver: capture everything that arrives on the wire, PAUSE included
-$D nstat -n >/dev/null 2>&1 # reset nstat's history: the report below is this run's
-$D tcpdump -i $PEER -Q in -s 128 -B 262144 -w "$WORK/capture.pcap" >/dev/null 2>"$WORK/tcpdump.log" &
-PIDS+=($!)
-TCPDUMP_PID=$!
-$D "$TRAFFIC" sink 5001,5002,5003,$GREEDY_PORT --seconds $((SECONDS_RUN + 3)) >"$WORK/sink.json" &
+# --- senders, then (after a warm-up that fills every class's ring) the
+# capture: the measured window lies wholly inside the backlogged period.
+WARMUP=1
+say "offering UDP: $(printf '%s; ' "${CLASSES[@]}")greedy ${GREEDY_RATE} unclassified"
+$D "$TRAFFIC" sink 5001,5002,5003,$GREEDY_PORT --seconds $((SECONDS_RUN + WARMUP + 4)) \
+    >"$WORK/sink.json" &
 PIDS+=($!)
 SINK_PID=$!
-sleep 0.5
-
-# --- senders
-say "offering ${SECONDS_RUN}s of UDP: $(printf '%s; ' "${CLASSES[@]}")greedy ${GREEDY_RATE} unclassified"
+$D nstat -n >/dev/null 2>&1 # reset nstat's history: the report below is this run's
+sleep 0.3
 SEND_PIDS=()
 for c in "${CLASSES[@]}"; do
     read -r id rate port offered <<<"$c"
-    $N "$TRAFFIC" send 10.77.0.2 "$port" --rate "$offered" --size 1472 --seconds "$SECONDS_RUN" \
-        >"$WORK/send-$port.json" &
+    $N "$TRAFFIC" send 10.77.0.2 "$port" --rate "$offered" --size 1472 \
+        --seconds $((SECONDS_RUN + WARMUP + 1)) >"$WORK/send-$port.json" &
     SEND_PIDS+=($!)
 done
-$N "$TRAFFIC" send 10.77.0.2 $GREEDY_PORT --rate $GREEDY_RATE --size 1472 --seconds "$SECONDS_RUN" \
-    >"$WORK/send-$GREEDY_PORT.json" &
+$N "$TRAFFIC" send 10.77.0.2 $GREEDY_PORT --rate $GREEDY_RATE --size 1472 \
+    --seconds $((SECONDS_RUN + WARMUP + 1)) >"$WORK/send-$GREEDY_PORT.json" &
 SEND_PIDS+=($!)
 PIDS+=("${SEND_PIDS[@]}")
+sleep $WARMUP
+say "capturing ${SECONDS_RUN}s on $PEER (PAUSE frames included) ..."
+$D tcpdump -i $PEER -Q in -s 128 -B 262144 -w "$WORK/capture.pcap" >/dev/null 2>"$WORK/tcpdump.log" &
+TCPDUMP_PID=$!
+PIDS+=($TCPDUMP_PID)
+sleep "$SECONDS_RUN"
+kill -INT "$TCPDUMP_PID" 2>/dev/null
+wait "$TCPDUMP_PID" 2>/dev/null
 wait "${SEND_PIDS[@]}"
-# Let the paced queues drain (50 Mbit/s of a full socket ring takes a while).
+# Let the paced queues drain before reading the counters.
 for _ in $(seq 50); do
     $N "$PSPXDP" status $DEV -j >"$WORK/status.json" 2>/dev/null || break
     python3 -c "import json,sys; d=json.load(open('$WORK/status.json')); sys.exit(0 if all(c.get('backlog',0)==0 for c in d.get('classes',[])) else 1)" 2>/dev/null && break
     sleep 0.1
 done
 wait "$SINK_PID"
-kill -INT "$TCPDUMP_PID" 2>/dev/null
-wait "$TCPDUMP_PID" 2>/dev/null
 $N "$PSPXDP" status $DEV -j >"$WORK/status.json" 2>/dev/null
 $D nstat -az UdpInCsumErrors UdpInErrors UdpRcvbufErrors >"$WORK/nstat.txt" 2>/dev/null
 
@@ -202,7 +209,7 @@ for c in classes + ["default normal 5009 -"]:
     f, r = bcf.get(cid if cid != "default" else "default", {}), rtf.get(cid, {})
     target = rate_bps(rate) if rate != "normal" else 0
     mean = f.get("mean_rate_bps", 0.0)
-    p = pacer.get(cid, {})
+    p = pacer.get(cid if cid != "default" else "1:ffff", {})
     rows.append({
         "class": cid, "target_bps": target, "frames": f.get("frames", 0),
         "mean_bps": mean,

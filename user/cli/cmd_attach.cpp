@@ -41,6 +41,13 @@ static int run(const Args &args) {
     if (auto st = dp::read_state(paths); st)
         return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
 
+    ClassId default_class{1, 0xffff};
+    if (args.has("default-class")) {
+        auto c = parse_classid(args.get("default-class"));
+        if (!c) return fail("attach: --default-class: " + c.error());
+        if (c->minor == 0) return fail("attach: --default-class: minor 0 is not a class");
+        default_class = *c;
+    }
     uint64_t queues = 16;
     if (args.has("queues")) {
         auto q = parse_u64("--queues", args.get("queues"), 1, PSPXDP_MAX_QUEUES);
@@ -90,6 +97,7 @@ static int run(const Args &args) {
     req.queues = uint32_t(queues);
     req.line_rate_bps = line;
     req.window_bytes = window;
+    req.default_classid = default_class.raw();
     auto st = dp::attach(req);
     if (!st) {
         dp::remove_run_files(paths); // attach undid the rest
@@ -150,6 +158,8 @@ const Command kAttach = {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
         {"window", 'w', "BYTES", "how far the schedule may run ahead of real time (default 65536)"},
         {"queues", 'q', "N", "pacer queues = max classes served (default 16)"},
+        {"default-class", 'd', "CLASSID",
+         "class of unclassified traffic (default 1:ffff, a normal class)"},
         {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},
     },
     1,

@@ -86,12 +86,29 @@ std::string libbpf_err(int rc) {
     return errstr(rc);
 }
 
-Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_rate_bps) {
+Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_rate_bps,
+                               uint32_t default_classid) {
+    // The default class first: the TC program must find it configured as
+    // soon as it can see default_classid.
+    auto cfd = open_pinned_map(p, "class_config");
+    if (!cfd) return err(cfd.error());
+    pspxdp_class_config cc{};
+    if (bpf_map_lookup_elem(*cfd, &default_classid, &cc) != 0) { // keep a reused pin's config
+        cc = pspxdp_class_config{};
+        cc.kind = PSPXDP_CLASS_NORMAL;
+        int rc = bpf_map_update_elem(*cfd, &default_classid, &cc, BPF_NOEXIST) ? -errno : 0;
+        if (rc && rc != -EEXIST) {
+            close(*cfd);
+            return err("writing the default class into class_config: " + errstr(rc));
+        }
+    }
+    close(*cfd);
     auto fd = open_pinned_map(p, "pacer_state");
     if (!fd) return err(fd.error());
     uint32_t key = 0;
     pspxdp_pacer_state st{};
-    bpf_map_lookup_elem(*fd, &key, &st); // keeps default_classid/flags of a reused pin
+    bpf_map_lookup_elem(*fd, &key, &st); // keeps the flags of a reused pin
+    st.default_classid = default_classid;
     st.pacer_ifindex = ifindex;
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0;              // no daemon yet: TC passes
@@ -310,7 +327,7 @@ Result<AttachState> attach(const AttachRequest &req) {
                     p.pin_dir + " from an older version? detach first)");
     if (int rc = redirect_bpf__load(rdr))
         return fail("loading redirect BPF program: " + libbpf_err(rc));
-    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps); !r)
+    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps, req.default_classid); !r)
         return fail(r.error());
 
     // XDP native on b: generic XDP never sees the redirected skbs.

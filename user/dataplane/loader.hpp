@@ -12,6 +12,7 @@
 #pragma once
 
 #include "core/result.hpp"
+#include "pspxdp/shared.h"
 
 #include <cstdint>
 #include <map>
@@ -83,6 +84,11 @@ struct AttachRequest {
     uint32_t queues = 16;
     uint64_t line_rate_bps = 0;
     uint64_t window_bytes = 0;
+    // Unclassified traffic goes here. Created as a normal (gap-filling)
+    // class unless it is configured already; never left without a class, or
+    // the kernel would put unclassified frames on the wire behind the
+    // pacer's back and break its byte clock.
+    uint32_t default_classid = PSPXDP_CLASSID(1, 0xffff);
 };
 
 // Creates the veth pair, loads both programs, pins (or reuses) the maps,

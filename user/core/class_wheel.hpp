@@ -49,10 +49,15 @@ namespace pspxdp {
 template <class Node> class ClassWheel {
   public:
     static constexpr uint32_t kNone = 0xffffffffu;
+    static constexpr size_t kMidBlocks = size_t(1) << 17;
 
     // exact_span: how far past G the exact minimum still matters. g: the
-    // byte clock now; every key inserted later is above it.
-    void init(uint64_t exact_span, uint64_t g) {
+    // byte clock now; every key inserted later is above it. mid_blocks: the
+    // mid tier's length in blocks of W/2, a power of two (tests shorten it to
+    // reach the far tier quickly).
+    void init(uint64_t exact_span, uint64_t g, size_t mid_blocks = kMidBlocks) {
+        assert(mid_blocks >= 2 && (mid_blocks & (mid_blocks - 1)) == 0);
+        mid_mask_ = mid_blocks - 1;
         blk_bits_ = 6;
         while ((uint64_t(1) << blk_bits_) < exact_span) ++blk_bits_;
         const uint64_t w = uint64_t(2) << blk_bits_;
@@ -60,13 +65,13 @@ template <class Node> class ClassWheel {
         near_head_.assign(w, kNone);
         near_bits_.assign(w / 64, 0);
         near_sum_.assign((w / 64 + 63) / 64, 0);
-        mid_head_.assign(kMidBlocks, kNone);
+        mid_head_.assign(mid_blocks, kNone);
         near_count_ = 0;
         count_ = 0;
         far_stale_ = 0;
         near_lo_ = g + 1;
         near_limit_ = ((g >> blk_bits_) + 2) << blk_bits_; // in (g + W/2, g + W]
-        mid_limit_ = near_limit_ + (kMidBlocks << blk_bits_);
+        mid_limit_ = near_limit_ + (uint64_t(mid_blocks) << blk_bits_);
     }
 
     bool empty() const { return count_ == 0; }
@@ -80,7 +85,7 @@ template <class Node> class ClassWheel {
         if (key < near_limit_)
             near_insert(nodes, cls, key);
         else if (key < mid_limit_)
-            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & (kMidBlocks - 1)]);
+            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
         else
             far_.push(key, cls, nodes[cls].gen);
     }
@@ -93,7 +98,7 @@ template <class Node> class ClassWheel {
             if (unlink(nodes, cls, near_head_[i])) near_clear(i);
             --near_count_;
         } else if (key < mid_limit_) {
-            unlink(nodes, cls, mid_head_[size_t(key >> blk_bits_) & (kMidBlocks - 1)]);
+            unlink(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
         } else {
             ++nodes[cls].gen; // its heap entry is stale from now on
             if (++far_stale_ > 64 && far_stale_ > far_.size() / 2) {
@@ -209,7 +214,7 @@ template <class Node> class ClassWheel {
     // Moves the first mid block into the near tier, and what the far heap
     // holds below the new mid horizon into the mid tier.
     void migrate(Node *nodes) {
-        uint32_t &head = mid_head_[size_t(near_limit_ >> blk_bits_) & (kMidBlocks - 1)];
+        uint32_t &head = mid_head_[size_t(near_limit_ >> blk_bits_) & mid_mask_];
         uint32_t cls = head;
         head = kNone;
         near_limit_ += uint64_t(1) << blk_bits_;
@@ -227,14 +232,13 @@ template <class Node> class ClassWheel {
             far_.pop();
             const uint64_t key = nodes[cls].clock;
             assert(key >= near_limit_); // the mid tier is wider than a block
-            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & (kMidBlocks - 1)]);
+            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
         }
     }
 
-    static constexpr size_t kMidBlocks = size_t(1) << 17;
-
     unsigned blk_bits_ = 6; // W = 2 << blk_bits_
     uint64_t mask_ = 0;     // W - 1
+    size_t mid_mask_ = 0;   // mid blocks - 1
     uint64_t near_lo_ = 1;     // every near key is >= near_lo_ (> the last G)
     uint64_t near_limit_ = 0;  // keys below: near window; from here on: far
     uint64_t mid_limit_ = 0;   // keys below: near or mid; from here on: far

@@ -227,6 +227,16 @@ void Engine::make_eligible(uint32_t cls) {
         eligible_.push(c.finish, cls, c.gen);
 }
 
+// A backlogged paced class's frac holds F_k's remainder (see Class::frac).
+// When it leaves the backlog without sending, C_k's own remainder, as
+// compute_finish() left it, comes back: F_k - C_k and F_k's remainder are
+// the quotient and remainder of (s * M + C_k's remainder) / r_k.
+void Engine::restore_frac(Class &c) {
+    if (!c.rate_bps) return;
+    const uint64_t num = (c.finish - c.clock) * c.rate_bps + c.frac;
+    c.frac = num - uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps;
+}
+
 void Engine::set_head(uint32_t cls, uint32_t len) {
     assert(has_class(cls));
     Class &c = classes_[cls];
@@ -243,12 +253,7 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
     case State::Backlogged: // the head changed under us
         unlink(cls);
         --backlogged_;
-        if (c.rate_bps) {
-            // frac holds F_k's remainder (see Class::frac): recover C_k's,
-            // as compute_finish() found it, for the new head.
-            const uint64_t num = (c.finish - c.clock) * c.rate_bps + c.frac;
-            c.frac = num - uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps;
-        }
+        restore_frac(c);
         break;
     case State::Free: return;
     }
@@ -265,6 +270,7 @@ void Engine::set_empty(uint32_t cls) {
     if (c.state == State::Backlogged) {
         unlink(cls);
         --backlogged_;
+        restore_frac(c);
     }
     if (c.state != State::Free) c.state = State::Idle;
 }

@@ -160,6 +160,7 @@ class Engine {
     };
 
     void compute_finish(uint32_t cls);
+    void restore_frac(Class &c);
     void anchor(uint64_t now_ns);
     void admit(uint32_t cls);
     void make_eligible(uint32_t cls);

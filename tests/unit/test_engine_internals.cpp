@@ -1,0 +1,504 @@
+// The engine's internals against straightforward models:
+//   - ClassWheel (the pending set) against a sorted multiset, tiers included;
+//   - the whole Engine against ModelEngine: the same rules (DESIGN.md §3-§4,
+//     engine.hpp) written as plain scans over all classes with real 128-bit
+//     division, decision by decision, on seeded random workloads. Ties on the
+//     finish time go to the lower class index in both.
+#include "core/class_wheel.hpp"
+#include "core/engine.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+using namespace pspxdp;
+
+namespace {
+
+using u128 = unsigned __int128;
+constexpr uint32_t kNone = 0xffffffffu;
+
+// ------------------------------------------------------------------ wheel
+
+struct Node {
+    uint64_t clock = 0;
+    uint32_t next = kNone;
+    uint32_t prev = kNone;
+    uint32_t gen = 0;
+};
+
+void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_blocks, uint64_t max_dist) {
+    std::mt19937_64 rng(seed);
+    const size_t n = 200;
+    std::vector<Node> nodes(n);
+    std::vector<bool> in(n, false);
+    std::set<std::pair<uint64_t, uint32_t>> model;
+    ClassWheel<Node> wheel;
+    uint64_t g = rng() % 1'000'000;
+    wheel.init(exact_span, g, mid_blocks);
+    for (int step = 0; step < 20000; ++step) {
+        const uint32_t cls = uint32_t(rng() % n);
+        switch (rng() % 8) {
+        case 0: case 1: case 2: case 3:
+            if (!in[cls]) {
+                // Keys above G: mostly close, some equal to others, some far.
+                uint64_t dist;
+                switch (rng() % 4) {
+                case 0: dist = 1 + rng() % 200; break;
+                case 1: dist = 1 + rng() % 5000; break;
+                case 2: dist = 1 + rng() % max_dist; break;
+                default: dist = model.empty() ? 1 : model.begin()->first - g; break;
+                }
+                nodes[cls].clock = g + dist;
+                wheel.insert(nodes.data(), cls);
+                model.insert({nodes[cls].clock, cls});
+                in[cls] = true;
+            }
+            break;
+        case 4:
+            if (in[cls]) {
+                wheel.remove(nodes.data(), cls);
+                model.erase({nodes[cls].clock, cls});
+                in[cls] = false;
+            }
+            break;
+        default: {
+            // G moves like the engine's: by at most a few frames at a time,
+            // and, when nothing is near, by the gap to the earliest key.
+            uint64_t to = g + rng() % 3000;
+            if (!model.empty() && rng() % 2)
+                to = std::max(to, std::min(model.begin()->first, g + 300'000));
+            std::vector<std::pair<uint64_t, uint32_t>> got;
+            while (g < to) {
+                g = std::min(to, g + 4000);
+                wheel.advance(nodes.data(), g, [&](uint32_t c) { got.push_back({nodes[c].clock, c}); });
+            }
+            std::vector<std::pair<uint64_t, uint32_t>> want;
+            while (!model.empty() && model.begin()->first <= g) {
+                want.push_back(*model.begin());
+                in[model.begin()->second] = false;
+                model.erase(model.begin());
+            }
+            // Key order; any order among equal keys.
+            for (size_t i = 1; i < got.size(); ++i) REQUIRE(got[i - 1].first <= got[i].first);
+            std::sort(got.begin(), got.end());
+            REQUIRE(got == want);
+            REQUIRE(wheel.size() == model.size());
+            if (!model.empty()) {
+                const uint64_t min = model.begin()->first;
+                const uint64_t bound = wheel.min_key();
+                if (min < g + exact_span)
+                    REQUIRE(bound == min);
+                else
+                    REQUIRE((bound >= g + exact_span && bound <= min));
+            }
+            break;
+        }
+        }
+    }
+}
+
+// ------------------------------------------------------------------ model
+
+// The engine's rules as plain scans. Mirrors engine.cpp line by line where
+// the rules are subtle (lag clamp, fresh classes, gap splitting, real time).
+class ModelEngine {
+  public:
+    explicit ModelEngine(const EngineConfig &cfg) : cfg_(cfg) {}
+
+    bool add_class(uint64_t rate, uint32_t expect_cls) {
+        if (rate > cfg_.line_rate_bps - paced_sum_) return false;
+        if (expect_cls >= cls_.size()) cls_.resize(expect_cls + 1);
+        C &c = cls_[expect_cls];
+        c = C{};
+        c.used = true;
+        c.rate = rate;
+        c.clock = g_;
+        c.state = Idle;
+        if (rate) c.lag_limit = lag_limit_for(rate);
+        paced_sum_ += rate;
+        return true;
+    }
+
+    bool set_rate(uint32_t k, uint64_t rate) {
+        C &c = cls_[k];
+        uint64_t others = paced_sum_ - c.rate;
+        if (rate > cfg_.line_rate_bps - others) return false;
+        paced_sum_ = others + rate;
+        if (rate && c.rate && c.clock > g_)
+            c.clock = g_ + uint64_t(u128(c.clock - g_) * c.rate / rate);
+        else if (c.clock < g_)
+            c.clock = g_;
+        c.frac = 0;
+        c.rate = rate;
+        c.lag_limit = rate ? lag_limit_for(rate) : 0;
+        if (c.state == Backlogged) {
+            normal_remove(k);
+            admit(k);
+        }
+        return true;
+    }
+
+    bool remove_class(uint32_t k) {
+        C &c = cls_[k];
+        if (c.state == Backlogged || c.state == Sent) return false;
+        paced_sum_ -= c.rate;
+        c = C{};
+        return true;
+    }
+
+    bool set_line_rate(uint64_t m) {
+        if (paced_sum_ > m) return false;
+        cfg_.line_rate_bps = m;
+        anchored_ = false;
+        for (uint32_t k = 0; k < cls_.size(); ++k) {
+            C &c = cls_[k];
+            if (!c.used || !c.rate) continue;
+            c.lag_limit = lag_limit_for(c.rate);
+            c.frac = 0;
+            if (c.state == Backlogged) admit(k);
+        }
+        return true;
+    }
+
+    void set_head(uint32_t k, uint32_t len) {
+        C &c = cls_[k];
+        if (c.state == Idle) {
+            if (c.clock < g_) {
+                c.clock = g_;
+                c.frac = 0;
+            }
+            c.fresh = true;
+        } else if (c.state == Backlogged) {
+            normal_remove(k);
+            --backlogged_;
+        }
+        c.state = Backlogged;
+        ++backlogged_;
+        c.head_len = len;
+        admit(k);
+    }
+
+    void set_empty(uint32_t k) {
+        C &c = cls_[k];
+        if (c.state == Backlogged) {
+            normal_remove(k);
+            --backlogged_;
+        }
+        c.state = Idle;
+    }
+
+    Decision next(uint64_t now) {
+        if (!backlogged_) {
+            idle_ = true;
+            return Decision{Action::Idle, 0, 0, 0};
+        }
+        if (!anchored_) {
+            anchor(now);
+        } else {
+            uint64_t wire = wire_position(now);
+            if (wire > g_) {
+                if (idle_) {
+                    ++counters.idle_resyncs;
+                    counters.idle_bytes += wire - g_;
+                } else {
+                    ++counters.underrun_resyncs;
+                    counters.underrun_bytes += wire - g_;
+                }
+                anchor(now);
+            } else if (g_ - wire >= cfg_.window_bytes) {
+                uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
+                u128 num = u128(target) * 8 * 1'000'000'000ull;
+                return Decision{Action::Wait, 0, 0,
+                                anchor_ns_ + uint64_t((num + cfg_.line_rate_bps - 1) / cfg_.line_rate_bps)};
+            }
+        }
+        idle_ = false;
+        // (a) the eligible paced class of earliest (finish, index)
+        uint32_t best = kNone;
+        for (uint32_t k = 0; k < cls_.size(); ++k) {
+            const C &c = cls_[k];
+            if (c.state != Backlogged || !c.rate || c.clock > g_) continue;
+            if (best == kNone || c.finish < cls_[best].finish) best = k;
+        }
+        if (best != kNone) {
+            C &c = cls_[best];
+            if (c.fresh && c.clock < g_) {
+                c.clock = g_;
+                c.frac = 0;
+                compute_finish(c);
+            }
+            c.fresh = false;
+            c.clock = c.finish;
+            c.frac = c.finish_frac;
+            return emit_frame(best);
+        }
+        // (b) normal round robin
+        if (!normal_.empty()) {
+            uint32_t k = normal_.front();
+            normal_.pop_front();
+            return emit_frame(k);
+        }
+        // (c) gap to the earliest clock
+        uint64_t min = UINT64_MAX;
+        for (const C &c : cls_)
+            if (c.state == Backlogged && c.rate) min = std::min(min, c.clock);
+        const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
+        const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
+        uint64_t need = min - g_;
+        uint64_t wire;
+        if (need < min_wire) {
+            wire = min_wire;
+            counters.gap_overshoot_bytes += min_wire - need;
+        } else if (need <= max_wire) {
+            wire = need;
+        } else if (need - max_wire < min_wire) {
+            wire = need - min_wire;
+        } else {
+            wire = max_wire;
+        }
+        g_ += wire;
+        ++counters.gap_frames;
+        counters.gap_wire_bytes += wire;
+        return Decision{Action::Gap, 0, uint32_t(wire - cfg_.framing.overhead_bytes), 0};
+    }
+
+    uint64_t byte_clock() const { return g_; }
+    EngineCounters counters;
+
+  private:
+    enum State { Free, Idle, Backlogged, Sent };
+    struct C {
+        bool used = false;
+        uint64_t rate = 0, clock = 0, frac = 0, finish = 0, finish_frac = 0, lag_limit = 0;
+        uint32_t head_len = 0;
+        State state = Free;
+        bool fresh = false;
+    };
+
+    uint64_t lag_limit_for(uint64_t rate) const {
+        u128 period = u128(cfg_.framing.mtu_unit_bytes()) * cfg_.line_rate_bps / rate;
+        return uint64_t(period) + cfg_.framing.max_gap_wire_bytes();
+    }
+
+    void compute_finish(C &c) {
+        if (g_ > c.lag_limit && c.clock < g_ - c.lag_limit) {
+            counters.lag_clamped_bytes += g_ - c.lag_limit - c.clock;
+            c.clock = g_ - c.lag_limit;
+            c.frac = 0;
+        }
+        u128 num = u128(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
+        c.finish = c.clock + uint64_t(num / c.rate);
+        c.finish_frac = uint64_t(num % c.rate);
+    }
+
+    void admit(uint32_t k) {
+        C &c = cls_[k];
+        if (!c.rate)
+            normal_.push_back(k);
+        else
+            compute_finish(c);
+    }
+
+    void normal_remove(uint32_t k) {
+        auto it = std::find(normal_.begin(), normal_.end(), k);
+        if (it != normal_.end()) normal_.erase(it);
+    }
+
+    Decision emit_frame(uint32_t k) {
+        C &c = cls_[k];
+        g_ += cfg_.framing.wire_bytes(c.head_len);
+        ++counters.frames;
+        counters.frame_wire_bytes += cfg_.framing.wire_bytes(c.head_len);
+        c.state = Sent;
+        --backlogged_;
+        return Decision{Action::Frame, k, c.head_len, 0};
+    }
+
+    uint64_t wire_position(uint64_t now) const {
+        if (now <= anchor_ns_) return anchor_g_;
+        return anchor_g_ + uint64_t(u128(now - anchor_ns_) * cfg_.line_rate_bps / 8'000'000'000ull);
+    }
+
+    void anchor(uint64_t now) {
+        anchored_ = true;
+        anchor_ns_ = now;
+        anchor_g_ = g_;
+    }
+
+    EngineConfig cfg_;
+    std::vector<C> cls_;
+    std::deque<uint32_t> normal_;
+    uint64_t g_ = 0, paced_sum_ = 0, anchor_ns_ = 0, anchor_g_ = 0;
+    bool anchored_ = false, idle_ = true;
+    uint32_t backlogged_ = 0;
+};
+
+void same_counters(const EngineCounters &a, const EngineCounters &b) {
+    REQUIRE(a.frames == b.frames);
+    REQUIRE(a.frame_wire_bytes == b.frame_wire_bytes);
+    REQUIRE(a.gap_frames == b.gap_frames);
+    REQUIRE(a.gap_wire_bytes == b.gap_wire_bytes);
+    REQUIRE(a.gap_overshoot_bytes == b.gap_overshoot_bytes);
+    REQUIRE(a.idle_resyncs == b.idle_resyncs);
+    REQUIRE(a.idle_bytes == b.idle_bytes);
+    REQUIRE(a.underrun_resyncs == b.underrun_resyncs);
+    REQUIRE(a.underrun_bytes == b.underrun_bytes);
+    REQUIRE(a.lag_clamped_bytes == b.lag_clamped_bytes);
+}
+
+// One random workload, engine and model side by side.
+void engine_against_model(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    EngineConfig cfg;
+    const uint64_t lines[] = {10'000'000, 1'000'000'000, 10'000'000'000, 100'000'000'000, kMaxLineRateBps};
+    cfg.line_rate_bps = lines[rng() % 5];
+    if (rng() % 4 == 0) cfg.framing = Framing::didactic();
+    if (rng() % 8 == 0) cfg.framing.mtu_bytes = 9000;
+    const bool real_time = rng() % 2;
+    cfg.window_bytes = real_time ? 2000 + rng() % 200'000 : UINT64_MAX / 4;
+    Engine e(cfg);
+    ModelEngine m(cfg);
+
+    // Equal rates and sizes make ties on the finish time: half the runs.
+    const bool uniform = rng() % 2;
+    const uint64_t uniform_rate = cfg.line_rate_bps / (2 + rng() % 50);
+    auto random_rate = [&](uint64_t room) -> uint64_t {
+        if (room == 0 || rng() % 6 == 0) return 0; // normal
+        if (uniform && uniform_rate <= room) return uniform_rate;
+        switch (rng() % 4) {
+        case 0: return 1 + rng() % std::min<uint64_t>(room, 100'000); // very slow
+        case 1: return 1 + rng() % std::max<uint64_t>(1, room / 50);
+        default: return 1 + rng() % room;
+        }
+    };
+    auto random_len = [&]() -> uint32_t {
+        if (uniform) return 1514;
+        switch (rng() % 4) {
+        case 0: return 60;
+        case 1: return cfg.framing.max_frame_len();
+        default: return 1 + uint32_t(rng() % cfg.framing.max_frame_len());
+        }
+    };
+
+    std::vector<uint32_t> classes;
+    std::vector<int> queue; // frames queued per class handle
+    auto add = [&] {
+        uint64_t rate = random_rate((e.config().line_rate_bps - e.paced_rate_sum()) / 2);
+        auto r = e.add_class(rate);
+        REQUIRE(r.ok());
+        REQUIRE(m.add_class(rate, r.value()));
+        classes.push_back(r.value());
+        if (queue.size() <= r.value()) queue.resize(r.value() + 1, 0);
+        queue[r.value()] = 0;
+    };
+    const int n0 = 1 + int(rng() % 40);
+    for (int i = 0; i < n0; ++i) add();
+
+    uint64_t now = 1'000'000;
+    const int steps = 6000;
+    for (int step = 0; step < steps; ++step) {
+        const uint32_t k = classes[rng() % classes.size()];
+        const unsigned op = unsigned(rng() % 100);
+        if (op < 8) {
+            // Traffic arrives, or the head changes under a backlogged class.
+            uint32_t len = random_len();
+            if (queue[k] == 0) queue[k] = 1 + int(rng() % 30);
+            e.set_head(k, len);
+            m.set_head(k, len);
+        } else if (op < 10) {
+            queue[k] = 0;
+            e.set_empty(k);
+            m.set_empty(k);
+        } else if (op < 12) {
+            uint64_t room = e.config().line_rate_bps - e.paced_rate_sum() + e.class_rate(k);
+            uint64_t rate = rng() % 3 ? random_rate(room) : room + 1 + rng() % 1000;
+            bool ok = e.set_rate(k, rate).ok();
+            REQUIRE(ok == m.set_rate(k, rate));
+        } else if (op < 13) {
+            bool ok = e.remove_class(k).ok();
+            REQUIRE(ok == m.remove_class(k));
+            if (ok) {
+                classes.erase(std::find(classes.begin(), classes.end(), k));
+                queue[k] = 0;
+                if (classes.empty()) add();
+            }
+        } else if (op < 14 && classes.size() < 60) {
+            add();
+        } else if (op < 15 && step % 7 == 0) {
+            uint64_t line = std::max<uint64_t>(1, e.paced_rate_sum()) + rng() % cfg.line_rate_bps;
+            line = std::min(line, kMaxLineRateBps);
+            bool ok = e.set_line_rate(line).ok();
+            REQUIRE(ok == m.set_line_rate(line));
+        } else {
+            if (real_time) now += rng() % 3 == 0 ? rng() % 2'000'000 : rng() % 2000;
+            for (int batch = 0; batch < 16; ++batch) {
+                Decision a = e.next(now);
+                Decision b = m.next(now);
+                INFO("seed " << seed << " step " << step);
+                REQUIRE(int(a.action) == int(b.action));
+                REQUIRE(a.cls == b.cls);
+                REQUIRE(a.len == b.len);
+                REQUIRE(a.wake_ns == b.wake_ns);
+                REQUIRE(e.byte_clock() == m.byte_clock());
+                if (a.action == Action::Frame) {
+                    if (--queue[a.cls] > 0) {
+                        uint32_t len = random_len();
+                        e.set_head(a.cls, len);
+                        m.set_head(a.cls, len);
+                    } else {
+                        queue[a.cls] = 0;
+                        e.set_empty(a.cls);
+                        m.set_empty(a.cls);
+                    }
+                }
+                if (a.action == Action::Wait || a.action == Action::Idle) break;
+            }
+        }
+    }
+    same_counters(e.counters(), m.counters);
+}
+
+} // namespace
+
+TEST_CASE("the pending wheel hands over exactly the keys the byte clock passed", "[engine][wheel]") {
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+        SECTION("seed " + std::to_string(seed)) {
+            // Default framing's span; a mid tier of 2^17 blocks, and a short
+            // one so that the far heap is crossed often.
+            const size_t mid = seed % 2 ? ClassWheel<Node>::kMidBlocks : 4;
+            wheel_against_multiset(seed, 1622, mid, seed % 3 ? 200'000 : uint64_t(1) << 40);
+            wheel_against_multiset(seed, 9122, mid, 2'000'000); // jumbo frames
+        }
+    }
+}
+
+TEST_CASE("the engine decides exactly as the plain-scan model", "[engine][model]") {
+    for (uint64_t seed = 1; seed <= 120; ++seed) engine_against_model(seed);
+}
+
+TEST_CASE("the reciprocal division is exact", "[engine][model]") {
+    // The engine's quotient estimate from floor((2^64-1)/d), corrected once.
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 500'000; ++i) {
+        uint64_t d = 1 + (rng() >> (rng() % 64));
+        d = std::min<uint64_t>(d, kMaxLineRateBps);
+        uint64_t n = rng() >> (rng() % 64);
+        if (i % 5 == 0) n = UINT64_MAX - rng() % 1000;
+        if (i % 7 == 0) n = d * (rng() % (UINT64_MAX / d)) + (rng() % 2 ? d - 1 : 0);
+        const uint64_t inv = UINT64_MAX / d;
+        uint64_t q = uint64_t((u128(n) * inv) >> 64);
+        uint64_t r = n - q * d;
+        if (r >= d) {
+            ++q;
+            r -= d;
+        }
+        REQUIRE(q == n / d);
+        REQUIRE(r == n % d);
+    }
+}

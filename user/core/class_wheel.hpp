@@ -67,9 +67,9 @@ template <class Node> class ClassWheel {
         near_sum_.assign((w / 64 + 63) / 64, 0);
         mid_head_.assign(mid_blocks, kNone);
         near_count_ = 0;
+        near_min_ = kEmpty;
         count_ = 0;
         far_stale_ = 0;
-        near_lo_ = g + 1;
         near_limit_ = ((g >> blk_bits_) + 2) << blk_bits_; // in (g + W/2, g + W]
         mid_limit_ = near_limit_ + (uint64_t(mid_blocks) << blk_bits_);
     }
@@ -81,7 +81,7 @@ template <class Node> class ClassWheel {
     void insert(Node *nodes, uint32_t cls) {
         ++count_;
         const uint64_t key = nodes[cls].clock;
-        assert(key >= near_lo_);
+        assert(key + mask_ + 1 >= near_limit_);
         if (key < near_limit_)
             near_insert(nodes, cls, key);
         else if (key < mid_limit_)
@@ -95,8 +95,11 @@ template <class Node> class ClassWheel {
         const uint64_t key = nodes[cls].clock;
         if (key < near_limit_) {
             const size_t i = size_t(key & mask_);
-            if (unlink(nodes, cls, near_head_[i])) near_clear(i);
             --near_count_;
+            if (unlink(nodes, cls, near_head_[i])) {
+                near_clear(i);
+                if (key == near_min_) near_min_ = near_next_min();
+            }
         } else if (key < mid_limit_) {
             unlink(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
         } else {
@@ -112,41 +115,32 @@ template <class Node> class ClassWheel {
     // g never decreases from one call to the next.
     template <class Take> void advance(Node *nodes, uint64_t g, Take &&take) {
         for (;;) {
-            const uint64_t hi = std::min(g, near_limit_ - 1);
-            if (near_count_ && hi >= near_lo_) {
-                for (;;) {
-                    const size_t i = near_first(size_t(near_lo_ & mask_));
-                    const uint64_t key = near_lo_ + ((i - near_lo_) & mask_);
-                    if (key > hi) break;
-                    // A bucket holds one key exactly: take the whole list.
-                    uint32_t cls = near_head_[i];
-                    near_head_[i] = kNone;
-                    near_clear(i);
-                    near_lo_ = key + 1;
-                    while (cls != kNone) {
-                        const uint32_t next = nodes[cls].next;
-                        --near_count_;
-                        --count_;
-                        take(cls);
-                        cls = next;
-                    }
-                    if (!near_count_) break;
+            // The near tier's minimum is kept exact, so the keys due are
+            // found without a search; only the next minimum needs one.
+            while (near_min_ <= g) {
+                const size_t i = size_t(near_min_ & mask_);
+                uint32_t cls = near_head_[i];
+                near_head_[i] = kNone;
+                near_clear(i);
+                // A bucket holds one key exactly: take the whole list.
+                while (cls != kNone) {
+                    const uint32_t next = nodes[cls].next;
+                    --near_count_;
+                    --count_;
+                    take(cls);
+                    cls = next;
                 }
+                near_min_ = near_next_min();
             }
-            if (hi >= near_lo_) near_lo_ = hi + 1;
             if (near_limit_ > g + (uint64_t(1) << blk_bits_)) return;
             migrate(nodes);
         }
     }
 
     // After advance(g): the smallest key if it is below g + exact_span (the
-    // near window is then not empty); otherwise a lower bound of it that is
+    // near tier is then not empty); otherwise a lower bound of it that is
     // itself at least g + exact_span.
-    uint64_t min_key() const {
-        if (!near_count_) return near_limit_;
-        const size_t i = near_first(size_t(near_lo_ & mask_));
-        return near_lo_ + ((i - near_lo_) & mask_);
-    }
+    uint64_t min_key() const { return near_count_ ? near_min_ : near_limit_; }
 
   private:
     // Pushes cls at the front of list `head`.
@@ -169,7 +163,21 @@ template <class Node> class ClassWheel {
         return head == kNone;
     }
 
+    static constexpr uint64_t kEmpty = ~uint64_t(0);
+
+    // The smallest near key (after a bucket was emptied), or kEmpty. Near
+    // keys lie in [near_limit_ - W, near_limit_): above G, and near_limit_
+    // is at most G + W. So the first bucket from near_limit_ - W on, around
+    // the circle, holds the smallest key.
+    uint64_t near_next_min() const {
+        if (!near_count_) return kEmpty;
+        const uint64_t origin = near_limit_ - mask_ - 1;
+        const size_t i = near_first(size_t(origin & mask_));
+        return origin + ((i - origin) & mask_);
+    }
+
     void near_insert(Node *nodes, uint32_t cls, uint64_t key) {
+        near_min_ = std::min(near_min_, key);
         const size_t i = size_t(key & mask_);
         if (near_head_[i] == kNone) {
             near_bits_[i / 64] |= uint64_t(1) << (i % 64);
@@ -239,9 +247,9 @@ template <class Node> class ClassWheel {
     unsigned blk_bits_ = 6; // W = 2 << blk_bits_
     uint64_t mask_ = 0;     // W - 1
     size_t mid_mask_ = 0;   // mid blocks - 1
-    uint64_t near_lo_ = 1;     // every near key is >= near_lo_ (> the last G)
     uint64_t near_limit_ = 0;  // keys below: near window; from here on: far
     uint64_t mid_limit_ = 0;   // keys below: near or mid; from here on: far
+    uint64_t near_min_ = kEmpty; // the smallest near key, exact
     uint32_t near_count_ = 0;
     uint32_t count_ = 0;
     uint32_t far_stale_ = 0;

@@ -159,12 +159,13 @@ class Engine {
         ClassCounters counters;
     };
 
-    void compute_finish(uint32_t cls);
+    // The per-frame path, inlined into next() and set_head() (engine.cpp).
+    [[gnu::always_inline]] inline void compute_finish(uint32_t cls);
+    [[gnu::always_inline]] inline void admit(uint32_t cls);
+    [[gnu::always_inline]] inline void make_eligible(uint32_t cls);
+    [[gnu::always_inline]] inline Decision emit_frame(uint32_t cls);
     void restore_frac(Class &c);
     void anchor(uint64_t now_ns);
-    void admit(uint32_t cls);
-    void make_eligible(uint32_t cls);
-    Decision emit_frame(uint32_t cls);
     Decision emit_gap();
     void unlink(uint32_t cls);
     void normal_push(uint32_t cls);

@@ -78,7 +78,7 @@ template <class Node> class ClassWheel {
     uint32_t size() const { return count_; }
 
     // key = nodes[cls].clock, above every G passed to advance() so far.
-    void insert(Node *nodes, uint32_t cls) {
+    [[gnu::always_inline]] void insert(Node *nodes, uint32_t cls) {
         ++count_;
         const uint64_t key = nodes[cls].clock;
         assert(key + mask_ + 1 >= near_limit_);
@@ -221,7 +221,7 @@ template <class Node> class ClassWheel {
 
     // Moves the first mid block into the near tier, and what the far heap
     // holds below the new mid horizon into the mid tier.
-    void migrate(Node *nodes) {
+    [[gnu::noinline]] void migrate(Node *nodes) {
         uint32_t &head = mid_head_[size_t(near_limit_ >> blk_bits_) & mid_mask_];
         uint32_t cls = head;
         head = kNone;

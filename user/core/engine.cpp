@@ -317,6 +317,9 @@ void Engine::anchor(uint64_t now_ns) {
     cached_wire_ = g_;
 }
 
+// The per-frame path is kept short (few registers to save, no calls): what
+// is rare (real-time corrections, several classes eligible at once, fresh
+// classes, normal classes, gaps) is out of line.
 Decision Engine::next(uint64_t now_ns) {
     if (!backlogged()) {
         idle_ = true;
@@ -331,59 +334,79 @@ Decision Engine::next(uint64_t now_ns) {
             cached_now_ns_ = now_ns;
             cached_wire_ = wire_position(now_ns);
         }
-        uint64_t wire = cached_wire_;
-        if (wire > g_) {
-            // The wire ran dry: everything sent so far has left and more time
-            // passed. Cut that time out of the byte clock rather than paying
-            // it back with a burst.
-            if (idle_) {
-                ++counters_.idle_resyncs;
-                counters_.idle_bytes += wire - g_;
-            } else {
-                ++counters_.underrun_resyncs;
-                counters_.underrun_bytes += wire - g_;
-            }
-            anchor(now_ns);
-        } else if (g_ - wire >= cfg_.window_bytes) {
-            uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
-            return Decision{Action::Wait, 0, 0, anchor_ns_ + ns_for(target, cfg_.line_rate_bps)};
+        if (cached_wire_ > g_ || g_ - cached_wire_ >= cfg_.window_bytes) {
+            Decision d = resync_or_wait(now_ns);
+            if (d.action == Action::Wait) return d;
         }
     }
     idle_ = false;
 
     pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
     uint32_t cls = solo_;
-    if (!eligible_.empty()) {
-        eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
-        if (!eligible_.empty()) {
-            const ClassHeap::Entry &top = eligible_.top();
-            if (cls == kNone || ClassHeap::order(top) <
-                                    (u128(classes_[cls].finish) << 32 | cls)) {
-                cls = top.cls;
-                eligible_.pop();
-            } else {
-                solo_ = kNone;
-            }
-        } else {
-            solo_ = kNone;
-        }
-    } else {
+    if (!eligible_.empty())
+        cls = pick_eligible(); // may find only stale entries
+    else
         solo_ = kNone;
-    }
-    if (cls != kNone) {
-        Class &c = classes_[cls];
-        if (c.fresh && c.clock < g_) {
-            // A class back from idle owes nothing: if other classes' frames
-            // delayed its first one, its schedule starts when that frame
-            // leaves instead of catching up with a burst.
-            c.clock = g_;
-            c.frac = 0;
-            compute_finish(cls);
+    if (cls == kNone) return next_unpaced();
+    Class &c = classes_[cls];
+    if (c.fresh) restart_fresh(cls);
+    c.clock = c.finish; // and frac already holds F_k's remainder
+    return emit_frame(cls);
+}
+
+// The wire position is past G (the wire idled) or G is a window ahead of it.
+Decision Engine::resync_or_wait(uint64_t now_ns) {
+    const uint64_t wire = cached_wire_;
+    if (wire > g_) {
+        // The wire ran dry: everything sent so far has left and more time
+        // passed. Cut that time out of the byte clock rather than paying
+        // it back with a burst.
+        if (idle_) {
+            ++counters_.idle_resyncs;
+            counters_.idle_bytes += wire - g_;
+        } else {
+            ++counters_.underrun_resyncs;
+            counters_.underrun_bytes += wire - g_;
         }
-        c.fresh = false;
-        c.clock = c.finish; // and frac already holds F_k's remainder
-        return emit_frame(cls);
+        anchor(now_ns);
+        return Decision{Action::Frame, 0, 0, 0}; // go on deciding
     }
+    uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
+    return Decision{Action::Wait, 0, 0, anchor_ns_ + ns_for(target, cfg_.line_rate_bps)};
+}
+
+// The eligible class of earliest (F_k, class) when the heap holds entries:
+// solo_ against the heap's top. kNone if there is none.
+uint32_t Engine::pick_eligible() {
+    uint32_t cls = solo_;
+    eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
+    if (!eligible_.empty()) {
+        const ClassHeap::Entry &top = eligible_.top();
+        if (cls == kNone || ClassHeap::order(top) < (u128(classes_[cls].finish) << 32 | cls)) {
+            cls = top.cls;
+            eligible_.pop();
+            return cls;
+        }
+    }
+    solo_ = kNone;
+    return cls;
+}
+
+// A class back from idle owes nothing: if other classes' frames delayed its
+// first one, its schedule starts when that frame leaves instead of catching
+// up with a burst.
+void Engine::restart_fresh(uint32_t cls) {
+    Class &c = classes_[cls];
+    c.fresh = false;
+    if (c.clock < g_) {
+        c.clock = g_;
+        c.frac = 0;
+        compute_finish(cls);
+    }
+}
+
+// No paced class is eligible: a normal class, else a gap.
+Decision Engine::next_unpaced() {
     if (normal_count_) {
         uint32_t cls = normal_head_;
         normal_unlink(cls);

@@ -165,6 +165,10 @@ class Engine {
     [[gnu::always_inline]] inline void make_eligible(uint32_t cls);
     [[gnu::always_inline]] inline Decision emit_frame(uint32_t cls);
     void restore_frac(Class &c);
+    [[gnu::noinline]] Decision resync_or_wait(uint64_t now_ns);
+    [[gnu::noinline]] uint32_t pick_eligible();
+    [[gnu::noinline]] void restart_fresh(uint32_t cls);
+    [[gnu::noinline]] Decision next_unpaced();
     void anchor(uint64_t now_ns);
     Decision emit_gap();
     void unlink(uint32_t cls);

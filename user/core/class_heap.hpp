@@ -1,13 +1,13 @@
-// A 4-ary min-heap of (byte-clock key, class) for the engine's eligible set.
+// A 4-ary min-heap of (byte-clock key, class): the engine's eligible set
+// when more than one class is eligible, and the pending wheel's far tier.
 //
 // Order: by key, ties by class index, so the engine's choice among equal
 // finish times is defined (not an accident of the heap's shape) and a model
 // can reproduce it. The pair is compared as one 128-bit integer (key in the
 // high half): no extra branch for the tie.
 //
-// Why this shape: each decision pops one class and pushes it back with a
-// later key, so a pop's sift-down is the cost that grows with the number of
-// classes. Four children of 16 bytes fill exactly one 64-byte cache line
+// Why this shape: a pop's sift-down is the cost that grows with the number
+// of entries. Four children of 16 bytes fill exactly one 64-byte cache line
 // (the array is offset so that every sibling group is line-aligned): one
 // miss per level, and half the levels of a binary heap. Removal is lazy: a
 // class's generation number changes when it leaves the heap, and entries

@@ -1,5 +1,5 @@
 // The pacing engine: PSPacer's scheduler (paper §3.4, DESIGN.md §3-§4) over a
-// byte clock, in O(log n) per decision.
+// byte clock, in O(1) per decision for the usual class (O(log n) at worst).
 //
 // The engine does not hold frames. The caller owns the per-class queues and
 // tells the engine the length of each class's head-of-line frame; the engine
@@ -35,6 +35,19 @@
 //       is sent as the smallest and overshoots by less than 84. The class is
 //       then late by that much and catches up on its own because its clock
 //       advances by its period, not from G: no banked burst, no rate loss.
+//
+// Data structures (why: each frame moves its class pending -> eligible ->
+// sent -> pending again, so that round trip is the whole per-decision cost):
+//   pending  (C_k > G): ClassWheel, exact keys, O(1) insert/remove/hand-over
+//            (class_wheel.hpp); classes slower than its 2^28-byte-time mid
+//            horizon wait in a heap first (O(log n)).
+//   eligible (C_k <= G): one class in solo_, the rest in a 4-ary heap by
+//            (F_k, class index): ties go to the lower index, by definition.
+//   normal:  an intrusive round-robin list.
+// F_k's division by r_k is a multiplication by a per-class reciprocal with
+// one exact correction. A class's per-frame state is one cache line.
+// tests/unit/test_engine_internals.cpp checks all of it decision by decision
+// against a plain-scan model.
 //
 // Real time. The wire position is anchor_G + (now - anchor_ns) * M / 8. The
 // engine never runs more than window_bytes ahead of it (Wait). When the wire

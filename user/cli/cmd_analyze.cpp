@@ -18,30 +18,6 @@ struct NamedFlow {
     FlowSelector selector;
 };
 
-// A measured rate in tc's units, 3 decimals: "499.998Mbit". Exact rates use
-// format_rate; a measurement is a real number and is printed as one.
-std::string rate_text(double bps) {
-    static constexpr struct {
-        double scale;
-        const char *unit;
-    } kUnits[] = {{1e12, "Tbit"}, {1e9, "Gbit"}, {1e6, "Mbit"}, {1e3, "Kbit"}};
-    char buf[48];
-    for (const auto &u : kUnits) {
-        if (bps >= u.scale) {
-            std::snprintf(buf, sizeof buf, "%.3f%s", bps / u.scale, u.unit);
-            return buf;
-        }
-    }
-    std::snprintf(buf, sizeof buf, "%.3fbit", bps);
-    return buf;
-}
-
-std::string fixed(double v, int digits) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
 // JSON numbers keep every digit: scripts compare measured rates to targets.
 std::string json_number(double v) {
     if (!std::isfinite(v)) return "null";
@@ -216,12 +192,12 @@ int run(const Args &args) {
         t.text(row.name);
         t.integer(r.frames);
         if (r.frames >= 2 && r.duration_s > 0)
-            t.number(rate_text(r.mean_rate_bps), r.mean_rate_bps);
+            t.number(measured_rate(r.mean_rate_bps), r.mean_rate_bps);
         else
             t.text("-");
         if (r.frames > n && r.rate_n_max_bps > 0) {
-            t.number(rate_text(r.rate_n_min_bps), r.rate_n_min_bps);
-            t.number(rate_text(r.rate_n_max_bps), r.rate_n_max_bps);
+            t.number(measured_rate(r.rate_n_min_bps), r.rate_n_min_bps);
+            t.number(measured_rate(r.rate_n_max_bps), r.rate_n_max_bps);
         } else {
             t.text("-");
             t.text("-");

@@ -12,25 +12,6 @@ namespace pspxdp::cli {
 
 namespace {
 
-std::string rate_text(double bps) {
-    char buf[32];
-    if (bps >= 1e9)
-        std::snprintf(buf, sizeof buf, "%.4fGbit", bps / 1e9);
-    else if (bps >= 1e6)
-        std::snprintf(buf, sizeof buf, "%.4fMbit", bps / 1e6);
-    else if (bps >= 1e3)
-        std::snprintf(buf, sizeof buf, "%.4fKbit", bps / 1e3);
-    else
-        std::snprintf(buf, sizeof buf, "%.2fbit", bps);
-    return buf;
-}
-
-std::string fixed(double v, int digits) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-    return buf;
-}
-
 int run(const Args &args) {
     double scale = 1.0;
     if (args.has("scale")) {
@@ -69,13 +50,13 @@ int run(const Args &args) {
             else
                 t.text("normal");
             t.integer(r.frames);
-            t.number(rate_text(r.mean_bps), r.mean_bps);
+            t.number(measured_rate(r.mean_bps, 4), r.mean_bps);
             if (r.target_bps)
                 t.number(fixed(r.error_pct, 4) + "%", r.error_pct);
             else
                 t.text("-");
-            t.number(rate_text(r.rate_min_bps), r.rate_min_bps);
-            t.number(rate_text(r.rate_max_bps), r.rate_max_bps);
+            t.number(measured_rate(r.rate_min_bps, 4), r.rate_min_bps);
+            t.number(measured_rate(r.rate_max_bps, 4), r.rate_max_bps);
             t.number(fixed(r.max_burst_mtu, 2) + " MTU", r.max_burst_mtu);
             t.number(fixed(res.gap_share * 100, 2) + "%", res.gap_share);
             t.text(r.paper_mean);

@@ -72,4 +72,25 @@ void Table::print(FILE *out, bool as_json) const {
         line([&](size_t c) { return c < row.size() ? row[c].text : std::string(); });
 }
 
+std::string measured_rate(double bps, int digits) {
+    static constexpr struct {
+        double scale;
+        const char *unit;
+    } kUnits[] = {{1e12, "Tbit"}, {1e9, "Gbit"}, {1e6, "Mbit"}, {1e3, "Kbit"}, {1, "bit"}};
+    char buf[48];
+    for (const auto &u : kUnits) {
+        if (bps >= u.scale || u.scale == 1) {
+            std::snprintf(buf, sizeof buf, "%.*f%s", digits, bps / u.scale, u.unit);
+            break;
+        }
+    }
+    return buf;
+}
+
+std::string fixed(double value, int digits) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, value);
+    return buf;
+}
+
 } // namespace pspxdp::cli

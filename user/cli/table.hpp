@@ -42,4 +42,10 @@ class Table {
     std::vector<std::vector<Cell>> rows_;
 };
 
+// A measured rate in tc's units with `digits` decimals: "499.998Mbit". Exact
+// (configured) rates use format_rate; a measurement is a real number.
+std::string measured_rate(double bps, int digits = 3);
+// value with `digits` decimals.
+std::string fixed(double value, int digits);
+
 } // namespace pspxdp::cli

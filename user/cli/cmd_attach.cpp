@@ -27,6 +27,30 @@ static Result<uint64_t> parse_u64(const std::string &what, const std::string &s,
     return uint64_t(v);
 }
 
+// An attachment whose daemon is dead (kill -9, OOM, a crash) is stale: TC
+// fails open and nothing is paced, but the state file, the pins, the pacer
+// veth pair, the XDP program and the TC filter are all still there. Attach
+// replaces it instead of calling DEV "already attached" forever: everything
+// the old attachment created goes (so nothing is duplicated), except
+//  - the pins: they hold the classes and filters the user configured; the new
+//    programs reuse them, so pacing resumes as configured;
+//  - the clsact qdisc if the old attachment created it: kept, and handed on
+//    as still ours (AttachRequest::clsact_ours) so detach removes it later.
+// The caller holds the DevLock and has seen that no daemon runs.
+static Result<void> remove_stale(const dp::Paths &paths, dp::AttachState old,
+                                 uint32_t dev_ifindex, dp::AttachRequest &req) {
+    if (old.dev_ifindex != dev_ifindex) {
+        // DEV was re-created: its old qdisc and filter went with the old one
+        // (and the old ifindex may belong to another device by now).
+        old.tc_attached = false;
+        old.clsact_created = false;
+    }
+    req.clsact_ours = old.clsact_created;
+    old.pins_created = false;
+    old.clsact_created = false;
+    return dp::detach(paths, old); // removes the state file when done
+}
+
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
     // Checks first: a refused attach changes nothing.
@@ -38,7 +62,9 @@ static int run(const Args &args) {
         link->kind == "veth")
         return fail("attach: " + dev + " looks like a pspxdp pacer veth");
     auto paths = dp::paths_for(dev);
-    if (auto st = dp::read_state(paths); st)
+    // Attached = a state file and a live daemon; without the daemon the
+    // attachment is stale and replaced below, under the lock.
+    if (auto st = dp::read_state(paths); st && daemon::running_pid(paths))
         return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
 
     ClassId default_class{1, 0xffff};
@@ -89,8 +115,10 @@ static int run(const Args &args) {
 
     auto lock = dp::DevLock::acquire(paths, false);
     if (!lock) return fail("attach: " + lock.error());
-    // Again under the lock: another attach may have finished in between.
-    if (auto st = dp::read_state(paths); st)
+    // Again under the lock: another attach may have finished in between
+    // (an attach in progress holds the lock until its daemon beats).
+    auto old = dp::read_state(paths);
+    if (old && daemon::running_pid(paths))
         return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
     dp::AttachRequest req;
     req.dev = dev;
@@ -98,6 +126,15 @@ static int run(const Args &args) {
     req.line_rate_bps = line;
     req.window_bytes = window;
     req.default_classid = default_class.raw();
+    if (old) {
+        std::fprintf(stderr,
+                     "pspxdp: warning: %s's daemon is dead (killed or crashed; TC was passing "
+                     "traffic unpaced): replacing its attachment, classes and filters kept\n",
+                     dev.c_str());
+        if (auto r = remove_stale(paths, *old, link->ifindex, req); !r)
+            return fail("attach: removing the dead attachment: " + r.error() + " (try pspxdp detach " +
+                        dev + ")");
+    }
     auto st = dp::attach(req);
     if (!st) {
         dp::remove_run_files(paths); // attach undid the rest

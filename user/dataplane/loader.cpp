@@ -344,7 +344,9 @@ Result<AttachState> attach(const AttachRequest &req) {
     libbpf_set_print(old_print);
     if (rc && rc != -EEXIST)
         return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
-    s.clsact_created = (rc == 0); // -EEXIST: someone else's, never ours to delete
+    // -EEXIST: someone else's, never ours to delete - unless it is the one a
+    // replaced (crashed) attachment of ours created and left in place.
+    s.clsact_created = (rc == 0) || (rc == -EEXIST && req.clsact_ours);
     if (auto r = write_state(p, s); !r) return fail(r.error());
     // REPLACE: a filter at pspxdp's handle/prio is a leftover of a crashed
     // pspxdp (its state file gone), never someone else's.

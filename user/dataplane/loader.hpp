@@ -89,6 +89,9 @@ struct AttachRequest {
     // the kernel would put unclassified frames on the wire behind the
     // pacer's back and break its byte clock.
     uint32_t default_classid = PSPXDP_CLASSID(1, 0xffff);
+    // The clsact qdisc on DEV, if there is one, was created by the attachment
+    // this one replaces (its daemon died): it stays pspxdp's to delete.
+    bool clsact_ours = false;
 };
 
 // Creates the veth pair, loads both programs, pins (or reuses) the maps,

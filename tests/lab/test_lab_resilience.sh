@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# The lab proof, resilience part (issue: lab proof), in two throwaway network
+# namespaces joined by a veth wire, pspxdp attached to the sender's end:
+#
+#   - ping through the paced path (default class 1:ffff) works: RTT reported;
+#   - a TCP flow (iperf3) through a paced class (200 Mbit/s): throughput vs
+#     the class rate and the pacer's drops reported; never above the rate;
+#   - kill -9 the daemon mid-stream: a UDP stream through a paced class keeps
+#     arriving, unpaced, within 200 ms (largest arrival gap around the kill);
+#   - attach again: the dead attachment is replaced (no "already attached",
+#     no duplicate filter/XDP/veth), classes and filters are kept, pacing
+#     resumes (rate at the receiver <= class rate again, status alive);
+#   - kill -9 again, then detach (no re-attach): nothing pspxdp created
+#     remains - links, addresses, routes, qdiscs, filters, BPF attachments,
+#     pins and run files are exactly as before attach - and ping works.
+#
+# Everything it creates carries the prefix psp-res / psr and is removed on
+# exit, even on failure. Every wait is bounded. Exit 77 = skipped.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+[[ $EUID -eq 0 ]] || { echo "skip: needs root"; exit 77; }
+for bin in "$PSPXDP" "$TRAFFIC"; do
+    [[ -x $bin ]] || { echo "skip: $bin not built"; exit 77; }
+done
+for tool in ip tc iperf3 ping python3 nsenter timeout; do
+    command -v $tool >/dev/null || { echo "skip: $tool missing (scripts/setup.sh)"; exit 77; }
+done
+
+TAG=psp-res$$
+SRC=$TAG-s DST=$TAG-d
+DEV=psr$$a  # the sender's end of the wire: what pspxdp paces
+PEER=psr$$b # the receiver's end
+IP_S=10.78.0.1 IP_D=10.78.0.2
+N="nsenter --net=/run/netns/$SRC"
+D="nsenter --net=/run/netns/$DST"
+TMP=$(mktemp -d /tmp/psp-res.XXXXXX)
+PIDS=()
+FAILS=0
+
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    # The daemon may have been killed: detach is still the way to clean up.
+    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
+    # Whatever is left (a daemon of ours the detach could not stop) goes by pid.
+    if [[ -f /run/pspxdp/$DEV.pid ]]; then kill -9 "$(cat /run/pspxdp/$DEV.pid)" 2>/dev/null; fi
+    ip netns del $SRC 2>/dev/null
+    ip netns del $DST 2>/dev/null
+    rm -rf "/sys/fs/bpf/pspxdp/$DEV" "$TMP"
+    rm -f /run/pspxdp/$DEV.*
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
+}
+die() { echo "FAIL - $*"; exit 1; }
+# A killed daemon is gone once it is no process or a zombie (its parent, the
+# attach that spawned it, has exited: whoever inherited it reaps it later).
+gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* ([^)]*) Z' /proc/$1/stat 2>/dev/null; }
+status_json() { $N "$PSPXDP" status $DEV -j 2>/dev/null; }
+# jq-less JSON field: jget FILE PYTHON-EXPRESSION-ON-d
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# What pspxdp may touch, as text: compared before attach and after detach.
+snapshot() {
+    echo "## links";  $N ip -d link show
+    echo "## addrs";  $N ip addr show
+    echo "## routes"; $N ip route show table all
+    echo "## qdiscs"; $N tc qdisc show dev $DEV
+    echo "## filters egress";  $N tc filter show dev $DEV egress
+    echo "## filters ingress"; $N tc filter show dev $DEV ingress
+    echo "## bpf attachments"; $N bpftool net show 2>/dev/null
+    echo "## pins";      ls -d /sys/fs/bpf/pspxdp/$DEV /sys/fs/bpf/pspxdp/$DEV/* 2>/dev/null
+    echo "## run files"; ls -d /run/pspxdp/$DEV.* 2>/dev/null
+}
+
+# --- the wire
+ip netns add $SRC && ip netns add $DST || die "cannot create namespaces"
+PIDS=() # nothing to kill yet
+ip -n $SRC link add $DEV type veth peer name $PEER netns $DST || die "cannot create the wire veth"
+for ns in $SRC $DST; do
+    ip -n $ns link set lo up
+    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 # no ND/MLD noise
+    ip netns exec $ns sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+done
+ip -n $SRC addr add $IP_S/24 dev $DEV
+ip -n $DST addr add $IP_D/24 dev $PEER
+ip -n $SRC link set $DEV up
+ip -n $DST link set $PEER up
+$N ping -c1 -W2 $IP_D >/dev/null || die "the wire does not carry ping before attach"
+snapshot >"$TMP/before"
+
+# --- attach, one paced class for TCP, one for the UDP stream of the kill test
+check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4
+check "status says alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+TCP_RATE=200000000 UDP_RATE=5000000
+check "class set 1:1 200mbit (TCP)" $N "$PSPXDP" class set $DEV 1:1 200mbit
+check "class set 1:2 5mbit (UDP)" $N "$PSPXDP" class set $DEV 1:2 5mbit
+check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
+check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
+sleep 0.2
+
+# --- ping through the paced path (default class 1:ffff, a normal class)
+status_json >"$TMP/s0"
+$N timeout 15 ping -c 20 -i 0.05 -W 2 $IP_D >"$TMP/ping1" 2>&1
+sleep 0.3 # the daemon publishes its class counters every 100 ms
+status_json >"$TMP/s1"
+loss=$(grep -oP '[0-9.]+(?=% packet loss)' "$TMP/ping1")
+rtt=$(grep -oP 'rtt [^=]+= \K[0-9./]+' "$TMP/ping1")
+ffff_frames() { jget "$1" "[c['tx_frames'] for c in d['classes'] if c['class']=='1:ffff'][0]"; }
+via_pacer=$(($(ffff_frames "$TMP/s1") - $(ffff_frames "$TMP/s0")))
+echo "     ping via pacer: loss ${loss:-?} %, rtt min/avg/max/mdev ${rtt:-?} ms; 1:ffff sent $via_pacer frames"
+check "ping through the pacer: no loss" test "${loss:-100}" = 0
+check "ping went through the pacer (1:ffff sent >= 20 echo requests)" test "$via_pacer" -ge 20
+
+# --- TCP (iperf3) through paced class 1:1
+$D timeout 30 iperf3 -s -1 -p 5201 >"$TMP/iperf3-server.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
+status_json >"$TMP/t0"
+$N timeout 25 iperf3 -c $IP_D -p 5201 -t 5 -O 1 -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err"
+iperf_rc=$?
+wait "${PIDS[-1]}" 2>/dev/null
+status_json >"$TMP/t1"
+check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
+python3 - "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" $TCP_RATE >"$TMP/tcp.out" <<'PY'
+import json, sys
+ip, t0, t1 = (json.load(open(f)) for f in sys.argv[1:4])
+rate = int(sys.argv[4])
+recv = ip["end"]["sum_received"]["bits_per_second"]
+retr = ip["end"]["sum_sent"].get("retransmits", 0)
+mss = 1448  # TCP payload per 1514-byte frame (timestamps on)
+# The class rate counts L2 bytes + FCS: a full frame is 1518 B for 1448 B of
+# payload, so goodput at exactly the class rate is rate * 1448 / 1518.
+l2 = recv * 1518 / mss
+c0 = [c for c in t0["classes"] if c["class"] == "1:1"][0]
+c1 = [c for c in t1["classes"] if c["class"] == "1:1"][0]
+drops = c1["drops"] - c0["drops"]
+frames = c1["tx_frames"] - c0["tx_frames"]
+kern = (t1["daemon"] or {}).get("rx", {}).get("kernel_lost", 0) - (t0["daemon"] or {}).get("rx", {}).get("kernel_lost", 0)
+print(f"{recv:.0f} {l2:.0f} {drops} {frames} {retr} {kern}")
+PY
+read -r tcp_goodput tcp_l2 tcp_drops tcp_frames tcp_retr tcp_kern <"$TMP/tcp.out"
+echo "     TCP via 1:1 (200 Mbit/s): goodput $((tcp_goodput / 1000000)) Mbit/s =" \
+    "$((tcp_l2 / 1000000)) Mbit/s L2 ($((tcp_l2 * 100 / TCP_RATE)) % of the class rate);" \
+    "pacer sent $tcp_frames frames, dropped $tcp_drops (class FIFO) + $tcp_kern (kernel rx ring);" \
+    "TCP retransmits $tcp_retr"
+check "TCP L2 rate <= class rate + 2 %" test "$tcp_l2" -le $((TCP_RATE * 102 / 100))
+# Floor: a 2-core VM running iperf3 client + server + a busy-polling pacer,
+# and a TCP that only learns the rate from drops; 30 % is an honest floor.
+check "TCP L2 rate >= 30 % of the class rate" test "$tcp_l2" -ge $((TCP_RATE * 30 / 100))
+check "the pacer counted the TCP frames on 1:1" test "$tcp_frames" -gt 1000
+
+# --- kill -9 mid-stream, then attach again
+# A UDP stream at 3x its class's rate: paced, the receiver sees 5 Mbit/s; after
+# the kill it passes untouched (15 Mbit/s); after re-attach it is paced again.
+cat >"$TMP/recv_ts.py" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.settimeout(0.2)
+out, end = [], time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try: n = len(s.recv(2048))
+    except socket.timeout: continue
+    out.append(f"{time.monotonic():.6f} {n}\n")
+open(sys.argv[3], "w").writelines(out)
+PY
+$D timeout 30 python3 "$TMP/recv_ts.py" 5002 12 "$TMP/arrivals" &
+RECV_PID=$!
+PIDS+=($RECV_PID)
+sleep 0.3
+$N timeout 20 "$TRAFFIC" send $IP_D 5002 --rate 15mbit --size 200 --seconds 10 >"$TMP/send.json" &
+SEND_PID=$!
+PIDS+=($SEND_PID)
+sleep 2
+DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
+check "daemon pid known ($DPID)" test -n "$DPID"
+T_KILL=$(python3 -c "import os, sys, time; t = time.monotonic(); os.kill(int(sys.argv[1]), 9); print(f'{t:.6f}')" "$DPID")
+for _ in $(seq 100); do gone "$DPID" && break; sleep 0.01; done
+check "daemon is dead after kill -9" gone "$DPID"
+sleep 2
+$N "$PSPXDP" status $DEV >"$TMP/status-dead" 2>&1
+check "status after the kill: daemon not running" grep -q "daemon: not running" "$TMP/status-dead"
+T_REATTACH=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
+$N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4 >"$TMP/reattach" 2>&1
+reattach_rc=$?
+T_REATTACHED=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
+sed 's/^/     re-attach: /' "$TMP/reattach"
+check "attach after kill -9 succeeds" test $reattach_rc -eq 0
+wait $SEND_PID
+wait $RECV_PID
+status_json >"$TMP/s-re"
+check "status after re-attach: alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+check "second attach while alive is refused" bash -c "! $N $PSPXDP attach $DEV 2>/dev/null"
+check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" python3 -c "
+import json; d = json.load(open('$TMP/s-re'))
+c = {c['class']: c for c in d['classes'] if c['configured']}
+assert c['1:1']['rate_bps'] == 200000000 and c['1:2']['rate_bps'] == 5000000, c"
+check "filters kept across the crash" bash -c "$N $PSPXDP filter show $DEV | grep -q 5201 && $N $PSPXDP filter show $DEV | grep -q 5002"
+# No duplicates: one pacer veth pair, one XDP program, one TC filter, one clsact.
+npsp=$($N ip -br link | grep -c '^psp')
+nxdp=$($N ip link | grep -c 'prog/xdp')
+nflt=$($N tc filter show dev $DEV egress | grep -c 'handle 0x')
+nclsact=$($N tc qdisc show dev $DEV | grep -c clsact)
+echo "     after re-attach: $npsp pacer veths, $nxdp XDP programs, $nflt TC filters, $nclsact clsact"
+check "one pacer veth pair" test "$npsp" -eq 2
+check "one XDP program" test "$nxdp" -eq 1
+check "one TC filter" test "$nflt" -eq 1
+check "one clsact qdisc" test "$nclsact" -eq 1
+
+python3 - "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" $UDP_RATE >"$TMP/kill.out" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+ts = [float(t) for t, _ in rows]
+ln = [int(n) for _, n in rows]
+kill, re0, re1, rate = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+def l2_bps(a, b):  # L2 bits (+FCS, as the class counts them) arriving in [a, b)
+    bits = sum((max(n + 42, 60) + 4) * 8 for t, n in zip(ts, ln) if a <= t < b)
+    return bits / (b - a)
+# The largest arrival gap from 0.5 s before the kill to 1.5 s after it, and
+# when the stream was back: the first arrival after that gap.
+win = [t for t in ts if kill - 0.5 <= t <= kill + 1.5]
+gap, resumed = 0.0, None
+for a, b in zip(win, win[1:]):
+    if b - a > gap: gap, resumed = b - a, b
+after_kill = [t for t in ts if t > kill]
+first_after = after_kill[0] - kill if after_kill else 99
+resume_ms = (resumed - kill) * 1000 if resumed and resumed > kill else first_after * 1000
+paced_before = l2_bps(kill - 1.2, kill - 0.2)
+unpaced = l2_bps(kill + 0.5, min(kill + 1.5, re0))
+paced_after = l2_bps(re1 + 0.5, re1 + 2.5)
+print(f"{gap*1000:.1f} {resume_ms:.1f} {paced_before:.0f} {unpaced:.0f} {paced_after:.0f} {len(ts)}")
+PY
+read -r gap_ms resume_ms paced_before unpaced paced_after narr <"$TMP/kill.out"
+echo "     kill -9: largest arrival gap ${gap_ms} ms, stream back ${resume_ms} ms after the kill"
+echo "     1:2 (5 Mbit/s, offered 15): paced before $((paced_before / 1000)) kbit/s," \
+    "after the kill $((unpaced / 1000)) kbit/s, after re-attach $((paced_after / 1000)) kbit/s" \
+    "($narr datagrams; re-attach took $(python3 -c "print(f'{($T_REATTACHED - $T_REATTACH)*1000:.0f}')") ms)"
+check "traffic flows again within 200 ms of kill -9 (gap ${gap_ms} ms)" \
+    python3 -c "import sys; sys.exit(not ($gap_ms <= 200 and $resume_ms <= 200))"
+check "paced before the kill: <= 5 Mbit/s + 3 %" test "$paced_before" -le $((UDP_RATE * 103 / 100))
+check "paced before the kill: >= 50 % of the rate (it was flowing)" test "$paced_before" -ge $((UDP_RATE / 2))
+check "unpaced after the kill: > 5 Mbit/s x 1.5" test "$unpaced" -ge $((UDP_RATE * 3 / 2))
+check "paced again after re-attach: <= 5 Mbit/s + 3 %" test "$paced_after" -le $((UDP_RATE * 103 / 100))
+check "paced again after re-attach: >= 50 % of the rate" test "$paced_after" -ge $((UDP_RATE / 2))
+
+# --- kill -9 again, then detach without re-attach: everything goes
+DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
+check "new daemon pid known ($DPID)" test -n "$DPID"
+[[ -n $DPID ]] && kill -9 "$DPID"
+for _ in $(seq 100); do gone "$DPID" && break; sleep 0.01; done
+check "detach after kill -9" $N "$PSPXDP" detach $DEV
+snapshot >"$TMP/after"
+if ! diff -u "$TMP/before" "$TMP/after" >"$TMP/diff"; then sed 's/^/     /' "$TMP/diff"; fi
+check "links, addresses, routes, qdiscs, filters, BPF, pins, run files as before attach" \
+    test ! -s "$TMP/diff"
+check "no pacer veths left" bash -c "! $N ip -br link | grep -q '^psp'"
+check "no pins left" test ! -e /sys/fs/bpf/pspxdp/$DEV
+check "no run files left" bash -c "! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
+$N timeout 10 ping -c 5 -i 0.1 -W 2 $IP_D >"$TMP/ping2" 2>&1
+loss=$(grep -oP '[0-9.]+(?=% packet loss)' "$TMP/ping2")
+echo "     ping after detach: loss ${loss:-?} %, rtt $(grep -oP 'rtt [^=]+= \K[0-9./]+' "$TMP/ping2") ms"
+check "ping after detach: as before attach (no loss)" test "${loss:-100}" = 0
+check "status after detach: not attached" bash -c "! $N $PSPXDP status $DEV 2>/dev/null"
+
+echo "$FAILS failure(s)"
+[[ $FAILS -eq 0 ]]

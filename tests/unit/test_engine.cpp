@@ -123,10 +123,11 @@ TEST_CASE("the paper's experiments, at least as good as the paper", "[engine][pa
                 continue;
             }
             if (r.target_bps == 0) {
-                // The greedy normal class fills everything the paced ones leave:
-                // no gap frame is needed at all.
+                // The greedy normal class fills what the paced ones leave,
+                // except holes too small for its frame (it may hold a paced
+                // class back by at most normal_block_bytes): few gaps remain.
                 CHECK(r.mean_bps > 10e6);
-                CHECK(res.gap_share < 1e-3);
+                CHECK(res.gap_share < 5e-3);
                 continue;
             }
             CHECK(std::fabs(r.error_pct) < 0.01);
@@ -334,6 +335,7 @@ TEST_CASE("an idle class banks no credit", "[engine]") {
     for (int i = 0; i < 200'000 && starts.size() < 20; ++i) {
         uint64_t g = e.byte_clock();
         Decision d = e.next(0);
+        if (d.action == Action::Gap) continue; // the normal frame waits for a hole
         REQUIRE(d.action == Action::Frame);
         if (d.cls == normal) {
             e.set_head(normal, 1514);

@@ -238,16 +238,27 @@ class ModelEngine {
             c.frac = c.finish_frac;
             return emit_frame(best);
         }
-        // (b) normal round robin
-        if (!normal_.empty()) {
-            uint32_t k = normal_.front();
-            normal_.pop_front();
-            return emit_frame(k);
-        }
-        // (c) gap to the earliest clock
+        // (b) normal round robin, if its frame holds the earliest paced
+        // class back by at most normal_block_bytes, or it starved too long
         uint64_t min = UINT64_MAX;
         for (const C &c : cls_)
             if (c.state == Backlogged && c.rate) min = std::min(min, c.clock);
+        if (!normal_.empty()) {
+            uint32_t k = normal_.front();
+            uint64_t end = g_ + cfg_.framing.wire_bytes(cls_[k].head_len);
+            bool fits = min == UINT64_MAX || end <= min || end - min <= cfg_.normal_block_bytes;
+            if (!fits && held_since_ == UINT64_MAX) held_since_ = g_;
+            bool starving = !fits && g_ - held_since_ >= cfg_.normal_starve_bytes;
+            if (fits || starving) {
+                counters.normal_forced += starving;
+                held_since_ = UINT64_MAX;
+                normal_.pop_front();
+                if (normal_.empty()) held_since_ = UINT64_MAX;
+                return emit_frame(k);
+            }
+            ++counters.normal_held;
+        }
+        // (c) gap to the earliest clock
         const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
         const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
         uint64_t need = min - g_;
@@ -308,6 +319,7 @@ class ModelEngine {
     void normal_remove(uint32_t k) {
         auto it = std::find(normal_.begin(), normal_.end(), k);
         if (it != normal_.end()) normal_.erase(it);
+        if (normal_.empty()) held_since_ = UINT64_MAX;
     }
 
     Decision emit_frame(uint32_t k) {
@@ -334,6 +346,7 @@ class ModelEngine {
     EngineConfig cfg_;
     std::vector<C> cls_;
     std::deque<uint32_t> normal_;
+    uint64_t held_since_ = UINT64_MAX;
     uint64_t g_ = 0, paced_sum_ = 0, anchor_ns_ = 0, anchor_g_ = 0;
     bool anchored_ = false, idle_ = true;
     uint32_t backlogged_ = 0;
@@ -350,6 +363,8 @@ void same_counters(const EngineCounters &a, const EngineCounters &b) {
     REQUIRE(a.underrun_resyncs == b.underrun_resyncs);
     REQUIRE(a.underrun_bytes == b.underrun_bytes);
     REQUIRE(a.lag_clamped_bytes == b.lag_clamped_bytes);
+    REQUIRE(a.normal_held == b.normal_held);
+    REQUIRE(a.normal_forced == b.normal_forced);
 }
 
 // One random workload, engine and model side by side.
@@ -362,6 +377,16 @@ void engine_against_model(uint64_t seed) {
     if (rng() % 8 == 0) cfg.framing.mtu_bytes = 9000;
     const bool real_time = rng() % 2;
     cfg.window_bytes = real_time ? 2000 + rng() % 200'000 : UINT64_MAX / 4;
+    // The normal-frame rule in its three regimes: never held (the paper's),
+    // the default, and tight (held often, starvation guard exercised).
+    switch (rng() % 3) {
+    case 0: cfg.normal_block_bytes = UINT64_MAX; break;
+    case 1: break;
+    case 2:
+        cfg.normal_block_bytes = rng() % 300;
+        cfg.normal_starve_bytes = rng() % 5000;
+        break;
+    }
     Engine e(cfg);
     ModelEngine m(cfg);
 

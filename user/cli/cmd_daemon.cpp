@@ -36,7 +36,7 @@ const Command kDaemon = {
         {"window", 0, "BYTES", "override the window"},
         {"frames", 0, "N", "UMEM frames per queue (power of two; default sized from queues)"},
         {"sleep-min-us", 0, "US",
-         "while backlogged, sleep through waits longer than US (default: spin)"},
+         "while backlogged, sleep through waits longer than US (default 50; 0: spin)"},
     },
     1,
     1,

@@ -299,7 +299,7 @@ void Engine::normal_unlink(uint32_t cls) {
     else
         normal_tail_ = c.prev;
     c.where = Where::None;
-    --normal_count_;
+    if (--normal_count_ == 0) normal_held_since_ = UINT64_MAX;
 }
 
 // ---------------------------------------------------------------- decisions
@@ -405,12 +405,25 @@ void Engine::restart_fresh(uint32_t cls) {
     }
 }
 
-// No paced class is eligible: a normal class, else a gap.
+// No paced class is eligible: a normal class whose frame fits before the
+// earliest paced class (give or take normal_block_bytes), else a gap.
 Decision Engine::next_unpaced() {
     if (normal_count_) {
         uint32_t cls = normal_head_;
-        normal_unlink(cls);
-        return emit_frame(cls);
+        // min_key() is exact when the earliest class is within a largest gap
+        // and one smallest of G, else a bound beyond that: a frame fits then.
+        uint64_t end = g_ + cfg_.framing.wire_bytes(classes_[cls].head_len);
+        const uint64_t min = pending_.empty() ? UINT64_MAX : pending_.min_key();
+        bool fits = end <= min || end - min <= cfg_.normal_block_bytes;
+        if (!fits && normal_held_since_ == UINT64_MAX) normal_held_since_ = g_;
+        bool starving = !fits && g_ - normal_held_since_ >= cfg_.normal_starve_bytes;
+        if (fits || starving) {
+            counters_.normal_forced += starving;
+            normal_held_since_ = UINT64_MAX;
+            normal_unlink(cls);
+            return emit_frame(cls);
+        }
+        ++counters_.normal_held;
     }
     return emit_gap();
 }

@@ -28,7 +28,12 @@
 //       This is WF2Q+'s rule: a frame then starts no later than
 //       F_k + one max frame - its own wire time, which bounds every class's
 //       burstiness by 2 MTU whenever the paced load fits on the wire;
-//   (b) else a backlogged normal class, round robin: the free filler;
+//   (b) else a backlogged normal class, round robin: the free filler, as
+//       long as its frame delays the earliest pending paced class by no more
+//       than normal_block_bytes. A greedy filler would otherwise block a
+//       paced class for up to one full frame at random moments, and that
+//       jitter is what a burstiness measurement sees. A frame that does not
+//       fit waits for a hole that it does (gaps fill the one at hand);
 //   (c) else a gap frame that reaches min C_k. A gap longer than the largest
 //       gap frame is split so that no piece is shorter than the smallest; a
 //       gap shorter than the smallest gap frame (84 byte times on Ethernet)
@@ -66,6 +71,8 @@
 
 namespace pspxdp {
 
+inline constexpr uint64_t kDefaultNormalBlockBytes = 1024;
+
 struct EngineConfig {
     // M. At most kMaxLineRateBps, so a frame's share s * M fits in 64 bits.
     uint64_t line_rate_bps = 1'000'000'000;
@@ -73,6 +80,16 @@ struct EngineConfig {
     // How far (byte times) the schedule may run ahead of the wire's real-time
     // position. On a NIC: about the TX ring's depth. On a veth: the only pace.
     uint64_t window_bytes = 64 * 1024;
+    // How long (byte times) a normal frame may hold back a paced class that
+    // becomes due while it is on the wire. UINT64_MAX: never hold a normal
+    // frame back (the paper's rule). The default, two thirds of a largest
+    // frame, lets a greedy filler of full frames use every hole of 514 byte
+    // times or more and cuts the worst blocking a paced class sees by a third.
+    uint64_t normal_block_bytes = kDefaultNormalBlockBytes;
+    // A normal class held back this long (byte times) goes anyway: when the
+    // paced load leaves only holes smaller than its frames, the filler must
+    // not starve. 4 largest frames: at most one full block per 4 frames.
+    uint64_t normal_starve_bytes = 4 * (1514 + 24);
 };
 
 // 2^47 bit/s (140 Tbit/s): keeps l2_bytes * M + remainder below 2^64 on
@@ -104,6 +121,8 @@ struct EngineCounters {
     uint64_t underrun_resyncs = 0;    // wire idled although something was backlogged
     uint64_t underrun_bytes = 0;
     uint64_t lag_clamped_bytes = 0;   // lateness dropped from overloaded classes
+    uint64_t normal_held = 0;         // gaps sent because a normal frame would block a paced one
+    uint64_t normal_forced = 0;       // normal frames sent anyway, after normal_starve_bytes held
 };
 
 struct ClassCounters {
@@ -214,6 +233,7 @@ class Engine {
     uint32_t normal_head_ = kNone;
     uint32_t normal_tail_ = kNone;
     uint32_t normal_count_ = 0;
+    uint64_t normal_held_since_ = UINT64_MAX; // G when the normal head was first held back
     EngineCounters counters_;
 };
 

@@ -124,15 +124,18 @@ $D timeout 30 iperf3 -s -1 -p 5201 >"$TMP/iperf3-server.log" 2>&1 &
 PIDS+=($!)
 for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
 status_json >"$TMP/t0"
+$N ip -s -j link show >"$TMP/l0"
 $N timeout 25 iperf3 -c $IP_D -p 5201 -t 5 -O 1 -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err"
 iperf_rc=$?
 wait "${PIDS[-1]}" 2>/dev/null
+sleep 0.3 # the daemon publishes its class counters every 100 ms
 status_json >"$TMP/t1"
+$N ip -s -j link show >"$TMP/l1"
 check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
-python3 - "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" $TCP_RATE >"$TMP/tcp.out" <<'PY'
+python3 - "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" $TCP_RATE >"$TMP/tcp.out" <<'PY'
 import json, sys
-ip, t0, t1 = (json.load(open(f)) for f in sys.argv[1:4])
-rate = int(sys.argv[4])
+ip, t0, t1, l0, l1 = (json.load(open(f)) for f in sys.argv[1:6])
+rate = int(sys.argv[6])
 recv = ip["end"]["sum_received"]["bits_per_second"]
 retr = ip["end"]["sum_sent"].get("retransmits", 0)
 mss = 1448  # TCP payload per 1514-byte frame (timestamps on)
@@ -144,18 +147,34 @@ c1 = [c for c in t1["classes"] if c["class"] == "1:1"][0]
 drops = c1["drops"] - c0["drops"]
 frames = c1["tx_frames"] - c0["tx_frames"]
 kern = (t1["daemon"] or {}).get("rx", {}).get("kernel_lost", 0) - (t0["daemon"] or {}).get("rx", {}).get("kernel_lost", 0)
-print(f"{recv:.0f} {l2:.0f} {drops} {frames} {retr} {kern}")
+passed = c1["tc_passed"] - c0["tc_passed"]  # went around the pacer (fail-open)
+def d(k, f=lambda x: x):
+    return f(t1)[k] - f(t0)[k]
+tc_err = d("redirect_errors", lambda x: x["tc"]) + d("no_slot", lambda x: x["tc"])
+xdp_nosock = d("no_socket", lambda x: x["xdp"])
+# Drops between TC and the sockets, counted by the kernel on the pacer veths.
+def veth_drops(links):
+    a, b = t1["pacer"]
+    st = {l["ifname"]: l["stats64"] for l in links}
+    return st[a]["tx"]["dropped"] + st[b]["rx"]["dropped"] if a in st and b in st else 0
+veth = veth_drops(l1) - veth_drops(l0)
+rtt = ip["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000  # ms: TCP's view of the queue
+print(f"{recv:.0f} {l2:.0f} {drops} {frames} {retr} {kern} {passed} {tc_err} {xdp_nosock} {veth} {rtt:.1f}")
 PY
-read -r tcp_goodput tcp_l2 tcp_drops tcp_frames tcp_retr tcp_kern <"$TMP/tcp.out"
+read -r tcp_goodput tcp_l2 tcp_drops tcp_frames tcp_retr tcp_kern tcp_passed tcp_tcerr tcp_nosock \
+    tcp_veth tcp_rtt <"$TMP/tcp.out"
 echo "     TCP via 1:1 (200 Mbit/s): goodput $((tcp_goodput / 1000000)) Mbit/s =" \
     "$((tcp_l2 / 1000000)) Mbit/s L2 ($((tcp_l2 * 100 / TCP_RATE)) % of the class rate);" \
     "pacer sent $tcp_frames frames, dropped $tcp_drops (class FIFO) + $tcp_kern (kernel rx ring);" \
-    "TCP retransmits $tcp_retr"
+    "TCP retransmits $tcp_retr, mean RTT $tcp_rtt ms"
+echo "     other drops/bypasses: TC passed unpaced $tcp_passed, TC redirect errors/no slot $tcp_tcerr," \
+    "XDP no socket $tcp_nosock, pacer veth drops $tcp_veth"
 check "TCP L2 rate <= class rate + 2 %" test "$tcp_l2" -le $((TCP_RATE * 102 / 100))
 # Floor: a 2-core VM running iperf3 client + server + a busy-polling pacer,
 # and a TCP that only learns the rate from drops; 30 % is an honest floor.
 check "TCP L2 rate >= 30 % of the class rate" test "$tcp_l2" -ge $((TCP_RATE * 30 / 100))
 check "the pacer counted the TCP frames on 1:1" test "$tcp_frames" -gt 1000
+check "no TCP segment went around the pacer (TC passed 0)" test "$tcp_passed" -eq 0
 
 # --- kill -9 mid-stream, then attach again
 # A UDP stream at 3x its class's rate: paced, the receiver sees 5 Mbit/s; after

@@ -149,6 +149,13 @@ static int run(const Args &args) {
     if (args.has("foreground")) {
         // The daemon runs here; when it stops (SIGINT/SIGTERM) the attachment
         // goes with it, unless a concurrent `pspxdp detach` is already on it.
+        // Our pid in the pidfile before the lock goes: a state file without a
+        // live daemon is what a concurrent attach takes for a dead attachment
+        // to replace. (daemon::run rewrites it with the same pid.)
+        if (FILE *f = std::fopen(paths.pid.c_str(), "w")) {
+            std::fprintf(f, "%d\n", int(getpid()));
+            std::fclose(f);
+        }
         { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
         daemon::DaemonConfig cfg;
         cfg.dev = dev;
@@ -190,6 +197,8 @@ const Command kAttach = {
     "the XDP redirect, pins the maps under /sys/fs/bpf/pspxdp/DEV/ and starts the\n"
     "daemon (pidfile and log under /run/pspxdp/). The line rate is DEV's ethtool\n"
     "speed unless --line-rate is given; a veth has none (1gbit is assumed).\n"
+    "If DEV's daemon died (killed, crashed: TC passes traffic unpaced meanwhile),\n"
+    "attach replaces the dead attachment and keeps its classes and filters.\n"
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},

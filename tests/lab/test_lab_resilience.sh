@@ -68,6 +68,7 @@ status_json() { $N "$PSPXDP" status $DEV -j 2>/dev/null; }
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # What pspxdp may touch, as text: compared before attach and after detach.
+# Only DEV's pins and run files: other devices may be attached meanwhile.
 snapshot() {
     echo "## links";  $N ip -d link show
     echo "## addrs";  $N ip addr show

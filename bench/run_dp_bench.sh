@@ -6,8 +6,8 @@
 # it never fails on a figure, only when it cannot run.
 #
 #   sudo bench/run_dp_bench.sh [--seconds S] [--repeat N] [--cpu C] [--json]
-#                              [--max-rate RATE] [--max-offer RATE] [--no-rss]
-#                              [--keep DIR]
+#                              [--max-rate RATE] [--max-offer RATE]
+#                              [--max-window BYTES] [--no-rss] [--keep DIR]
 #
 #   --seconds S       length of each measured interval (default 3, 1..30)
 #   --repeat N        repeats of the bare/daemon/CPU rounds; medians are
@@ -18,6 +18,10 @@
 #                     4gbit of a 100gbit line: 4 % of the wire bytes are real
 #                     frames, the rest gap frames)
 #   --max-offer RATE  what is offered to that class (default 1500mbit)
+#   --max-window B    attach --window for the max-fps run (default: attach's,
+#                     64 KiB: at 100 Gbit/s that is ~43 frames per clock
+#                     reading, so the daemon runs one loop pass per ~43
+#                     frames; a deeper window shows the loop's cost per pass)
 #   --json            one JSON object on stdout instead of the table
 #   --keep DIR        keep the logs and the raw samples in DIR
 #
@@ -61,6 +65,7 @@ CPU=1
 JSON=0
 MAX_RATE=4gbit
 MAX_OFFER=1500mbit
+MAX_WINDOW=
 RSS=1
 KEEP=
 while (($#)); do
@@ -70,6 +75,7 @@ while (($#)); do
     --cpu) CPU=${2:?}; shift 2 ;;
     --max-rate) MAX_RATE=${2:?}; shift 2 ;;
     --max-offer) MAX_OFFER=${2:?}; shift 2 ;;
+    --max-window) MAX_WINDOW=${2:?}; shift 2 ;;
     --no-rss) RSS=0; shift ;;
     --json) JSON=1; shift ;;
     --keep) KEEP=${2:?}; shift 2 ;;
@@ -148,7 +154,7 @@ def link_stats(ns, dev):
 def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return int(fields[11]), int(fields[12])  # utime, stime (fields 14, 15)
 
 def status(nscmd, pspxdp, dev):
     out = subprocess.run(nscmd + [pspxdp, "status", dev, "-j"], capture_output=True,
@@ -177,10 +183,10 @@ def sample(ns, dev, pid, seconds, pspxdp, cid, label):
     nscmd = ["nsenter", f"--net=/run/netns/{ns}"]
     hz = os.sysconf("SC_CLK_TCK")
     s0 = synced_status(nscmd, pspxdp, dev, cid)
-    t0 = time.monotonic(); p0, b0 = link_stats(ns, dev); c0 = cpu_ticks(pid)
+    t0 = time.monotonic(); p0, b0 = link_stats(ns, dev); u0, k0_ = cpu_ticks(pid)
     time.sleep(seconds)
     s1 = synced_status(nscmd, pspxdp, dev, cid)
-    t1 = time.monotonic(); p1, b1 = link_stats(ns, dev); c1 = cpu_ticks(pid)
+    t1 = time.monotonic(); p1, b1 = link_stats(ns, dev); u1, k1_ = cpu_ticks(pid)
     dt = t1 - t0
     k0, k1 = class_of(s0, cid), class_of(s1, cid)
     d0, d1 = s0.get("daemon") or {}, s1.get("daemon") or {}
@@ -188,7 +194,8 @@ def sample(ns, dev, pid, seconds, pspxdp, cid, label):
     l2 = k1.get("tx_bytes", 0) - k0.get("tx_bytes", 0)
     r = {"kind": label, "seconds": dt, "tx_packets": p1 - p0, "fps": (p1 - p0) / dt,
          "wire_gbit": ((b1 - b0) + 24 * (p1 - p0)) * 8 / dt / 1e9,
-         "cpu_pct": (c1 - c0) / hz / dt * 100,
+         "cpu_pct": (u1 - u0 + k1_ - k0_) / hz / dt * 100,
+         "user_pct": (u1 - u0) / hz / dt * 100, "sys_pct": (k1_ - k0_) / hz / dt * 100,
          "class_frames": frames, "class_fps": frames / dt, "paced_gbit": l2 * 8 / dt / 1e9,
          "class_drops": k1.get("drops", 0) - k0.get("drops", 0),
          "class_backlog": k1.get("backlog", 0),
@@ -256,8 +263,8 @@ ip -n $SRC neigh replace 10.88.0.2 lladdr 02:00:00:00:bd:01 dev $DEV nud permane
 
 daemon_pid() { cat /run/pspxdp/$DEV.pid 2>/dev/null; }
 
-attach() { # attach RATE QUEUES: attach and pin the daemon to CPU
-    $N "$PSPXDP" attach $DEV --line-rate "$1" --queues "$2" >>"$WORK/attach.log" 2>&1 ||
+attach() { # attach RATE QUEUES [ATTACH-ARGS...]: attach and pin the daemon to CPU
+    $N "$PSPXDP" attach $DEV --line-rate "$1" --queues "$2" "${@:3}" >>"$WORK/attach.log" 2>&1 ||
         die "attach failed: $(tail -5 "$WORK/attach.log")"
     local pid
     pid=$(daemon_pid)
@@ -304,7 +311,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     bare 60
 
     say "round $r/$REPEAT: daemon at its maximum (line 100gbit, class $MAX_RATE offered $MAX_OFFER)"
-    attach 100gbit 8
+    attach 100gbit 8 ${MAX_WINDOW:+--window "$MAX_WINDOW"}
     $N "$PSPXDP" class set $DEV 1:1 "$MAX_RATE" >/dev/null || die "class set failed"
     $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1 >/dev/null || die "filter failed"
     sender 5001 "$MAX_OFFER" $((SECS + 4))
@@ -382,10 +389,10 @@ PY
 fi
 
 # --- report: medians over rounds
-python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" <<'PY'
+python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" "${MAX_WINDOW:-65536}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-as_json, cpu, up = sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+as_json, cpu, up, window = sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 def med(kind, key):
     v = [r[key] for r in rows if r["kind"] == kind]
     return statistics.median(v) if v else None
@@ -401,12 +408,13 @@ def per_gbit(kind):
     v = [r["cpu_pct"] / r["paced_gbit"] for r in rows if r["kind"] == kind and r["paced_gbit"] > 0]
     return statistics.median(v) if v else None
 summary = {
-    "cpu": cpu, "uptime": up.strip(),
+    "cpu": cpu, "uptime": up.strip(), "max_window_bytes": window,
     "bare_1514_mpps": bare1514 and bare1514 / 1e6, "bare_60_mpps": bare60 and bare60 / 1e6,
     "daemon_mpps": dmax and dmax / 1e6, "ratio": ratio, "target_ratio": 0.8,
     "ratios": ratios,
     "daemon_real_fps": med("daemon_max", "class_fps"),
     "daemon_cpu_pct": med("daemon_max", "cpu_pct"),
+    "daemon_user_pct": med("daemon_max", "user_pct"),
     "daemon_kicks_per_frame": (lambda v: statistics.median(v) if v else None)(
         [r["kicks"] / r["tx_packets"] for r in rows if r["kind"] == "daemon_max" and r["tx_packets"]]),
     "cpu_spin": {"cpu_pct": med("cpu_spin", "cpu_pct"), "paced_gbit": med("cpu_spin", "paced_gbit"),
@@ -432,8 +440,10 @@ print(f"{'daemon, real + gap frames':34} {f(dmax and dmax/1e6, '{:.3f}'):>8}  "
       + " ".join(f"{x/1e6:.3f}" for x in d))
 print(f"{'ratio daemon / bare 1514 (>= 0.80)':34} {f(ratio, '{:.2f}'):>8}  "
       + " ".join(f"{x:.2f}" for x in ratios))
-print(f"  daemon: {f(summary['daemon_real_fps'], '{:.0f}')} real frames/s among them, "
-      f"{f(summary['daemon_cpu_pct'], '{:.0f}')}% CPU, "
+print(f"  daemon (line rate 100gbit, window {window} B): "
+      f"{f(summary['daemon_real_fps'], '{:.0f}')} real frames/s among them, "
+      f"{f(summary['daemon_cpu_pct'], '{:.0f}')}% CPU "
+      f"({f(summary['daemon_user_pct'], '{:.0f}')}% in user space), "
       f"{f(summary['daemon_kicks_per_frame'], '{:.3f}')} kicks per frame")
 print()
 print("CPU per paced Gbit/s (line rate 1gbit, one class 500mbit, offered 650mbit)")

@@ -40,7 +40,8 @@
 #     wire position at 100 Gbit/s runs away from anything the daemon can
 #     emit, so it never waits: it emits as fast as it can, mostly 1514-byte
 #     gaps (the bare loop's 1514 B case is the reference). Frames counted on
-#     the veth (tx_packets over the interval). ratio = daemon / bare 1514.
+#     the veth (tx_packets over the interval). ratio = daemon / bare 1514,
+#     the mean of the round's bare runs just before and just after it.
 #     The real frames go to a MAC nobody has (static neighbour), so the
 #     receiving veth drops them as early as it drops the PAUSE frames: the
 #     receiver's cost, which lands on the daemon's core (veth delivers in the
@@ -272,9 +273,12 @@ attach() { # attach RATE QUEUES [ATTACH-ARGS...]: attach and pin the daemon to C
     taskset -a -pc "$CPU" "$pid" >/dev/null || die "cannot pin the daemon"
 }
 
-detach() {
+detach() { # (detach removes the daemon's log: keep a copy, then the shutdown's lines)
+    cp /run/pspxdp/$DEV.log "$WORK/daemon.tmp" 2>/dev/null
+    local t0=$SECONDS
     $N "$PSPXDP" detach $DEV >>"$WORK/attach.log" 2>&1
-    cat /run/pspxdp/$DEV.log >>"$WORK/daemon.log" 2>/dev/null
+    echo "detach took $((SECONDS - t0)) s" >>"$WORK/attach.log"
+    cat "$WORK/daemon.tmp" >>"$WORK/daemon.log" 2>/dev/null
     sleep 0.3 # the TX socket's queue is released asynchronously
 }
 
@@ -319,6 +323,9 @@ for ((r = 1; r <= REPEAT; r++)); do
     sample daemon_max
     kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
     detach
+    # The bare loop again: the round's reference is the mean of before and
+    # after, so drift in what else the machine does cancels out.
+    bare 1514
 
     say "round $r/$REPEAT: CPU per paced Gbit/s (line 1gbit, class 500mbit offered 650mbit)"
     attach 1gbit 8
@@ -398,12 +405,15 @@ def med(kind, key):
     return statistics.median(v) if v else None
 def all_of(kind, key):
     return [r[key] for r in rows if r["kind"] == kind]
-bare1514, bare60 = med("bare1514", "fps"), med("bare60", "fps")
+bare60 = med("bare60", "fps")
 dmax = med("daemon_max", "fps")
+bare1514 = None
 # The ratio per round (same round's bare loop), then the median.
-b = all_of("bare1514", "fps"); d = all_of("daemon_max", "fps")
+b2 = all_of("bare1514", "fps"); d = all_of("daemon_max", "fps")
+b = [(b2[2 * i] + b2[2 * i + 1]) / 2 for i in range(len(b2) // 2)]  # before/after each round
 ratios = [x / y for x, y in zip(d, b) if y]
 ratio = statistics.median(ratios) if ratios else None
+bare1514 = statistics.median(b) if b else None
 def per_gbit(kind):
     v = [r["cpu_pct"] / r["paced_gbit"] for r in rows if r["kind"] == kind and r["paced_gbit"] > 0]
     return statistics.median(v) if v else None
@@ -433,7 +443,7 @@ n = len(b)
 print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {n} rounds")
 print(f"{'':34} {'Mpps':>8}  per round")
 print(f"{'bare AF_XDP TX loop, 1514 B':34} {f(bare1514 and bare1514/1e6, '{:.3f}'):>8}  "
-      + " ".join(f"{x/1e6:.3f}" for x in b))
+      + " ".join(f"{x/1e6:.3f}" for x in b) + "  (mean of before/after the daemon)")
 print(f"{'bare AF_XDP TX loop, 60 B':34} {f(bare60 and bare60/1e6, '{:.3f}'):>8}  "
       + " ".join(f"{x/1e6:.3f}" for x in all_of('bare60', 'fps')))
 print(f"{'daemon, real + gap frames':34} {f(dmax and dmax/1e6, '{:.3f}'):>8}  "

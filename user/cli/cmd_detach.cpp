@@ -17,7 +17,11 @@ static int run(const Args &args) {
     if (!lock) return fail("detach: " + lock.error());
     auto st = dp::read_state(paths);
     // Stop the daemon even without a state file (it would fail open anyway).
-    auto stopped = daemon::stop(paths, 3000);
+    // Its shutdown drains queues (<= 500 ms) and closes one AF_XDP socket per
+    // pacer queue at ~16 ms each (an RCU grace period per socket): give it
+    // that long before SIGKILL cuts its UMEM accounting short.
+    const int grace_ms = 3000 + (st ? int(st->queues) * 25 : 0);
+    auto stopped = daemon::stop(paths, grace_ms);
     if (!stopped) return fail("detach: " + stopped.error());
     if (!st) {
         unlink(paths.lock.c_str());
@@ -34,7 +38,7 @@ const Command kDetach = {
     "detach",
     "DEV",
     "stop pacing DEV and remove everything attach created",
-    "Stops the daemon (SIGTERM, SIGKILL after 3 s), detaches the TC filter (and the\n"
+    "Stops the daemon (SIGTERM, SIGKILL after 3 s + 25 ms per queue), detaches the TC filter (and the\n"
     "clsact qdisc only if pspxdp created it), deletes the pacer veth pair and the pins.",
     {},
     1,

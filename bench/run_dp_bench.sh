@@ -248,16 +248,8 @@ elif cmd == "blast":
 PY
 
 # --- the wire: two namespaces, one veth
-ip netns add $SRC && ip netns add $DST || die "cannot create namespaces"
-ip -n $SRC link add $DEV type veth peer name $PEER netns $DST || die "cannot create the veth"
-for ns in $SRC $DST; do
-    ip -n $ns link set lo up
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-done
-ip -n $SRC addr add 10.88.0.1/24 dev $DEV
-ip -n $DST addr add 10.88.0.2/24 dev $PEER
-ip -n $SRC link set $DEV up
-ip -n $DST link set $PEER up
+source "$HERE/../lab/netns.sh"
+psp_make_wire $SRC $DST $DEV $PEER 10.88.0 || die "cannot build the wire"
 # The real frames' destination MAC is nobody's: the receiving veth drops them
 # (PACKET_OTHERHOST) as early as PAUSE frames, see above.
 ip -n $SRC neigh replace 10.88.0.2 lladdr 02:00:00:00:bd:01 dev $DEV nud permanent

@@ -81,22 +81,8 @@ die() { echo "lab: $*" >&2; exit 1; }
 say() { ((JSON)) || echo "$*" >&2; }
 
 # --- the wire
-ip netns add $SRC && ip netns add $DST || die "cannot create namespaces"
-ip -n $SRC link add $DEV type veth peer name $PEER netns $DST || die "cannot create the wire veth"
-for ns in $SRC $DST; do
-    ip -n $ns link set lo up
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-done
-ip -n $SRC addr add 10.77.0.1/24 dev $DEV
-ip -n $DST addr add 10.77.0.2/24 dev $PEER
-ip -n $SRC link set $DEV up
-ip -n $DST link set $PEER up
-$N ping -c1 -W2 10.77.0.2 >/dev/null || die "the wire does not carry ping"
-# Static neighbours: no ARP traffic mid-run.
-MAC_D=$(ip -n $DST -br link show $PEER | awk '{print $3}')
-MAC_S=$(ip -n $SRC -br link show $DEV | awk '{print $3}')
-ip -n $SRC neigh replace 10.77.0.2 lladdr "$MAC_D" dev $DEV nud permanent
-ip -n $DST neigh replace 10.77.0.1 lladdr "$MAC_S" dev $PEER nud permanent
+source "$HERE/netns.sh"
+psp_make_wire $SRC $DST $DEV $PEER 10.77.0 || die "cannot build the wire"
 
 # --- pspxdp
 say "attaching pspxdp to $DEV at $LINE_RATE ..."

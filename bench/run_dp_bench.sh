@@ -97,13 +97,8 @@ BUILD_DIR=${BUILD_DIR:-$HERE/../build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
-[[ $EUID -eq 0 ]] || { echo "run_dp_bench: needs root (namespaces, BPF, AF_XDP)" >&2; exit 77; }
-for bin in "$PSPXDP" "$TRAFFIC" "$TXLOOP"; do
-    [[ -x $bin ]] || { echo "run_dp_bench: $bin not built" >&2; exit 77; }
-done
-for tool in ip taskset python3 nsenter; do
-    command -v $tool >/dev/null || { echo "run_dp_bench: $tool missing" >&2; exit 77; }
-done
+source "$HERE/../lab/netns.sh"
+psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip taskset python3 nsenter
 
 TAG=psp-bdp$$
 SRC=$TAG-s
@@ -248,7 +243,6 @@ elif cmd == "blast":
 PY
 
 # --- the wire: two namespaces, one veth
-source "$HERE/../lab/netns.sh"
 psp_make_wire $SRC $DST $DEV $PEER 10.88.0 || die "cannot build the wire"
 # The real frames' destination MAC is nobody's: the receiving veth drops them
 # (PACKET_OTHERHOST) as early as PAUSE frames, see above.

@@ -43,13 +43,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD_DIR=${BUILD_DIR:-$HERE/../build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
-[[ $EUID -eq 0 ]] || { echo "lab: needs root (network namespaces, BPF)" >&2; exit 77; }
-for bin in "$PSPXDP" "$TRAFFIC"; do
-    [[ -x $bin ]] || { echo "lab: $bin not built (run scripts/build.sh)" >&2; exit 77; }
-done
-for tool in ip tcpdump nstat python3; do
-    command -v $tool >/dev/null || { echo "lab: $tool missing (run scripts/setup.sh)" >&2; exit 77; }
-done
+source "$HERE/netns.sh"
+psp_require lab "$PSPXDP" "$TRAFFIC" -- ip tcpdump nstat python3 nsenter
 
 TAG=psp-lab$$
 SRC=$TAG-s
@@ -81,7 +76,6 @@ die() { echo "lab: $*" >&2; exit 1; }
 say() { ((JSON)) || echo "$*" >&2; }
 
 # --- the wire
-source "$HERE/netns.sh"
 psp_make_wire $SRC $DST $DEV $PEER 10.77.0 || die "cannot build the wire"
 
 # --- pspxdp

@@ -24,3 +24,19 @@ psp_make_wire() {
     ip -n "$src" neigh replace "$net.2" lladdr "$mac_d" dev "$dev" nud permanent
     ip -n "$dst" neigh replace "$net.1" lladdr "$mac_s" dev "$peer" nud permanent
 }
+
+# psp_require WHO BIN... -- TOOL...: exits 77 (skipped) unless running as
+# root with every BIN built and every TOOL installed.
+psp_require() {
+    local who=$1 x
+    shift
+    [[ $EUID -eq 0 ]] || { echo "$who: needs root (network namespaces, BPF, AF_XDP)" >&2; exit 77; }
+    while (($#)) && [[ $1 != -- ]]; do
+        [[ -x $1 ]] || { echo "$who: $1 not built (run scripts/build.sh)" >&2; exit 77; }
+        shift
+    done
+    (($#)) && shift
+    for x in "$@"; do
+        command -v "$x" >/dev/null || { echo "$who: $x missing (run scripts/setup.sh)" >&2; exit 77; }
+    done
+}

@@ -7,11 +7,12 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(mktemp)
+KEEP=$(mktemp -d /tmp/psp-lab-test.XXXXXX) # capture and reports, kept if the test fails
 trap 'rm -f "$OUT"' EXIT
-bash "$HERE/../../lab/lab.sh" --json --seconds 3 >"$OUT"
+bash "$HERE/../../lab/lab.sh" --json --seconds 3 --keep "$KEEP" >"$OUT"
 rc=$?
-[[ $rc -eq 77 ]] && exit 77
-[[ $rc -eq 0 ]] || { echo "FAIL - lab.sh exited $rc"; exit 1; }
+[[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
+[[ $rc -eq 0 ]] || { echo "FAIL - lab.sh exited $rc (artifacts in $KEEP)"; exit 1; }
 python3 - "$OUT" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -37,3 +38,10 @@ for c in d["classes"]:
 print(f"{fails} failure(s)")
 sys.exit(1 if fails else 0)
 PY
+rc=$?
+if [[ $rc -eq 0 ]]; then
+    rm -rf "$KEEP"
+else
+    echo "capture, pspxdp status and analyzer reports kept in $KEEP"
+fi
+exit $rc

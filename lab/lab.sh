@@ -139,7 +139,7 @@ $D nstat -az UdpInCsumErrors UdpInErrors UdpRcvbufErrors >"$WORK/nstat.txt" 2>/d
 FLOWS=()
 for c in "${CLASSES[@]}"; do
     read -r id rate port _ <<<"$c"
-    FLOWS+=(--flow "$id=proto udp dport $port")
+    FLOWS+=(--flow "$id=proto udp dport $port" --target "$id=$rate")
 done
 FLOWS+=(--flow "default=proto udp dport $GREEDY_PORT")
 "$PSPXDP" analyze "$WORK/capture.pcap" --line-rate "$LINE_RATE" "${FLOWS[@]}" -j \
@@ -195,6 +195,7 @@ for c in classes + ["default normal 5009 -"]:
         "mean_bps": mean,
         "error_pct": (mean - target) / target * 100 if target else None,
         "max_burst_mtu": f.get("max_burst_mtu"),
+        "max_burst_at_target_mtu": f.get("max_burst_at_target_mtu"),
         "max_burst_bytes": f.get("max_burst_bytes"),
         "real_time_mean_bps": r.get("mean_rate_bps"),
         "sent": sent.get(port), "received": sink.get(port, {}).get("datagrams"),
@@ -218,12 +219,13 @@ if as_json:
 def r(bps):
     return "-" if bps is None else (f"{bps/1e6:.3f}Mbit")
 print(f"pspxdp lab: a {line_rate} veth wire between two namespaces, judged on the byte clock")
-print(f"{'class':8} {'target':>10} {'frames':>8} {'measured':>14} {'error':>9} {'max burst':>10} {'real time':>14} {'sent':>8} {'recv':>8} {'drops':>7}")
+print(f"{'class':8} {'target':>10} {'frames':>8} {'measured':>14} {'error':>9} {'max burst':>10} {'@target':>9} {'real time':>14} {'sent':>8} {'recv':>8} {'drops':>7}")
 for x in rows:
     err = "-" if x["error_pct"] is None else f"{x['error_pct']:+.3f}%"
     burst = "-" if x["max_burst_mtu"] is None else f"{x['max_burst_mtu']:.2f} MTU"
+    at = "-" if x["max_burst_at_target_mtu"] is None else f"{x['max_burst_at_target_mtu']:.2f} MTU"
     tgt = "normal" if not x["target_bps"] else r(x["target_bps"])
-    print(f"{x['class']:8} {tgt:>10} {x['frames']:>8} {r(x['mean_bps']):>14} {err:>9} {burst:>10} "
+    print(f"{x['class']:8} {tgt:>10} {x['frames']:>8} {r(x['mean_bps']):>14} {err:>9} {burst:>10} {at:>9} "
           f"{r(x['real_time_mean_bps']):>14} {str(x['sent']):>8} {str(x['received']):>8} {str(x['pacer_drops']):>7}")
 print(f"gap frames: {summary['gap_frames']} ({(summary['gap_share'] or 0)*100:.2f}% of wire bytes); "
       f"captured {captured} frames, {capture_drops} dropped by the capture; "

@@ -232,3 +232,32 @@ TEST_CASE("analyzer: the paper's Fig. 3 schedule", "[analyzer]") {
     CHECK(p1.rate_n_max_bps == Approx(5e8).epsilon(1e-12));
     CHECK(p1.max_burst_bytes == Approx(1500.0).epsilon(1e-12));
 }
+
+TEST_CASE("analyzer: burstiness at a target rate ignores the window's end effects",
+          "[analyzer]") {
+    // A flow paced at exactly M/2 in full frames, every frame on time except
+    // the last, which is 3000 byte times late (blocked by other traffic). Its
+    // measured mean is then a little below M/2 and the mean-rate queue grows
+    // over the whole run; at the true rate the queue stays near one frame.
+    AnalyzerConfig cfg;
+    cfg.line_rate_bps = 1'000'000'000;
+    cfg.target_rate_bps = {{7, 500'000'000}};
+    std::vector<TraceFrame> t;
+    const int n = 2000;
+    // The class sends 1518 L2 bytes every 3036 byte times: a 1514-byte frame
+    // (1538 on the wire) and a 1474-byte gap (1498).
+    for (int i = 0; i < n; ++i) {
+        t.push_back(TraceFrame{7, 1514, 0});
+        t.push_back(TraceFrame{kFlowGap, 1474, 0});
+        if (i == n - 2) t.push_back(TraceFrame{kFlowGap, 3000 - 24, 0}); // the last frame is late
+    }
+    TraceReport r = analyze_trace(t, cfg);
+    REQUIRE(r.flows.size() == 1);
+    const FlowReport &f = r.flows[0];
+    CHECK(f.target_bps == 500'000'000);
+    CHECK(f.max_burst_at_target_bytes == Approx(1518).epsilon(1e-9)); // one frame, never more
+    // At the (lower) mean rate the last frame's lateness shows as an extra
+    // (r/M) * 3000 = 1500 bytes queued by the end of the run.
+    CHECK(f.max_burst_bytes > 1518 + 1400);
+    CHECK(f.max_burst_bytes < 1518 + 1500 + 1);
+}

@@ -99,6 +99,21 @@ int run(const Args &args) {
     auto flows = parse_flows(args.all("flow"));
     if (!flows) return fail("analyze: " + flows.error());
 
+    // --target NAME=RATE: also judge flow NAME at exactly RATE.
+    for (const std::string &t : args.all("target")) {
+        size_t eq = t.find('=');
+        if (eq == std::string::npos || eq == 0)
+            return fail("analyze: --target \"" + t + "\": expected NAME=RATE");
+        std::string name = t.substr(0, eq);
+        auto rate = parse_rate_bps(t.substr(eq + 1));
+        if (!rate) return fail("analyze: --target " + name + ": " + rate.error());
+        size_t i = 0;
+        while (i < flows->size() && (*flows)[i].name != name) ++i;
+        if (i == flows->size())
+            return fail("analyze: --target " + name + ": no --flow of that name");
+        cfg.target_rate_bps.emplace_back(uint32_t(i), *rate);
+    }
+
     std::vector<FlowSelector> selectors;
     for (const auto &f : *flows) selectors.push_back(f.selector);
     auto trace = read_pcap_trace(path, selectors);
@@ -153,6 +168,11 @@ int run(const Args &args) {
             out += ",\"rate_n_mean_bps\":" + json_number(r.rate_n_mean_bps);
             out += ",\"max_burst_bytes\":" + json_number(r.max_burst_bytes);
             out += ",\"max_burst_mtu\":" + json_number(r.max_burst_mtu);
+            if (r.target_bps) {
+                out += ",\"target_bps\":" + std::to_string(r.target_bps);
+                out += ",\"max_burst_at_target_bytes\":" + json_number(r.max_burst_at_target_bytes);
+                out += ",\"max_burst_at_target_mtu\":" + json_number(r.max_burst_at_target_mtu);
+            }
             out += "}";
         }
         out += "]";
@@ -185,6 +205,7 @@ int run(const Args &args) {
              {per_n + " max", "rate_n_max_bps"},
              {"max burst B", "max_burst_bytes"},
              {"MTU", "max_burst_mtu"},
+             {"MTU @target", "max_burst_at_target_mtu"},
              {"selector", "selector", false}});
     for (const auto &row : rows) {
         const FlowReport &r = row.r;
@@ -209,6 +230,10 @@ int run(const Args &args) {
             t.text("-");
             t.text("-");
         }
+        if (r.frames && r.target_bps)
+            t.number(fixed(r.max_burst_at_target_mtu, 3), r.max_burst_at_target_mtu);
+        else
+            t.text("-");
         t.text(row.selector);
     }
     if (rows.empty())
@@ -250,6 +275,8 @@ const Command kAnalyze = {
     "belongs to the first flow it matches; the rest is \"other\".",
     {{"line-rate", 'r', "RATE", "the wire's rate, tc syntax (1gbit); needed for the byte clock"},
      {"flow", 'f', "NAME=SELECTOR", "a flow to measure (repeatable)"},
+     {"target", 't', "NAME=RATE",
+      "also measure flow NAME's burstiness at exactly RATE, e.g. its class rate (repeatable)"},
      {"overhead", 0, "BYTES", "framing overhead per frame (default 24: FCS, preamble, IFG)"},
      {"mtu", 0, "BYTES", "MTU, for the burst unit and the largest frame (default 1500)"},
      {"real-time", 0, nullptr, "use capture timestamps instead of the byte clock"},

@@ -151,17 +151,20 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
     }
     if (report.wire_bytes) report.gap_share = double(report.gap_wire_bytes) / report.wire_bytes;
 
-    // Second pass: burstiness against each flow's mean rate.
-    std::vector<BurstState> burst(flows.size());
+    // Second pass: burstiness against each flow's mean rate, and against its
+    // target rate where one is given: R bit/s drains R bytes per rate_k ticks
+    // (rate_bps = bytes * rate_k / ticks), the same integer form.
+    std::vector<BurstState> burst(flows.size()), at_target(flows.size());
+    std::vector<uint64_t> target(flows.size(), 0);
     for (size_t k = 0; k < flows.size(); ++k) {
         burst[k].drain_bytes = flows[k].l2_bytes - flows[k].last_l2_bytes;
         burst[k].span_ticks = flows[k].last_tick - flows[k].first_tick;
+        for (const auto &[flow, rate] : config.target_rate_bps)
+            if (flow == flows[k].flow && rate) target[k] = rate;
+        at_target[k].drain_bytes = target[k];
+        at_target[k].span_ticks = uint64_t(rate_k);
     }
-    for (size_t i = 0; i < frames.size(); ++i) {
-        if (slot_of_frame[i] == UINT32_MAX) continue;
-        BurstState &b = burst[slot_of_frame[i]];
-        uint64_t tick = tick_of_frame[i];
-        uint64_t size = fr.l2_bytes(frames[i].len);
+    auto arrive = [](BurstState &b, uint64_t tick, uint64_t size) {
         if (b.span_ticks == 0) {
             // One frame, or every frame at the same instant: no drain can
             // happen between arrivals, the queue is simply everything.
@@ -176,6 +179,13 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
         b.started = true;
         b.prev_tick = tick;
         b.max_scaled = std::max(b.max_scaled, b.queue_scaled);
+    };
+    for (size_t i = 0; i < frames.size(); ++i) {
+        uint32_t k = slot_of_frame[i];
+        if (k == UINT32_MAX) continue;
+        uint64_t size = fr.l2_bytes(frames[i].len);
+        arrive(burst[k], tick_of_frame[i], size);
+        if (target[k]) arrive(at_target[k], tick_of_frame[i], size);
     }
 
     report.flows.reserve(flows.size());
@@ -199,6 +209,13 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
                                       : (long double)b.max_scaled;
         r.max_burst_bytes = double(burst_bytes);
         r.max_burst_mtu = double(burst_bytes / (long double)fr.mtu_unit_bytes());
+        if (target[k]) {
+            const BurstState &t = at_target[k];
+            long double at = (long double)t.max_scaled / (long double)t.span_ticks;
+            r.target_bps = target[k];
+            r.max_burst_at_target_bytes = double(at);
+            r.max_burst_at_target_mtu = double(at / (long double)fr.mtu_unit_bytes());
+        }
         report.flows.push_back(r);
     }
     std::sort(report.flows.begin(), report.flows.end(),

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pspxdp {
@@ -34,6 +35,12 @@ struct AnalyzerConfig {
     Framing framing{};
     ClockMode mode = ClockMode::ByteClock;
     uint32_t rate_window_packets = 1; // n of "rate per n packets"
+    // Optional: the rate a flow is meant to have (a paced class's rate). Its
+    // burstiness is then also measured at a server of exactly that rate. The
+    // mean-rate figure depends on how late the window's first and last frames
+    // happen to be: their lateness difference, times the rate, adds to the
+    // queue however long the run. The target-rate figure does not.
+    std::vector<std::pair<uint32_t, uint64_t>> target_rate_bps; // (flow, rate)
 };
 
 // Rate per n packets, window i: the L2 bytes of frames i..i+n-1 over
@@ -63,6 +70,9 @@ struct FlowReport {
     double rate_n_mean_bps = 0;
     double max_burst_bytes = 0;   // max queue at a server of rate mean_rate_bps
     double max_burst_mtu = 0;     // max_burst_bytes / framing.mtu_unit_bytes()
+    uint64_t target_bps = 0;      // from AnalyzerConfig::target_rate_bps, 0 if none
+    double max_burst_at_target_bytes = 0; // max queue at a server of exactly target_bps
+    double max_burst_at_target_mtu = 0;
 };
 
 struct TraceReport {

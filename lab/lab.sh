@@ -64,6 +64,7 @@ cleanup() {
     ip netns del $DST 2>/dev/null
     rm -rf "/sys/fs/bpf/pspxdp/$DEV"
     rm -f /run/pspxdp/$DEV.*
+    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
     if [[ -n $KEEP ]]; then
         mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/
     fi

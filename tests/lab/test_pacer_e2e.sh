@@ -23,6 +23,7 @@ cleanup() {
     ip netns del $DST 2>/dev/null
     rm -rf "/sys/fs/bpf/pspxdp/$DEV" "$TMP"
     rm -f /run/pspxdp/$DEV.*
+    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
 }
 trap cleanup EXIT
 

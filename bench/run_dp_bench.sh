@@ -119,11 +119,7 @@ cleanup() {
         kill "$WATCHDOG" 2>/dev/null
     fi
     wait 2>/dev/null
-    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
-    ip netns del $SRC 2>/dev/null
-    ip netns del $DST 2>/dev/null
-    rm -rf "/sys/fs/bpf/pspxdp/$DEV"
-    rm -f /run/pspxdp/$DEV.*
+    psp_teardown "$PSPXDP" $SRC $DST $DEV
     if [[ -n $KEEP ]]; then mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/; fi
     rm -rf "$WORK"
 }

@@ -59,12 +59,7 @@ PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
-    ip netns del $SRC 2>/dev/null
-    ip netns del $DST 2>/dev/null
-    rm -rf "/sys/fs/bpf/pspxdp/$DEV"
-    rm -f /run/pspxdp/$DEV.*
-    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
+    psp_teardown "$PSPXDP" $SRC $DST $DEV
     if [[ -n $KEEP ]]; then
         mkdir -p "$KEEP" && cp -a "$WORK"/. "$KEEP"/
     fi

@@ -40,3 +40,18 @@ psp_require() {
         command -v "$x" >/dev/null || { echo "$who: $x missing (run scripts/setup.sh)" >&2; exit 77; }
     done
 }
+
+# psp_teardown PSPXDP SRC_NS DST_NS DEV: undoes a lab run whatever state it
+# is in: detach (also after a kill -9 of the daemon), a daemon detach could
+# not stop goes by pid, then the namespaces, DEV's pins and run files, and
+# /run/pspxdp itself if nothing else is attached.
+psp_teardown() {
+    local pspxdp=$1 src=$2 dst=$3 dev=$4
+    nsenter --net="/run/netns/$src" "$pspxdp" detach "$dev" >/dev/null 2>&1
+    if [[ -f /run/pspxdp/$dev.pid ]]; then kill -9 "$(cat "/run/pspxdp/$dev.pid")" 2>/dev/null; fi
+    ip netns del "$src" 2>/dev/null
+    ip netns del "$dst" 2>/dev/null
+    rm -rf "/sys/fs/bpf/pspxdp/$dev"
+    rm -f "/run/pspxdp/$dev".*
+    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
+}

@@ -17,6 +17,7 @@
 # Everything it creates carries the prefix psp-res / psr and is removed on
 # exit, even on failure. Every wait is bounded. Exit 77 = skipped.
 set -u
+source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
@@ -43,15 +44,8 @@ FAILS=0
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
-    # The daemon may have been killed: detach is still the way to clean up.
-    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
-    # Whatever is left (a daemon of ours the detach could not stop) goes by pid.
-    if [[ -f /run/pspxdp/$DEV.pid ]]; then kill -9 "$(cat /run/pspxdp/$DEV.pid)" 2>/dev/null; fi
-    ip netns del $SRC 2>/dev/null
-    ip netns del $DST 2>/dev/null
-    rm -rf "/sys/fs/bpf/pspxdp/$DEV" "$TMP"
-    rm -f /run/pspxdp/$DEV.*
-    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
+    psp_teardown "$PSPXDP" $SRC $DST $DEV # also after a kill -9 of the daemon
+    rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -5,6 +5,7 @@
 # backlog (drained, not lost), detach (nothing left; a clsact qdisc that was
 # there before stays). Exit 77 = skipped (not root / no binary).
 set -u
+source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
 PSPXDP=${PSPXDP:-$(dirname "$0")/../../build/user/pspxdp}
 [[ $EUID -eq 0 ]] || { echo "skip: needs root"; exit 77; }
 [[ -x $PSPXDP ]] || { echo "skip: no $PSPXDP"; exit 77; }
@@ -18,12 +19,8 @@ TMP=$(mktemp -d)
 FAILS=0
 
 cleanup() {
-    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
-    ip netns del $SRC 2>/dev/null
-    ip netns del $DST 2>/dev/null
-    rm -rf "/sys/fs/bpf/pspxdp/$DEV" "$TMP"
-    rm -f /run/pspxdp/$DEV.*
-    rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
+    psp_teardown "$PSPXDP" $SRC $DST $DEV
+    rm -rf "$TMP"
 }
 trap cleanup EXIT
 

@@ -143,8 +143,9 @@ FLOWS+=(--flow "default=proto udp dport $GREEDY_PORT")
 "$PSPXDP" analyze "$WORK/capture.pcap" --real-time "${FLOWS[@]}" -j \
     >"$WORK/real-time.json" || die "analyze (real time) failed"
 
-python3 - "$WORK" "$LINE_RATE" "$JSON" "${CLASSES[@]}" <<'PY'
+python3 - "$WORK" "$LINE_RATE" "$JSON" "${CLASSES[@]}" "default normal $GREEDY_PORT $GREEDY_RATE" <<'PY'
 import json, re, sys
+# classes: "CLASSID RATE PORT OFFERED", the paced ones, then the default (normal) one
 work, line_rate, as_json, classes = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]
 
 def rate_bps(text):
@@ -171,18 +172,16 @@ def flows(report):
 
 bcf, rtf = flows(bc), flows(rt)
 pacer = {c["class"]: c for c in status.get("classes", [])}
-sent = {}
-for c in classes + ["default - 5009 -"]:
-    port = c.split()[2]
+def sent(port):
     try:
-        sent[port] = json.load(open(f"{work}/send-{port}.json"))["sent"]
-    except Exception:
-        sent[port] = None
+        return json.load(open(f"{work}/send-{port}.json"))["sent"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 rows = []
-for c in classes + ["default normal 5009 -"]:
+for c in classes:
     cid, rate, port, _ = c.split()
-    f, r = bcf.get(cid if cid != "default" else "default", {}), rtf.get(cid, {})
+    f, r = bcf.get(cid, {}), rtf.get(cid, {})
     target = rate_bps(rate) if rate != "normal" else 0
     mean = f.get("mean_rate_bps", 0.0)
     p = pacer.get(cid if cid != "default" else "1:ffff", {})
@@ -194,7 +193,7 @@ for c in classes + ["default normal 5009 -"]:
         "max_burst_at_target_mtu": f.get("max_burst_at_target_mtu"),
         "max_burst_bytes": f.get("max_burst_bytes"),
         "real_time_mean_bps": r.get("mean_rate_bps"),
-        "sent": sent.get(port), "received": sink.get(port, {}).get("datagrams"),
+        "sent": sent(port), "received": sink.get(port, {}).get("datagrams"),
         "pacer_drops": p.get("drops"),
     })
 summary = {

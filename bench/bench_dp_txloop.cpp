@@ -12,7 +12,7 @@
 // veth in its own namespace). Prints frames/s over S seconds after a 0.3 s
 // warm-up, counted from completions (the frames the kernel took).
 #include "core/framing.hpp"
-#include "dataplane/netlink.hpp"
+#include "setup/netlink.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    auto link = pspxdp::dataplane::get_link(dev);
+    auto link = pspxdp::setup::get_link(dev);
     if (!link) {
         std::fprintf(stderr, "bench_dp_txloop: %s\n", link.error().c_str());
         return 1;

@@ -66,6 +66,24 @@ struct pspxdp_pacer_state {
     __u64 line_rate_bps;
 };
 
+/* Is the daemon alive? The one test, for the TC program (fail-open) and for
+ * every userspace reader (status, attach). The heartbeat is CLOCK_MONOTONIC,
+ * the clock of bpf_ktime_get_ns. A beat slightly in the future is a race
+ * with the daemon's write, not death; one far in the future is garbage and
+ * must not keep a dead pacer alive. */
+#ifdef __bpf__
+#define PSPXDP_INLINE static __always_inline
+#else
+#define PSPXDP_INLINE static inline
+#endif
+PSPXDP_INLINE int pspxdp_pacer_alive(const struct pspxdp_pacer_state *st, __u64 now_ns) {
+    __u64 hb = st->heartbeat_ns;
+
+    if (!hb || !st->pacer_ifindex) return 0;
+    if (hb <= now_ns) return now_ns - hb <= PSPXDP_HEARTBEAT_TIMEOUT_NS;
+    return hb - now_ns <= PSPXDP_HEARTBEAT_TIMEOUT_NS;
+}
+
 /* class_stats: PERCPU_HASH, key __u32 classid. Written by the TC program. */
 struct pspxdp_class_stats {
     __u64 packets;      /* classified to this class and redirected to the pacer */

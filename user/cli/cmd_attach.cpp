@@ -4,8 +4,8 @@
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
-#include "dataplane/loader.hpp"
-#include "dataplane/netlink.hpp"
+#include "setup/loader.hpp"
+#include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdio>
@@ -14,7 +14,7 @@
 
 namespace pspxdp::cli {
 
-namespace dp = pspxdp::dataplane;
+namespace dp = pspxdp::setup;
 
 static Result<uint64_t> parse_u64(const std::string &what, const std::string &s, uint64_t lo,
                                   uint64_t hi) {

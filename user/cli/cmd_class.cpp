@@ -28,8 +28,7 @@ static int show(const control::Device &dev, bool json) {
     auto classes = dev.classes();
     if (!classes) return fail(classes.error());
     const uint64_t now = monotonic_ns();
-    const bool alive = st->heartbeat_ns && st->pacer_ifindex && now >= st->heartbeat_ns &&
-                       now - st->heartbeat_ns <= PSPXDP_HEARTBEAT_TIMEOUT_NS;
+    const bool alive = pspxdp_pacer_alive(&*st, now);
     uint64_t paced_sum = 0;
     for (const auto &c : *classes)
         if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced_sum += c.config.rate_bps;

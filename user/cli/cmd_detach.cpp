@@ -1,14 +1,14 @@
 // pspxdp detach DEV: stop the daemon and remove everything attach created.
 #include "cli/command.hpp"
 #include "daemon/process.hpp"
-#include "dataplane/loader.hpp"
+#include "setup/loader.hpp"
 
 #include <cstdio>
 #include <unistd.h>
 
 namespace pspxdp::cli {
 
-namespace dp = pspxdp::dataplane;
+namespace dp = pspxdp::setup;
 
 static int run(const Args &args) {
     const std::string dev = args.positional[0];

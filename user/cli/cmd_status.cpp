@@ -4,7 +4,7 @@
 #include "control/control.hpp"
 #include "core/units.hpp"
 #include "daemon/process.hpp"
-#include "dataplane/loader.hpp"
+#include "setup/loader.hpp"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -16,7 +16,7 @@
 
 namespace pspxdp::cli {
 
-namespace dp = pspxdp::dataplane;
+namespace dp = pspxdp::setup;
 
 static uint64_t mono_ns() {
     timespec ts;
@@ -92,8 +92,7 @@ static int run(const Args &args) {
     auto classes = d->classes();
     if (!classes) return fail("status: " + classes.error());
     uint64_t now = mono_ns();
-    bool beating = ps->heartbeat_ns && now >= ps->heartbeat_ns &&
-                   now - ps->heartbeat_ns < PSPXDP_HEARTBEAT_TIMEOUT_NS;
+    bool beating = pspxdp_pacer_alive(&*ps, now);
     double age_ms = ps->heartbeat_ns ? double(int64_t(now - ps->heartbeat_ns)) / 1e6 : -1;
     std::string stats = pid ? read_file(paths.stats) : "";
     uint64_t xdp_redirected = 0, xdp_no_socket = 0;

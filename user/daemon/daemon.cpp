@@ -1,9 +1,9 @@
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
 
-#include "dataplane/loader.hpp"
-#include "dataplane/netlink.hpp"
-#include "dataplane/xsk.hpp"
+#include "setup/loader.hpp"
+#include "setup/netlink.hpp"
+#include "datapath/xsk.hpp"
 #include "pspxdp/shared.h"
 
 #include <bpf/bpf.h>
@@ -24,8 +24,8 @@
 
 namespace pspxdp::daemon {
 
-using dataplane::RxDesc;
-using dataplane::XskPlane;
+using datapath::RxDesc;
+using datapath::XskPlane;
 
 namespace {
 
@@ -139,8 +139,8 @@ class Loop {
     void shutdown();
     int sleep_until(uint64_t now, uint64_t deadline);
 
-    dataplane::Paths paths_;
-    dataplane::AttachState st_;
+    setup::Paths paths_;
+    setup::AttachState st_;
     DaemonConfig cfg_;
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<XskPlane> plane_;
@@ -172,13 +172,13 @@ Loop::~Loop() {
 Result<void> Loop::init(const DaemonConfig &cfg) {
     cfg_ = cfg;
     sleep_min_ns_ = cfg.sleep_min_ns;
-    paths_ = dataplane::paths_for(cfg.dev);
-    auto st = dataplane::read_state(paths_);
+    paths_ = setup::paths_for(cfg.dev);
+    auto st = setup::read_state(paths_);
     if (!st) return err(st.error());
     st_ = *st;
     if (!st_.tc_attached || !st_.xdp_attached)
         return err(cfg.dev + " is only partly attached (run pspxdp detach, then attach)");
-    auto dev = dataplane::get_link(cfg.dev);
+    auto dev = setup::get_link(cfg.dev);
     if (!dev) return err(dev.error());
     uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
     if (!line) return err("no line rate (state file and --line-rate both empty)");
@@ -192,7 +192,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
                 {&pacer_stats_, "pacer_stats"},
                 {&xsks_map_, "xsks_map"}};
     for (auto &m : maps) {
-        auto fd = dataplane::open_pinned_map(paths_, m.name);
+        auto fd = setup::open_pinned_map(paths_, m.name);
         if (!fd) return err(fd.error());
         *m.fd = *fd;
     }
@@ -208,7 +208,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     // About one kick's worth (32 descriptors), at most half the window.
     batch_bytes_ = std::min<uint64_t>(ec.window_bytes / 2, 32ull * framing_.max_gap_wire_bytes());
 
-    dataplane::PlaneConfig pc;
+    datapath::PlaneConfig pc;
     pc.tx_dev = cfg.dev;
     pc.rx_dev = st_.pacer_b;
     pc.rx_queues = st_.queues;
@@ -696,9 +696,9 @@ int run(const DaemonConfig &cfg) {
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_TIMERSLACK, 1UL); // sleeps end on time, not up to 50 us late
 
-    auto paths = dataplane::paths_for(cfg.dev);
+    auto paths = setup::paths_for(cfg.dev);
     if (cfg.write_pidfile) {
-        if (auto r = dataplane::ensure_run_dir(); !r) {
+        if (auto r = setup::ensure_run_dir(); !r) {
             logf("%s", r.error().c_str());
             return 1;
         }

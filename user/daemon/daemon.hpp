@@ -25,7 +25,7 @@ struct DaemonConfig {
     std::string dev;
     uint64_t line_rate_bps = 0;    // 0: from the state file
     uint64_t window_bytes = 0;     // 0: from the state file, else EngineConfig default
-    uint32_t frames_per_queue = 0; // 0: sized by the dataplane
+    uint32_t frames_per_queue = 0; // 0: sized by the datapath
     bool write_pidfile = true;
     // While backlogged and ahead of the wire by more than a batch, sleep if
     // the wait is longer than this; 0 = always spin. Sleeping by default:

@@ -45,7 +45,7 @@ uint64_t mono_ns() {
 }
 } // namespace
 
-pid_t running_pid(const dataplane::Paths &p) {
+pid_t running_pid(const setup::Paths &p) {
     std::ifstream f(p.pid);
     pid_t pid = 0;
     if (!(f >> pid) || pid <= 0) return 0;
@@ -53,7 +53,7 @@ pid_t running_pid(const dataplane::Paths &p) {
     return pid;
 }
 
-std::string log_tail(const dataplane::Paths &p, int n) {
+std::string log_tail(const setup::Paths &p, int n) {
     std::ifstream f(p.log);
     std::deque<std::string> lines;
     std::string line;
@@ -67,7 +67,7 @@ std::string log_tail(const dataplane::Paths &p, int n) {
     return out;
 }
 
-Result<pid_t> spawn(const dataplane::Paths &p, const std::vector<std::string> &args) {
+Result<pid_t> spawn(const setup::Paths &p, const std::vector<std::string> &args) {
     int logfd = open(p.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (logfd < 0) return err("opening log " + p.log + ": " + errstr(errno));
     pid_t pid = fork();
@@ -96,8 +96,8 @@ Result<pid_t> spawn(const dataplane::Paths &p, const std::vector<std::string> &a
     return pid;
 }
 
-Result<void> wait_started(const dataplane::Paths &p, pid_t pid, int timeout_ms) {
-    auto fd = dataplane::open_pinned_map(p, "pacer_state");
+Result<void> wait_started(const setup::Paths &p, pid_t pid, int timeout_ms) {
+    auto fd = setup::open_pinned_map(p, "pacer_state");
     if (!fd) return err(fd.error());
     uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * 1000000ull;
     Result<void> result = err("daemon did not start within " + std::to_string(timeout_ms) + " ms");
@@ -118,7 +118,7 @@ Result<void> wait_started(const dataplane::Paths &p, pid_t pid, int timeout_ms) 
     return result;
 }
 
-Result<bool> stop(const dataplane::Paths &p, int timeout_ms) {
+Result<bool> stop(const setup::Paths &p, int timeout_ms) {
     pid_t pid = running_pid(p);
     if (!pid) {
         unlink(p.pid.c_str()); // stale

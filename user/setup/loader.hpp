@@ -18,7 +18,7 @@
 #include <map>
 #include <string>
 
-namespace pspxdp::dataplane {
+namespace pspxdp::setup {
 
 inline constexpr const char *kRunDir = "/run/pspxdp";
 // TC filter identity on DEV's clsact egress: ours, whatever else is there.
@@ -110,4 +110,4 @@ void remove_run_files(const Paths &p);
 // bpf_obj_get of a pinned map of DEV, with an error naming the pin.
 Result<int> open_pinned_map(const Paths &p, const std::string &map);
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::setup

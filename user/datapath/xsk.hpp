@@ -29,7 +29,7 @@
 struct xsk_umem;
 struct xsk_socket;
 
-namespace pspxdp::dataplane {
+namespace pspxdp::datapath {
 
 struct PlaneConfig {
     std::string tx_dev;            // DEV
@@ -174,4 +174,4 @@ class XskPlane {
     int last_kick_errno_ = 0;
 };
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::datapath

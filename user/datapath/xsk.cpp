@@ -1,4 +1,4 @@
-#include "dataplane/xsk.hpp"
+#include "datapath/xsk.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <xdp/xsk.h>
 
-namespace pspxdp::dataplane {
+namespace pspxdp::datapath {
 
 namespace {
 std::string errstr(int e) {
@@ -388,4 +388,4 @@ Accounting XskPlane::check_accounting() const {
     return a;
 }
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::datapath

@@ -1,6 +1,6 @@
-#include "dataplane/loader.hpp"
+#include "setup/loader.hpp"
 
-#include "dataplane/netlink.hpp"
+#include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
 
 #include "classifier.skel.h"
@@ -23,7 +23,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-namespace pspxdp::dataplane {
+namespace pspxdp::setup {
 
 namespace {
 
@@ -405,4 +405,4 @@ Result<void> detach(const Paths &p, const AttachState &s) {
     return {};
 }
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::setup

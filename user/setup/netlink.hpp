@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace pspxdp::dataplane {
+namespace pspxdp::setup {
 
 struct LinkInfo {
     std::string name;
@@ -66,4 +66,4 @@ Result<void> set_tx_checksum(const std::string &name, bool on);
 std::string pacer_name_a(uint32_t dev_ifindex);
 std::string pacer_name_b(uint32_t dev_ifindex);
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::setup

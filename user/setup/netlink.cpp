@@ -1,4 +1,4 @@
-#include "dataplane/netlink.hpp"
+#include "setup/netlink.hpp"
 
 // net/if.h before any linux/ header: glibc then tells the UAPI headers not to
 // redefine struct ifreq and the IFF_ flags.
@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace pspxdp::dataplane {
+namespace pspxdp::setup {
 
 namespace {
 
@@ -348,4 +348,4 @@ std::string pacer_name_b(uint32_t dev_ifindex) {
     return "psp" + std::to_string(dev_ifindex) + "b";
 }
 
-} // namespace pspxdp::dataplane
+} // namespace pspxdp::setup

@@ -38,21 +38,21 @@ const volatile bool test_mode = false;
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);
-    __type(key, __u32);
+    __type(key, struct pspxdp_classid);
     __type(value, struct pspxdp_class_config);
 } class_config SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);
-    __type(key, __u32);
+    __type(key, struct pspxdp_classid);
     __type(value, struct pspxdp_pacer_stats);
 } pacer_stats SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);
-    __type(key, __u32);
+    __type(key, struct pspxdp_classid);
     __type(value, struct pspxdp_class_slot);
 } class_slot SEC(".maps");
 
@@ -66,8 +66,8 @@ struct {
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);
-    __type(key, __u32);
-    __type(value, struct pspxdp_class_stats);
+    __type(key, struct pspxdp_classid);
+    __type(value, struct pspxdp_class_tc_stats);
 } class_stats SEC(".maps");
 
 struct {
@@ -157,11 +157,11 @@ static __always_inline __u32 match_rules(const struct flow *f) {
     return 0;
 }
 
-static __always_inline void count_class(__u32 classid, __u64 len, int outcome) {
-    struct pspxdp_class_stats *cs = bpf_map_lookup_elem(&class_stats, &classid);
+static __always_inline void count_class(__u32 classid, __u64 len, __u32 segs, int outcome) {
+    struct pspxdp_class_tc_stats *cs = bpf_map_lookup_elem(&class_stats, &classid);
 
     if (!cs) {
-        struct pspxdp_class_stats zero = {};
+        struct pspxdp_class_tc_stats zero = {};
         /* NOEXIST: another CPU may have created it meanwhile; fine. */
         bpf_map_update_elem(&class_stats, &classid, &zero, BPF_NOEXIST);
         cs = bpf_map_lookup_elem(&class_stats, &classid);
@@ -171,11 +171,12 @@ static __always_inline void count_class(__u32 classid, __u64 len, int outcome) {
         }
     }
     if (outcome == 0) {
-        cs->packets += 1;
-        cs->bytes += len;
+        cs->tc_packets += 1;
+        cs->tc_skb_bytes += len;
+        cs->tc_frames += segs;
     } else {
-        cs->pass_packets += 1;
-        if (outcome == 2) cs->redirect_errors += 1;
+        cs->tc_passed += 1;
+        if (outcome == 2) cs->tc_errors += 1;
     }
 }
 
@@ -194,7 +195,7 @@ int pspxdp_classify(struct __sk_buff *skb) {
     int why = parse(skb, &f);
     if (why == PARSE_OK) classid = match_rules(&f);
     else count(why);
-    if (!classid) classid = st->default_classid;
+    if (!classid) classid = pspxdp_classid_raw(st->default_classid);
 
     if (!pspxdp_pacer_alive(st, bpf_ktime_get_ns())) {
         count(PSPXDP_TC_PACER_DEAD);
@@ -217,7 +218,7 @@ int pspxdp_classify(struct __sk_buff *skb) {
             }
         }
     }
-    count_class(classid, skb->len, outcome);
+    count_class(classid, skb->len, skb->gso_segs > 1 ? skb->gso_segs : 1, outcome);
 
     if (test_mode) {
         skb->cb[0] = outcome == 0 ? queue : 0;

@@ -4,19 +4,31 @@
  * compile it. Userspace checks the layouts with static_assert (at the end).
  *
  * Pins live under PSPXDP_PIN_ROOT/<DEV>/ (e.g. /sys/fs/bpf/pspxdp/eth0/),
- * one file per map, named as the map.
+ * one file per map, named as the map. Every map carries BTF, so
+ * `bpftool map dump pinned ...` prints field names, class ids as
+ * {major, minor} and kinds as enum names.
  *
  * Who writes what:
- *   class_config  CLI  -> daemon   what the user asked for (rate, kind)
- *   class_slot    daemon -> TC     which pacer queue a class is served on
- *   rules_*       CLI  -> TC       filters
- *   pacer_state   daemon -> TC     heartbeat, default class, pacer ifindex, line rate
- *   class_stats   TC               per-class, per-CPU classification counters
- *   tc_stats      TC               per-CPU counters of unusual events (enum pspxdp_tc_counter)
- *   pacer_stats   daemon           per-class counters of the scheduler
- *   xdp_stats     XDP              per-CPU redirect counters
- *   xsks_map      daemon -> XDP    rx queue -> AF_XDP socket
- */
+ *   class_config  CLI  -> TC, daemon   what the user asked for (rate, kind, limits, slot)
+ *   class_stats   TC                   per-class, per-CPU classification counters
+ *   pacer_stats   daemon -> TC, CLI    per-slot: the class served there, its state, its
+ *                                      counters (mmapable: the daemon writes it in place)
+ *   daemon_stats  daemon               device-wide counters of the pacer (mmapable)
+ *   pacer_state   CLI, daemon -> TC    heartbeat, default class, pacer ifindex, line rate,
+ *                                      config generation (mmapable)
+ *   tc_stats      TC                   per-CPU counters of unusual events (enum pspxdp_tc_counter)
+ *   xdp_stats     XDP                  per-CPU redirect counters (enum pspxdp_xdp_counter)
+ *   xsks_map      daemon -> XDP        pacer rx queue -> AF_XDP socket
+ *   filter maps   CLI  -> TC           see "Filters" below
+ *
+ * The data path (v2): classes are not sockets. The TC program picks a class,
+ * looks up its slot (class_config.slot), checks that the daemon serves that
+ * slot (pacer_stats[slot].state == PSPXDP_SLOT_SERVED and .classid matches),
+ * pushes a struct pspxdp_tag in front of the frame and redirects it into the
+ * pacer veth. The XDP program on the peer hands every frame to the AF_XDP
+ * socket of its rx queue (a handful of sockets, not one per class). The daemon
+ * reads the tag, queues the frame on its class and transmits it from
+ * addr + PSPXDP_TAG_BYTES. */
 #ifndef PSPXDP_SHARED_H
 #define PSPXDP_SHARED_H
 
@@ -24,46 +36,80 @@
 
 #define PSPXDP_PIN_ROOT "/sys/fs/bpf/pspxdp"
 
-/* A class served on queue q > 0 owns rx queue q - 1 of the pacer veth peer:
- * the TC program sets skb->queue_mapping = q and the veth delivers it on rx
- * queue q - 1 (kernel-facts §3). Queue 0 means "no socket": pass. */
-#define PSPXDP_MAX_CLASSES 4096
-#define PSPXDP_MAX_QUEUES 1024
-#define PSPXDP_MAX_RULES 16384
+/* Slots are 1..PSPXDP_MAX_CLASSES - 1; slot 0 is never used (it means "no
+ * slot" in every map). class_config holds at most PSPXDP_MAX_CLASSES - 1. */
+#define PSPXDP_MAX_CLASSES 131072
+/* Pacer rx queues, one AF_XDP RX socket each (about one per core). */
+#define PSPXDP_MAX_SOCKETS 64
 #define PSPXDP_HEARTBEAT_TIMEOUT_NS (100ULL * 1000 * 1000)
 
-/* Class ids are tc's major:minor as one u32 (TC_H_MAKE). */
+#ifdef __bpf__
+#define PSPXDP_INLINE static __always_inline
+#else
+#define PSPXDP_INLINE static inline
+#endif
+
+/* tc's class id major:minor. In memory it is the u32 TC_H_MAKE(major, minor)
+ * on a little-endian host (the only kind pspxdp builds for); as a struct,
+ * bpftool prints it as {"minor":1,"major":1} instead of 65537. */
+struct pspxdp_classid {
+    __u16 minor;
+    __u16 major;
+};
 #define PSPXDP_CLASSID(maj, min) ((((__u32)(maj)) << 16) | ((__u32)(min) & 0xffff))
+PSPXDP_INLINE __u32 pspxdp_classid_raw(struct pspxdp_classid c) {
+    return PSPXDP_CLASSID(c.major, c.minor);
+}
+PSPXDP_INLINE struct pspxdp_classid pspxdp_classid_of(__u32 raw) {
+    struct pspxdp_classid c = {(__u16)(raw & 0xffff), (__u16)(raw >> 16)};
+    return c;
+}
 
 enum pspxdp_class_kind {
     PSPXDP_CLASS_NORMAL = 0, /* unpaced gap filler (the original's "default") */
     PSPXDP_CLASS_PACED = 1,  /* paced at rate_bps */
 };
 
-/* class_config: key __u32 classid. */
+/* class_config: HASH, key struct pspxdp_classid. Written by the control plane
+ * under its lock; read by TC (slot) and by the daemon (everything). */
 struct pspxdp_class_config {
-    __u64 rate_bps; /* L2 bits/s including FCS; 0 for a normal class */
-    __u32 kind;     /* enum pspxdp_class_kind */
-    __u32 pad;
+    __u64 rate_bps;        /* paced: L2 bits/s including FCS; 0 for a normal class */
+    __u64 limit_bytes;     /* backlog limit in L2 bytes; 0: limit_ns, or the default */
+    __u64 limit_ns;        /* backlog limit as time at rate_bps (paced only); 0: see above */
+    __u64 ce_threshold_ns; /* paced only: ECT frames joining a backlog longer than
+                            * this (time at rate_bps) get CE; 0: the default;
+                            * PSPXDP_CE_THRESHOLD_OFF: never mark */
+    __u32 slot;            /* 1..PSPXDP_MAX_CLASSES-1, chosen by the control plane when the
+                            * class is created and kept for its life: the index of
+                            * pacer_stats and of the daemon's class table */
+    enum pspxdp_class_kind kind;
 };
+#define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
 
-/* class_slot: key __u32 classid. */
-struct pspxdp_class_slot {
-    __u32 queue; /* 1..PSPXDP_MAX_QUEUES, 0 = not served */
-    __u32 pad;
+/* What the TC program pushes in front of every frame it hands to the pacer.
+ * The daemon checks it against its class table (slot -> classid) and sends
+ * the frame from addr + PSPXDP_TAG_BYTES. The pacer veth's MTU is DEV's plus
+ * PSPXDP_TAG_BYTES, so a full-size frame still passes. */
+struct pspxdp_tag {
+    __u32 slot;
+    struct pspxdp_classid classid;
 };
+#define PSPXDP_TAG_BYTES 8
 
-/* pacer_state: ARRAY, one entry, key 0. */
+/* pacer_state: ARRAY (mmapable), one entry, key 0. */
 struct pspxdp_pacer_state {
-    __u64 heartbeat_ns;    /* bpf_ktime_get_ns() / CLOCK_MONOTONIC of the daemon's last beat */
-    __u32 pacer_ifindex;   /* the pacer veth (TC redirects into it) */
-    __u32 default_classid; /* unclassified traffic goes here */
-    __u32 flags;
-    __u32 pad;
-    /* The wire's rate M in bit/s, written at attach (ethtool speed or set by
+    __u64 heartbeat_ns;                    /* daemon: CLOCK_MONOTONIC of its last beat (bpf_ktime_get_ns) */
+    __u32 pacer_ifindex;                   /* attach: the pacer veth TC redirects into */
+    struct pspxdp_classid default_classid; /* CLI: unclassified traffic goes here */
+    /* attach / CLI: the wire's rate M in bit/s (ethtool speed or set by
      * hand). The control plane refuses paced classes summing above it; 0
      * means unknown, and then no paced class can be configured. */
     __u64 line_rate_bps;
+    /* CLI: bumped after every change of class_config, the default class or
+     * the line rate; the daemon re-reads its configuration when it moves. */
+    __u64 config_gen;
+    __u32 flags;
+    __u32 pad;
 };
 
 /* Is the daemon alive? The one test, for the TC program (fail-open) and for
@@ -71,11 +117,6 @@ struct pspxdp_pacer_state {
  * the clock of bpf_ktime_get_ns. A beat slightly in the future is a race
  * with the daemon's write, not death; one far in the future is garbage and
  * must not keep a dead pacer alive. */
-#ifdef __bpf__
-#define PSPXDP_INLINE static __always_inline
-#else
-#define PSPXDP_INLINE static inline
-#endif
 PSPXDP_INLINE int pspxdp_pacer_alive(const struct pspxdp_pacer_state *st, __u64 now_ns) {
     __u64 hb = st->heartbeat_ns;
 
@@ -84,12 +125,79 @@ PSPXDP_INLINE int pspxdp_pacer_alive(const struct pspxdp_pacer_state *st, __u64 
     return hb - now_ns <= PSPXDP_HEARTBEAT_TIMEOUT_NS;
 }
 
-/* class_stats: PERCPU_HASH, key __u32 classid. Written by the TC program. */
-struct pspxdp_class_stats {
-    __u64 packets;      /* classified to this class and redirected to the pacer */
-    __u64 bytes;        /* skb->len of those (GSO super-packets count whole) */
-    __u64 pass_packets; /* classified here but passed unpaced: no socket or pacer dead */
-    __u64 redirect_errors;
+/* Counters. Each list below is the one place its counters are named and
+ * described: the struct fields (hence the BTF names bpftool prints), the CLI's
+ * text columns and its JSON keys all come from it, so one counter has one
+ * name everywhere. X(name, help). */
+#define PSPXDP_COUNTER_FIELD(name, help) __u64 name;
+
+/* class_stats: PERCPU_HASH, key struct pspxdp_classid. Written by TC. */
+#define PSPXDP_TC_CLASS_COUNTERS(X)                                                                \
+    X(tc_packets, "packets classified to the class and handed to the pacer (a GSO packet is one)") \
+    X(tc_skb_bytes, "skb bytes of those packets (a GSO packet counted whole, no FCS)")             \
+    X(tc_frames, "frames those packets become on the wire (GSO segments)")                         \
+    X(tc_passed, "packets classified to the class but passed unpaced: pacer dead or class "       \
+                 "not served")                                                                     \
+    X(tc_errors, "packets the hand-over to the pacer failed for (passed unpaced)")
+struct pspxdp_class_tc_stats {
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
+};
+
+/* pacer_stats: ARRAY (mmapable), index = slot. Written by the daemon in place,
+ * so the counters are exact up to the last frame even if it is killed, and
+ * survive its restart (the next daemon continues them, and counts what a dead
+ * daemon still held as drop_died). All byte counters are L2 bytes with FCS,
+ * max(L, 60) + 4: the bytes a class's rate counts. */
+enum pspxdp_slot_state {
+    PSPXDP_SLOT_FREE = 0,     /* no class here: the control plane may give the slot out */
+    PSPXDP_SLOT_SERVED = 1,   /* the daemon serves classid here: TC may hand frames over */
+    PSPXDP_SLOT_DRAINING = 2, /* classid was deleted: TC stops, the daemon empties its queue */
+};
+#define PSPXDP_CLASS_COUNTERS(X)                                                                   \
+    X(rx_frames, "frames the pacer took from its sockets for the class")                           \
+    X(rx_bytes, "their L2 bytes with FCS")                                                         \
+    X(tx_frames, "frames sent on the wire")                                                        \
+    X(tx_bytes, "their L2 bytes with FCS")                                                         \
+    X(backlog_frames, "frames queued in the pacer now")                                            \
+    X(backlog_bytes, "their L2 bytes with FCS")                                                    \
+    X(ce_marked, "frames that got ECN CE: they joined a backlog longer than ce_threshold")         \
+    X(drop_limit, "frames dropped because the class's backlog was at its limit")                   \
+    X(drop_overflow, "frames dropped because the shared buffer was full (from the longest "        \
+                     "backlog)")                                                                   \
+    X(drop_deleted, "frames still queued when the class was deleted and not sent")                 \
+    X(drop_shutdown, "frames still queued when the daemon stopped")                                \
+    X(drop_died, "frames a killed daemon held, counted by the next one")                           \
+    X(drop_invalid, "frames the pacer could not send (length, tag)")
+struct pspxdp_class_counters {
+    struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
+    enum pspxdp_slot_state state;
+    PSPXDP_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
+};
+
+/* daemon_stats: ARRAY (mmapable), one entry. Device-wide counters of the
+ * pacer, written in place by the daemon and continued across restarts. */
+#define PSPXDP_DAEMON_COUNTERS(X)                                                                  \
+    X(wire_frames, "real frames sent on the wire")                                                 \
+    X(wire_frame_bytes, "their wire bytes (max(L,60) + framing overhead)")                         \
+    X(gap_frames, "PAUSE gap frames sent")                                                         \
+    X(gap_bytes, "their wire bytes")                                                               \
+    X(gap_overshoot_bytes, "byte times minimum-size gaps went past their target")                  \
+    X(idle_resyncs, "times the wire idled with nothing backlogged")                                \
+    X(underruns, "times the wire idled although a class was backlogged (daemon late)")             \
+    X(underrun_bytes, "byte times lost to those underruns")                                        \
+    X(kicks, "sendto() calls that pushed the TX ring")                                             \
+    X(kick_errors, "sendto() calls that failed for good (not EAGAIN/EBUSY/ENOBUFS)")               \
+    X(socket_ring_full, "frames the kernel dropped: a pacer socket's RX ring was full")            \
+    X(socket_fill_empty, "frames the kernel dropped: no free frame in a fill ring")                \
+    X(no_socket, "frames on a pacer rx queue without a socket (counted by XDP)")                   \
+    X(unknown_class, "frames whose tag named no class the daemon serves")                          \
+    X(died_in_rings, "frames lost in the sockets of a killed daemon, counted by the next one")     \
+    X(config_refused, "class configurations the daemon could not apply")                           \
+    X(config_reloads, "times the daemon re-read its configuration")                                \
+    X(accounting_failures, "UMEM accounting checks that did not balance (a bug)")                  \
+    X(restarts, "daemon starts on this attachment after the first")
+struct pspxdp_daemon_stats {
+    PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
 
 /* tc_stats: PERCPU_ARRAY indexed by enum pspxdp_tc_counter, value __u64.
@@ -104,19 +212,10 @@ enum pspxdp_tc_counter {
     PSPXDP_TC_FRAGMENT = 5,     /* non-first fragment: no port rules, addresses only */
     PSPXDP_TC_NON_IP = 6,       /* neither IPv4 nor IPv6: default class */
     PSPXDP_TC_PACER_DEAD = 7,   /* heartbeat stale or no pacer ifindex: passed */
-    PSPXDP_TC_NO_SLOT = 8,      /* class has no queue: passed */
-    PSPXDP_TC_REDIRECT_ERR = 9, /* bpf_clone_redirect failed: passed */
+    PSPXDP_TC_NO_SLOT = 8,      /* class not served by the daemon: passed */
+    PSPXDP_TC_REDIRECT_ERR = 9, /* the hand-over failed: passed */
     PSPXDP_TC_STATS_FULL = 10,  /* class_stats full, class not counted */
     PSPXDP_TC_NR_COUNTERS
-};
-
-/* pacer_stats: HASH, key __u32 classid. Written by the daemon. */
-struct pspxdp_pacer_stats {
-    __u64 tx_frames;    /* real frames sent on the wire */
-    __u64 tx_bytes;     /* their L2 bytes (FCS included) */
-    __u64 rx_frames;    /* frames taken from the class's AF_XDP socket */
-    __u64 drops;        /* frames lost on the way: socket ring full, invalid, ... */
-    __u64 backlog;      /* frames queued in the pacer now */
 };
 
 /* xdp_stats: PERCPU_ARRAY indexed by enum pspxdp_xdp_counter, value __u64. */
@@ -126,9 +225,28 @@ enum pspxdp_xdp_counter {
     PSPXDP_XDP_NR_COUNTERS
 };
 
-/* Filters. Lookup order in the TC program: port rules (proto + port, most
- * specific), then longest prefix on the destination, then on the source,
- * then the default class. Values are __u32 classids. */
+/* ---- Legacy (data path v1: one pacer queue and socket per class). Removed
+ * with the v2 data path; nothing new may use them. */
+#define PSPXDP_MAX_QUEUES 1024
+/* class_slot: HASH, key struct pspxdp_classid. Written by the daemon (v1). */
+struct pspxdp_class_slot {
+    __u32 queue; /* 1..PSPXDP_MAX_QUEUES, 0 = not served */
+    __u32 pad;
+};
+/* pacer_stats (v1): HASH, key struct pspxdp_classid. */
+struct pspxdp_pacer_stats {
+    __u64 tx_frames;
+    __u64 tx_bytes;
+    __u64 rx_frames;
+    __u64 drops;
+    __u64 backlog;
+};
+
+/* ---- Filters (v1: one field per rule; replaced by conjunctive filters).
+ * Lookup order in the TC program: port rules (proto + port), then longest
+ * prefix on the destination, then on the source, then the default class.
+ * Values are __u32 classids. */
+#define PSPXDP_MAX_RULES 16384
 struct pspxdp_lpm_v4 {
     __u32 prefixlen;
     __u8 addr[4];
@@ -145,14 +263,22 @@ struct pspxdp_port_key {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct pspxdp_class_config) == 16, "class_config layout");
-static_assert(sizeof(struct pspxdp_class_slot) == 8, "class_slot layout");
-static_assert(sizeof(struct pspxdp_pacer_state) == 32, "pacer_state layout");
+static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
+static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
+static_assert(sizeof(enum pspxdp_slot_state) == 4, "enum fields are 4 bytes");
+static_assert(sizeof(struct pspxdp_class_config) == 40, "class_config layout");
+static_assert(__builtin_offsetof(struct pspxdp_class_config, slot) == 32, "class_config");
+static_assert(sizeof(struct pspxdp_tag) == PSPXDP_TAG_BYTES, "tag layout");
+static_assert(sizeof(struct pspxdp_pacer_state) == 40, "pacer_state layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, pacer_ifindex) == 8, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 12, "pacer_state");
-static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 24, "pacer_state");
-static_assert(sizeof(struct pspxdp_class_stats) == 32, "class_stats layout");
-static_assert(sizeof(struct pspxdp_pacer_stats) == 40, "pacer_stats layout");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
+static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 19 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_class_slot) == 8, "class_slot layout");
+static_assert(sizeof(struct pspxdp_pacer_stats) == 40, "pacer_stats (v1) layout");
 static_assert(sizeof(struct pspxdp_lpm_v4) == 8, "lpm_v4 layout");
 static_assert(sizeof(struct pspxdp_lpm_v6) == 20, "lpm_v6 layout");
 static_assert(sizeof(struct pspxdp_port_key) == 4, "port_key layout");

@@ -293,7 +293,7 @@ class Classifier {
         st_ = pspxdp_pacer_state{};
         st_.heartbeat_ns = heartbeat_ns;
         st_.pacer_ifindex = pacer_ifindex;
-        st_.default_classid = default_classid;
+        st_.default_classid = pspxdp_classid_of(default_classid);
         beating_ = false;
         write_state();
     }
@@ -370,16 +370,15 @@ class Classifier {
         return Verdict{int(opts.retval), ctx.cb[0], ctx.cb[1]};
     }
 
-    pspxdp_class_stats class_stats(uint32_t classid) {
+    pspxdp_class_tc_stats class_stats(uint32_t classid) {
         const int ncpu = libbpf_num_possible_cpus();
-        std::vector<pspxdp_class_stats> v(static_cast<size_t>(ncpu));
-        pspxdp_class_stats sum{};
+        std::vector<pspxdp_class_tc_stats> v(static_cast<size_t>(ncpu));
+        pspxdp_class_tc_stats sum{};
         if (bpf_map_lookup_elem(fd(skel_->maps.class_stats), &classid, v.data()) != 0) return sum;
         for (const auto &s : v) {
-            sum.packets += s.packets;
-            sum.bytes += s.bytes;
-            sum.pass_packets += s.pass_packets;
-            sum.redirect_errors += s.redirect_errors;
+#define PSPXDP_SUM(name, help) sum.name += s.name;
+            PSPXDP_TC_CLASS_COUNTERS(PSPXDP_SUM)
+#undef PSPXDP_SUM
         }
         return sum;
     }
@@ -471,10 +470,10 @@ TEST_CASE("classifier: IPv4 port and prefix rules", "[bpf][classifier]") {
         const Bytes p = udp4("8.8.8.8", 40000, 5001);
         for (int i = 0; i < 5; ++i) REQUIRE_PACED(c.run(p), C1, 1u);
         const auto s = c.class_stats(C1);
-        CHECK(s.packets == 5);
-        CHECK(s.bytes == 5 * p.size());
-        CHECK(s.pass_packets == 0);
-        CHECK(s.redirect_errors == 0);
+        CHECK(s.tc_packets == 5);
+        CHECK(s.tc_skb_bytes == 5 * p.size());
+        CHECK(s.tc_passed == 0);
+        CHECK(s.tc_errors == 0);
         CHECK(c.tc_counter(PSPXDP_TC_SEEN) == 5);
     }
 }
@@ -667,7 +666,7 @@ TEST_CASE("classifier: non-IP traffic goes to the default class", "[bpf][classif
     SECTION("and passes when the default class has no queue") {
         c.alive(ns.psp0, C4);
         REQUIRE_PASSED(c.run(arp), C4);
-        CHECK(c.class_stats(C4).pass_packets == 1);
+        CHECK(c.class_stats(C4).tc_passed == 1);
     }
 }
 
@@ -680,8 +679,8 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
     SECTION("stale heartbeat") {
         c.state(now_ns() - 2 * PSPXDP_HEARTBEAT_TIMEOUT_NS, ns.psp0, C3);
         REQUIRE_PASSED(c.run(p), C1);
-        CHECK(c.class_stats(C1).pass_packets == 1);
-        CHECK(c.class_stats(C1).packets == 0);
+        CHECK(c.class_stats(C1).tc_passed == 1);
+        CHECK(c.class_stats(C1).tc_packets == 0);
         CHECK(c.tc_counter(PSPXDP_TC_PACER_DEAD) == 1);
     }
     SECTION("no heartbeat ever") {
@@ -699,7 +698,7 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
     SECTION("redirect target gone") {
         c.alive(0x7fffff00, C3);
         REQUIRE_PASSED(c.run(p), C1);
-        CHECK(c.class_stats(C1).redirect_errors == 1);
+        CHECK(c.class_stats(C1).tc_errors == 1);
         CHECK(c.tc_counter(PSPXDP_TC_REDIRECT_ERR) == 1);
     }
     SECTION("class without a slot") {
@@ -708,7 +707,7 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
     }
     SECTION("class whose slot is queue 0") {
         REQUIRE_PASSED(c.run(udp4("8.8.8.8", 1, 7000)), C5);
-        CHECK(c.class_stats(C5).pass_packets == 1);
+        CHECK(c.class_stats(C5).tc_passed == 1);
     }
     SECTION("a fresh heartbeat brings it back") {
         c.state(now_ns() - 2 * PSPXDP_HEARTBEAT_TIMEOUT_NS, ns.psp0, C3);
@@ -1021,11 +1020,11 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         auto classes = d.classes();
         REQUIRE(classes);
         REQUIRE(classes->size() == 3); // 1:1, 1:2 configured; 1:3 seen in stats only
-        CHECK((*classes)[0].tc.packets == 1);
+        CHECK((*classes)[0].tc.tc_packets == 1);
         CHECK((*classes)[0].queue == 1);
-        CHECK((*classes)[1].tc.packets == 2);
+        CHECK((*classes)[1].tc.tc_packets == 2);
         CHECK((*classes)[2].classid == C3);
         CHECK_FALSE((*classes)[2].configured);
-        CHECK((*classes)[2].tc.packets == 1);
+        CHECK((*classes)[2].tc.tc_packets == 1);
     }
 }

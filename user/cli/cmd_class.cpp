@@ -32,7 +32,7 @@ static int show(const control::Device &dev, bool json) {
     uint64_t paced_sum = 0;
     for (const auto &c : *classes)
         if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced_sum += c.config.rate_bps;
-    const std::string def = format_classid(ClassId::from_raw(st->default_classid));
+    const std::string def = format_classid(ClassId::from_raw(pspxdp_classid_raw(st->default_classid)));
 
     if (json) {
         std::printf("{\"dev\":\"%s\",\"line_rate_bps\":%llu,\"paced_sum_bps\":%llu,"
@@ -46,9 +46,9 @@ static int show(const control::Device &dev, bool json) {
                         "\"redirect_errors\":%llu",
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
                         kind_name(c), (unsigned long long)c.config.rate_bps, c.queue,
-                        (unsigned long long)c.tc.packets, (unsigned long long)c.tc.bytes,
-                        (unsigned long long)c.tc.pass_packets,
-                        (unsigned long long)c.tc.redirect_errors);
+                        (unsigned long long)c.tc.tc_packets, (unsigned long long)c.tc.tc_skb_bytes,
+                        (unsigned long long)c.tc.tc_passed,
+                        (unsigned long long)c.tc.tc_errors);
             if (c.has_pacer)
                 std::printf(",\"tx_frames\":%llu,\"tx_bytes\":%llu,\"rx_frames\":%llu,"
                             "\"drops\":%llu,\"backlog\":%llu",
@@ -75,8 +75,8 @@ static int show(const control::Device &dev, bool json) {
                                      : std::string("-");
         std::printf("%-11s %-12s %-10s %5u %12llu %14llu %10llu %12llu %14llu %10llu %8llu\n",
                     format_classid(ClassId::from_raw(c.classid)).c_str(), kind_name(c),
-                    rate.c_str(), c.queue, (unsigned long long)c.tc.packets,
-                    (unsigned long long)c.tc.bytes, (unsigned long long)c.tc.pass_packets,
+                    rate.c_str(), c.queue, (unsigned long long)c.tc.tc_packets,
+                    (unsigned long long)c.tc.tc_skb_bytes, (unsigned long long)c.tc.tc_passed,
                     (unsigned long long)c.pacer.tx_frames, (unsigned long long)c.pacer.tx_bytes,
                     (unsigned long long)c.pacer.drops, (unsigned long long)c.pacer.backlog);
     }

@@ -118,7 +118,7 @@ static int run(const Args &args) {
             dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues, u(st->line_rate_bps),
             u(st->window_bytes), st->clsact_created ? "true" : "false", int(pid),
             (pid && beating) ? "true" : "false", age_ms,
-            format_classid(ClassId::from_raw(ps->default_classid)).c_str());
+            format_classid(ClassId::from_raw(pspxdp_classid_raw(ps->default_classid))).c_str());
         std::printf(
             "\"xdp\":{\"redirected\":%llu,\"no_socket\":%llu},"
             "\"tc\":{\"pacer_dead\":%llu,\"no_slot\":%llu,\"redirect_errors\":%llu},\"classes\":[",
@@ -132,8 +132,8 @@ static int run(const Args &args) {
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
                         c.configured ? "true" : "false",
                         c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal",
-                        u(c.config.rate_bps), c.queue, u(c.tc.packets), u(c.tc.bytes),
-                        u(c.tc.pass_packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes),
+                        u(c.config.rate_bps), c.queue, u(c.tc.tc_packets), u(c.tc.tc_skb_bytes),
+                        u(c.tc.tc_passed), u(c.pacer.tx_frames), u(c.pacer.tx_bytes),
                         u(c.pacer.rx_frames), u(c.pacer.drops), u(c.pacer.backlog));
             first = false;
         }
@@ -156,7 +156,7 @@ static int run(const Args &args) {
     std::printf(
         "default class %s; xdp redirected %llu, no socket %llu; tc passed (pacer dead) %llu, "
         "(no slot) %llu, redirect errors %llu\n",
-        format_classid(ClassId::from_raw(ps->default_classid)).c_str(), u(xdp_redirected),
+        format_classid(ClassId::from_raw(pspxdp_classid_raw(ps->default_classid))).c_str(), u(xdp_redirected),
         u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
     std::printf("%-9s %-6s %10s %5s %10s %10s %12s %8s %7s\n", "class", "kind", "rate", "queue",
                 "tc_pkts", "tx_frames", "tx_bytes", "drops", "backlog");
@@ -166,7 +166,7 @@ static int run(const Args &args) {
         std::printf("%-9s %-6s %10s %5u %10llu %10llu %12llu %8llu %7llu%s\n",
                     format_classid(ClassId::from_raw(c.classid)).c_str(),
                     c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal", rate.c_str(), c.queue,
-                    u(c.tc.packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes), u(c.pacer.drops),
+                    u(c.tc.tc_packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes), u(c.pacer.drops),
                     u(c.pacer.backlog), c.configured ? "" : "  (not configured)");
     }
     if (!stats.empty()) summarize(stats);

@@ -121,7 +121,7 @@ Result<Device> Device::open(const std::string &dev) {
         {&d.port_, "rules_port", sizeof(pspxdp_port_key), 4, true},
         // Only for `show`: a missing one prints as zeros.
         {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), false},
-        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_stats), false},
+        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
         {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_pacer_stats), false},
     };
     for (const Want &w : want) {
@@ -195,7 +195,7 @@ Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bp
     }
     pspxdp_class_config cfg{};
     cfg.rate_bps = rate_bps;
-    cfg.kind = kind;
+    cfg.kind = pspxdp_class_kind(kind);
     if (bpf_map_update_elem(class_config_.get(), &classid, &cfg, BPF_ANY) != 0)
         return err(dev_ + ": write class_config: " + errno_text(errno));
     return {};
@@ -209,7 +209,7 @@ Result<void> Device::class_del(uint32_t classid) {
     if (!*exists) return err("class " + cls(classid) + " does not exist on " + dev_);
     auto st = state();
     if (!st) return Error{st.error()};
-    if (st->default_classid == classid)
+    if (pspxdp_classid_raw(st->default_classid) == classid)
         return err("class " + cls(classid) + " is the default class of " + dev_);
     auto fl = filters();
     if (!fl) return Error{fl.error()};
@@ -244,17 +244,16 @@ Result<std::vector<ClassInfo>> Device::classes() const {
 
     const int ncpu = libbpf_num_possible_cpus();
     if (class_stats_.valid() && ncpu > 0) {
-        std::vector<pspxdp_class_stats> per_cpu(static_cast<size_t>(ncpu));
+        std::vector<pspxdp_class_tc_stats> per_cpu(static_cast<size_t>(ncpu));
         const int sfd = class_stats_.get();
         rc = for_each_key<uint32_t>(sfd, [&](uint32_t key) {
             if (bpf_map_lookup_elem(sfd, &key, per_cpu.data()) != 0) return true;
             ClassInfo &ci = by_id[key];
             ci.classid = key;
             for (const auto &s : per_cpu) {
-                ci.tc.packets += s.packets;
-                ci.tc.bytes += s.bytes;
-                ci.tc.pass_packets += s.pass_packets;
-                ci.tc.redirect_errors += s.redirect_errors;
+#define PSPXDP_SUM(name, help) ci.tc.name += s.name;
+                PSPXDP_TC_CLASS_COUNTERS(PSPXDP_SUM)
+#undef PSPXDP_SUM
             }
             return true;
         });

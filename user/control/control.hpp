@@ -43,7 +43,7 @@ struct ClassInfo {
     bool configured = false; // in class_config (else only seen in stats)
     pspxdp_class_config config{};
     uint32_t queue = 0;            // class_slot, 0 = not served
-    pspxdp_class_stats tc{};       // class_stats summed over CPUs
+    pspxdp_class_tc_stats tc{};       // class_stats summed over CPUs
     bool has_pacer = false;
     pspxdp_pacer_stats pacer{};
 };

@@ -96,6 +96,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     if (bpf_map_lookup_elem(*cfd, &default_classid, &cc) != 0) { // keep a reused pin's config
         cc = pspxdp_class_config{};
         cc.kind = PSPXDP_CLASS_NORMAL;
+        cc.slot = 1;
         int rc = bpf_map_update_elem(*cfd, &default_classid, &cc, BPF_NOEXIST) ? -errno : 0;
         if (rc && rc != -EEXIST) {
             close(*cfd);
@@ -108,7 +109,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     uint32_t key = 0;
     pspxdp_pacer_state st{};
     bpf_map_lookup_elem(*fd, &key, &st); // keeps the flags of a reused pin
-    st.default_classid = default_classid;
+    st.default_classid = pspxdp_classid_of(default_classid);
     st.pacer_ifindex = ifindex;
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0;              // no daemon yet: TC passes

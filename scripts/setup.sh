@@ -7,9 +7,10 @@ PKGS=(
   build-essential cmake ninja-build pkg-config
   clang llvm
   libbpf-dev libxdp-dev bpftool xdp-tools
-  liburing-dev catch2 libpcap-dev
+  liburing-dev catch2 libpcap-dev nlohmann-json3-dev
   iproute2 ethtool tcpdump iperf3 iputils-ping
-  python3
+  python3 python3-matplotlib
+  ccache
 )
 
 missing=()

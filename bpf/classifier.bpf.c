@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* pspxdp TC egress classifier (clsact, DESIGN.md §1).
+/* pspxdp TC egress classifier (clsact, docs/design.md §1).
  *
  * Parses the packet (parse.h), picks a class, and hands the packet to the
  * pacer:
@@ -16,7 +16,7 @@
  *
  * The hand-over is bpf_clone_redirect + TC_ACT_STOLEN, not bpf_redirect: a
  * connected socket's cached tx queue would otherwise override our
- * queue_mapping (kernel-facts §3). That verdict is only right under clsact.
+ * queue_mapping (docs/design.md §9.3). That verdict is only right under clsact.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -29,7 +29,7 @@
 
 /* Set by tests before load: mirror the decision into skb->cb[0] (the
  * queue_mapping we set, 0 = passed) and cb[1] (classid), because
- * BPF_PROG_TEST_RUN copies cb back but not queue_mapping (kernel-facts §6).
+ * BPF_PROG_TEST_RUN copies cb back but not queue_mapping (docs/design.md §9.6).
  * Off in production: cb belongs to the qdisc layer on egress. */
 const volatile bool test_mode = false;
 

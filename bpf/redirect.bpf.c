@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* pspxdp XDP program on the pacer veth peer (DESIGN.md §1).
+/* pspxdp XDP program on the pacer veth peer (docs/design.md §1).
  *
  * The TC classifier chose the rx queue (queue_mapping q lands on rx queue
  * q - 1); here every frame goes to the AF_XDP socket of its rx queue, which
@@ -11,7 +11,7 @@
  * it. That happens while the daemon adds or removes a class, or restarts
  * within the heartbeat timeout; the sender's transport recovers. Stack noise
  * of the pacer veths themselves (IPv6 ND/MLD) is avoided at the source: the
- * dataplane disables IPv6 on both (kernel-facts §2); anything that still
+ * dataplane disables IPv6 on both (docs/design.md §9.2); anything that still
  * arrives on queue 0 without a socket shows up in PSPXDP_XDP_NO_SOCKET. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>

@@ -29,7 +29,7 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# bpffs is needed for pins; it may be unmounted on a fresh machine (kernel-facts §1).
+# bpffs is needed for pins; it may be unmounted on a fresh machine (docs/design.md §9.1).
 if [[ $(id -u) -eq 0 ]] && ! mountpoint -q /sys/fs/bpf; then
   mount -t bpf bpf /sys/fs/bpf
 fi

@@ -2,7 +2,7 @@
 // crafted packets. Needs root and BPF; exits 77 (skip) otherwise.
 //
 // How the queue is observed: BPF_PROG_TEST_RUN does not copy queue_mapping
-// back (kernel-facts §6), so the classifier is loaded with its rodata flag
+// back (docs/design.md §9.6), so the classifier is loaded with its rodata flag
 // test_mode set, which mirrors the decision into skb->cb[0] (the queue_mapping
 // set, 0 = passed) and cb[1] (the class id). cb is copied back in ctx_out.
 //
@@ -763,7 +763,7 @@ class Xsk {
     Xsk(const char *ifname, uint32_t queue) {
         area_ = mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         REQUIRE(area_ != MAP_FAILED);
-        // libxdp leaves the cached ring indices uninitialised (kernel-facts §3).
+        // libxdp leaves the cached ring indices uninitialised (docs/design.md §9.3).
         std::memset(&fill_, 0, sizeof(fill_));
         std::memset(&comp_, 0, sizeof(comp_));
         std::memset(&rx_, 0, sizeof(rx_));

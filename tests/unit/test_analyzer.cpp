@@ -209,7 +209,7 @@ TEST_CASE("analyzer: several flows, other traffic and degenerate flows", "[analy
 }
 
 TEST_CASE("analyzer: the paper's Fig. 3 schedule", "[analyzer]") {
-    // DESIGN.md §3: P1 500 Mbit/s, P2 250 Mbit/s, 1500 B frames, overhead 0:
+    // docs/design.md §3: P1 500 Mbit/s, P2 250 Mbit/s, 1500 B frames, overhead 0:
     // P1, P2, P1, gap repeated. Shares 2 : 1 : 1 and both flows exact.
     std::vector<TraceFrame> trace;
     for (int i = 0; i < 1000; ++i) {

@@ -1,6 +1,6 @@
 // The engine's internals against straightforward models:
 //   - ClassWheel (the pending set) against a sorted multiset, tiers included;
-//   - the whole Engine against ModelEngine: the same rules (DESIGN.md §3-§4,
+//   - the whole Engine against ModelEngine: the same rules (docs/design.md §3-§4,
 //     engine.hpp) written as plain scans over all classes with real 128-bit
 //     division, decision by decision, on seeded random workloads. Ties on the
 //     finish time go to the lower class index in both.

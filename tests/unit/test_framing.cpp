@@ -19,7 +19,7 @@ std::vector<uint8_t> expected_pause(uint32_t len) {
 }
 } // namespace
 
-TEST_CASE("framing sizes (DESIGN.md §2)", "[framing]") {
+TEST_CASE("framing sizes (docs/design.md §2)", "[framing]") {
     Framing eth;
     CHECK(eth.wire_bytes(60) == 84); // smallest frame on the wire
     CHECK(eth.wire_bytes(14) == 84); // short frames are padded

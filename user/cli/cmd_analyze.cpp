@@ -1,4 +1,4 @@
-// pspxdp analyze: judge a capture the way the paper does (DESIGN.md §5).
+// pspxdp analyze: judge a capture the way the paper does (docs/design.md §5).
 #include "capture/pcap_trace.hpp"
 #include "cli/command.hpp"
 #include "cli/table.hpp"

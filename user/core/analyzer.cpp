@@ -1,4 +1,4 @@
-// Judging a frame trace (DESIGN.md §5). See analyzer.hpp.
+// Judging a frame trace (docs/design.md §5). See analyzer.hpp.
 //
 // Everything is computed on integer "ticks" and converted to seconds only at
 // the end, so a 10^6-frame trace loses no precision to accumulated rounding:

@@ -1,4 +1,4 @@
-// Judging a frame trace the way the paper does (DESIGN.md §5).
+// Judging a frame trace the way the paper does (docs/design.md §5).
 //
 // Burstiness of a flow: frames enter an imaginary bottleneck that serves
 // exactly the flow's mean rate A, with an unlimited FIFO; the queue content

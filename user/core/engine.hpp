@@ -1,4 +1,4 @@
-// The pacing engine: PSPacer's scheduler (paper §3.4, DESIGN.md §3-§4) over a
+// The pacing engine: PSPacer's scheduler (paper §3.4, docs/design.md §3-§4) over a
 // byte clock, in O(1) per decision for the usual class (O(log n) at worst).
 //
 // The engine does not hold frames. The caller owns the per-class queues and

@@ -1,4 +1,4 @@
-// Frame sizes on the wire (DESIGN.md §2) and the PAUSE gap frame.
+// Frame sizes on the wire (docs/design.md §2) and the PAUSE gap frame.
 //
 // An AF_XDP frame of length L (Ethernet header + payload, no FCS) occupies
 // max(L, 60) + overhead byte times on the wire; overhead = 4 FCS + 8 preamble

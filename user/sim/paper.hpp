@@ -1,4 +1,4 @@
-// The paper's experiments (DESIGN.md §5 table), replayed through the engine
+// The paper's experiments (docs/design.md §5 table), replayed through the engine
 // on a simulated 1 Gbit/s wire and judged by the analyzer on the byte clock.
 // `pspxdp simulate` prints them; the unit tests assert on the same rows.
 #pragma once

@@ -96,6 +96,9 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
                     REQUIRE(bound == min);
                 else
                     REQUIRE((bound >= g + exact_span && bound <= min));
+                REQUIRE(wheel.exact_min(nodes.data()) == min); // however far
+            } else {
+                REQUIRE(wheel.exact_min(nodes.data()) == UINT64_MAX);
             }
             break;
         }

@@ -187,7 +187,7 @@ template <class Node> class ClassWheel {
                 near_min_ = near_next_min();
             }
             if (near_limit_ > g + (uint64_t(1) << blk_bits_)) return;
-            migrate(nodes);
+            migrate(nodes, g);
         }
     }
 
@@ -262,27 +262,49 @@ template <class Node> class ClassWheel {
     }
 
     // Moves the first mid block into the near tier, and what the far heap
-    // holds below the new mid horizon into the mid tier.
-    [[gnu::noinline]] void migrate(Node *nodes) {
+    // holds below the new mid horizon into the mid tier. A run of empty
+    // blocks is crossed in one step, as far as g allows: after a planned
+    // idle (gap horizon, clockless) G jumps by the idle's length at once.
+    [[gnu::noinline]] void migrate(Node *nodes, uint64_t g) {
         const size_t b = size_t(near_limit_ >> blk_bits_) & mid_mask_;
-        uint32_t cls = mid_head_[b];
-        mid_head_[b] = kNone;
-        mid_bits_.clear(b);
-        near_limit_ += uint64_t(1) << blk_bits_;
-        mid_limit_ += uint64_t(1) << blk_bits_;
-        while (cls != kNone) {
-            const uint32_t next = nodes[cls].next;
-            near_insert(nodes, cls, nodes[cls].clock);
-            cls = next;
+        if (mid_head_[b] == kNone) {
+            // Blocks to cross until near_limit_ > g + W/2 (the loop's end in
+            // advance()): near keys, all above g, stay within W below it.
+            const uint64_t need = ((g + (uint64_t(1) << blk_bits_) - near_limit_) >> blk_bits_) + 1;
+            const size_t first = mid_bits_.first_from(b);
+            uint64_t empty;
+            if (first != BucketBits::kNone) {
+                empty = (first - b) & mid_mask_;
+            } else {
+                // The whole mid tier is empty: up to the far heap's first
+                // key's block, which the new mid horizon then takes in. Far
+                // keys are at least mid_limit_, two blocks or more away.
+                far_.clean([nodes](uint32_t k) { return nodes[k].gen; });
+                empty = far_.empty() ? need : (far_.top().key - near_limit_) >> blk_bits_;
+            }
+            const uint64_t skip = std::min(need, empty) << blk_bits_;
+            near_limit_ += skip;
+            mid_limit_ += skip;
+        } else {
+            uint32_t cls = mid_head_[b];
+            mid_head_[b] = kNone;
+            mid_bits_.clear(b);
+            near_limit_ += uint64_t(1) << blk_bits_;
+            mid_limit_ += uint64_t(1) << blk_bits_;
+            while (cls != kNone) {
+                const uint32_t next = nodes[cls].next;
+                near_insert(nodes, cls, nodes[cls].clock);
+                cls = next;
+            }
         }
         if (far_.empty()) return;
         for (auto gen = [nodes](uint32_t k) { return nodes[k].gen; };;) {
             far_.clean(gen);
             if (far_.empty() || far_.top().key >= mid_limit_) return;
-            cls = far_.top().cls;
+            const uint32_t cls = far_.top().cls;
             far_.pop();
             const uint64_t key = nodes[cls].clock;
-            assert(key >= near_limit_); // the mid tier is wider than a block
+            assert(key >= near_limit_); // beyond every block crossed
             mid_push(nodes, cls, key);
         }
     }

@@ -225,6 +225,7 @@ class ModelEngine {
                         ++counters.late_wakeups;
                         counters.late_bytes += wire - due_;
                         counters.late_max_bytes = std::max(counters.late_max_bytes, wire - due_);
+                        jump_to_ = wire;
                     }
                 } else if (idle_) {
                     ++counters.idle_resyncs;
@@ -232,6 +233,7 @@ class ModelEngine {
                 } else {
                     ++counters.underrun_resyncs;
                     counters.underrun_bytes += wire - g_;
+                    jump_to_ = wire;
                 }
                 planned_ = false;
                 g_ = wire;
@@ -273,6 +275,16 @@ class ModelEngine {
                 compute_finish(c);
             }
             c.fresh = false;
+            // Late at the time it is sent beyond what it may catch up: one
+            // frame's period after a late wake-up, else the lag limit.
+            uint64_t limit = c.lag_limit;
+            if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+            if (g_ - c.clock > limit) {
+                counters.lag_clamped_bytes += g_ - limit - c.clock;
+                c.clock = g_ - limit;
+                c.frac = 0;
+                compute_finish(c);
+            }
             c.clock = c.finish;
             c.frac = c.finish_frac;
             return emit_frame(best);
@@ -415,7 +427,7 @@ class ModelEngine {
     uint64_t held_since_ = UINT64_MAX;
     uint64_t g_ = 0, paced_sum_ = 0, anchor_ns_ = 0, anchor_g_ = 0;
     bool anchored_ = false, idle_ = true, planned_ = false;
-    uint64_t due_ = UINT64_MAX;
+    uint64_t due_ = UINT64_MAX, jump_to_ = 0;
     uint32_t backlogged_ = 0;
 };
 

@@ -382,8 +382,33 @@ Decision Engine::next(uint64_t now_ns) {
     if (cls == kNone) return next_unpaced();
     Class &c = classes_[cls];
     if (c.fresh) restart_fresh(cls);
+    // Made late by a late wake-up, or late beyond the lag limit since F_k
+    // was computed (G jumped past it): only then can F_k be a largest gap
+    // behind G.
+    if (c.clock < jump_to_ || c.finish + cfg_.framing.max_gap_wire_bytes() <= g_) [[unlikely]]
+        relag(cls);
     c.clock = c.finish; // and frac already holds F_k's remainder
     return emit_frame(cls);
+}
+
+// Drops the lateness a class may not catch up. A class due before the last
+// late wake-up's wire position (jump_to_) was made late by the host's timer,
+// not by other classes' frames: it catches up one frame's period at most,
+// so a late wake-up costs at most one frame of burst (2 MTU at the class
+// rate) however late. Otherwise the lag limit (see compute_finish), which
+// F_k was computed against before G jumped: late beyond it implies F_k + a
+// largest gap <= G (lag_limit_for() is a full frame's period plus a largest
+// gap; F_k - C_k is at most that period, plus one for the remainder), so
+// next() calls this for every such class.
+void Engine::relag(uint32_t cls) {
+    Class &c = classes_[cls];
+    uint64_t limit = cold_[cls].lag_limit;
+    if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+    if (g_ - c.clock <= limit) return;
+    counters_.lag_clamped_bytes += g_ - limit - c.clock;
+    c.clock = g_ - limit;
+    c.frac = 0;
+    compute_finish(cls);
 }
 
 // The wire position is past G (the wire idled) or G is a window ahead of it
@@ -429,6 +454,7 @@ void Engine::resume(uint64_t now_ns) {
             ++counters_.late_wakeups;
             counters_.late_bytes += late;
             counters_.late_max_bytes = std::max(counters_.late_max_bytes, late);
+            jump_to_ = wire;
         }
     } else if (idle_) {
         ++counters_.idle_resyncs;
@@ -436,6 +462,7 @@ void Engine::resume(uint64_t now_ns) {
     } else { // clockless: the caller came back late after a frame
         ++counters_.underrun_resyncs;
         counters_.underrun_bytes += wire - g_;
+        jump_to_ = wire;
     }
     planned_ = false;
     g_ = wire;

@@ -74,8 +74,10 @@
 // the wire's real-time anchor). A wake-up later than that finds W > C_min:
 // the class is late by W - C_min, counted (late_wakeups, late_bytes), and
 // catches up like any late class (its clock advances by its period, not
-// from G, and lag_limit_for() bounds the catch-up to about one frame):
-// that, and only that, costs precision. Normal classes still fill holes, and
+// from G), by one frame's period at most (relag()): the excess is dropped,
+// so a late wake-up costs at most one more frame of burst, and the rate
+// only when it is later than a period. That, and only that, costs
+// precision. Normal classes still fill holes, and
 // within H everything is as in the paper (same gaps, same window).
 //
 // Clockless mode (veth, virtio, VM NICs: nothing serialises, PAUSE frames
@@ -249,6 +251,7 @@ class Engine {
     [[gnu::noinline]] Decision resync_or_wait(uint64_t now_ns);
     [[gnu::noinline]] uint32_t pick_eligible();
     [[gnu::noinline]] void restart_fresh(uint32_t cls);
+    [[gnu::noinline]] void relag(uint32_t cls);
     [[gnu::noinline]] Decision next_unpaced();
     void anchor(uint64_t now_ns);
     void resume(uint64_t now_ns);
@@ -273,6 +276,7 @@ class Engine {
     // the wire is past G, G moves up to it instead of the anchor moving.
     bool planned_ = false;
     uint64_t due_g_ = UINT64_MAX;          // the earliest paced due time then
+    uint64_t jump_to_ = 0;                 // the wire position of the last late resume
     uint64_t horizon_bytes_ = UINT64_MAX;  // H at the line rate; 0 when clockless
     uint64_t ahead_limit_ = 0;             // window_bytes; 1 when clockless
     uint64_t paced_sum_bps_ = 0;

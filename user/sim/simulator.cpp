@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pspxdp::sim {
 
@@ -97,15 +98,34 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
     long double wire_free_ns = 0; // the model NIC: when its wire is next free
     uint64_t class_frames = 0;
     bool started = false;
+    bool woke = true;
     while (class_frames < cfg.max_class_frames && res.decisions < cfg.max_decisions &&
            now <= cfg.max_ns) {
         deliver(now);
+        if constexpr (std::is_same_v<Sched, Engine>) {
+            // Once per wake-up, before a run of decisions, as the daemon.
+            if (wm.batch_bytes && woke && sched.backlogged() && !cfg.engine.clockless) {
+                const uint64_t wire = sched.wire_position(now), g = sched.byte_clock();
+                const uint64_t ahead = g > wire ? g - wire : 0;
+                if (ahead + wm.batch_bytes > cfg.engine.window_bytes) {
+                    // Room for a batch: the window's queued wire time covers the lateness.
+                    const uint64_t room_ns =
+                        (ahead + wm.batch_bytes - cfg.engine.window_bytes) * 8'000'000'000ull /
+                        cfg.engine.line_rate_bps;
+                    Decision w{Action::Wait, 0, 0, now + std::max<uint64_t>(1, room_ns), UINT64_MAX};
+                    now = std::min(woken(now, w), std::max(now + 1, next_arrival()));
+                    continue;
+                }
+            }
+        }
+        woke = false;
         Decision d = sched.next(now);
         ++res.decisions;
         if (!started && d.action != Action::Idle) {
             started = true;
             res.start_ns = now;
         }
+        if (d.action == Action::Wait || d.action == Action::Idle) woke = true;
         if (d.action == Action::Wait) {
             // Traffic arriving wakes the daemon early (its poll sees RX).
             now = std::min(woken(now, d), std::max(now + 1, next_arrival()));

@@ -44,6 +44,10 @@ struct WakeModel {
     // Waits whose slack (Decision::slack_ns) is below this are spun for
     // their last spin_ns; 0: never spin, always sleep.
     uint64_t spin_ns = 0;
+    // As the daemon batches (user/daemon Loop::schedule): while the engine
+    // is ahead of the wire with less than batch_bytes of window left, sleep
+    // until there is room for a batch. 0: call next() at every wake-up.
+    uint64_t batch_bytes = 0;
 };
 
 struct SimConfig {

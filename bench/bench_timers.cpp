@@ -14,6 +14,8 @@
 // --json prints the quantile tables in the form `pspxdp simulate
 // --lateness FILE` reads (user/sim/lateness.hpp); the table compiled into
 // the simulator came from this program.
+#include "pin_cpu.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -25,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -134,12 +135,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_timers: need --samples > 0, --min-us <= --max-us, --slack-ns >= 1\n");
         return 2;
     }
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("bench_timers: sched_setaffinity");
-    }
+    pin_cpu(cpu, "bench_timers");
     // The daemon's setting: without it a sleep may end up to 50 us late by design.
     if (prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns) != 0) std::perror("bench_timers: PR_SET_TIMERSLACK");
     int epfd = epoll_create1(0);

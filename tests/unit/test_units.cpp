@@ -10,19 +10,23 @@ using namespace pspxdp;
 
 namespace {
 
-uint64_t rate(std::string_view text) {
-    auto r = parse_rate_bps(text);
+// A parser's value for text, which must parse, or its error, which must be one.
+template <class Parse> uint64_t value_of(Parse parse, std::string_view text) {
+    auto r = parse(text);
     INFO(text << ": " << r.error());
     REQUIRE(r.ok());
     return *r;
 }
 
-std::string rate_error(std::string_view text) {
-    auto r = parse_rate_bps(text);
+template <class Parse> std::string error_of(Parse parse, std::string_view text) {
+    auto r = parse(text);
     INFO(text);
     REQUIRE_FALSE(r.ok());
     return r.error();
 }
+
+uint64_t rate(std::string_view text) { return value_of(parse_rate_bps, text); }
+std::string rate_error(std::string_view text) { return error_of(parse_rate_bps, text); }
 
 } // namespace
 
@@ -182,18 +186,8 @@ TEST_CASE("parse_classid / format_classid", "[units]") {
 }
 
 TEST_CASE("parse_duration_ns: tc time units, exact, unit required", "[units]") {
-    auto ns = [](std::string_view text) {
-        auto r = parse_duration_ns(text);
-        INFO(text << ": " << r.error());
-        REQUIRE(r.ok());
-        return *r;
-    };
-    auto error = [](std::string_view text) {
-        auto r = parse_duration_ns(text);
-        INFO(text);
-        REQUIRE_FALSE(r.ok());
-        return r.error();
-    };
+    auto ns = [](std::string_view text) { return value_of(parse_duration_ns, text); };
+    auto error = [](std::string_view text) { return error_of(parse_duration_ns, text); };
     CHECK(ns("200us") == 200'000);
     CHECK(ns("200usec") == 200'000);
     CHECK(ns("1ms") == 1'000'000);

@@ -15,6 +15,18 @@ namespace pspxdp::cli {
 
 namespace {
 
+// --NAME X: a decimal number in (0, max], or `fallback` when not given.
+Result<double> number_option(const Args &args, const char *name, double fallback, double max) {
+    if (!args.has(name)) return fallback;
+    const std::string s = args.get(name);
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end || !(v > 0) || v > max)
+        return err(std::string("--") + name + " \"" + s + "\": expected a number in (0, " +
+                   fixed(max, 0) + "]");
+    return v;
+}
+
 // --gap-horizon LIST: comma-separated times, "inf" for the paper's rule.
 Result<std::vector<uint64_t>> parse_horizons(const std::string &list) {
     std::vector<uint64_t> out;
@@ -34,14 +46,9 @@ Result<std::vector<uint64_t>> parse_horizons(const std::string &list) {
 
 // The horizon table (issue 10): every scenario under every mode.
 int run_horizon_table(const Args &args, bool json) {
-    double seconds = 4;
-    if (args.has("seconds")) {
-        char *end = nullptr;
-        std::string s = args.get("seconds");
-        seconds = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end || !(seconds > 0) || seconds > 3600)
-            return fail("simulate: --seconds \"" + s + "\": expected a number in (0, 3600]");
-    }
+    auto seconds_opt = number_option(args, "seconds", 4, 3600);
+    if (!seconds_opt) return fail("simulate: " + seconds_opt.error());
+    const double seconds = *seconds_opt;
     auto horizons = parse_horizons(args.get("gap-horizon", "inf,50us,200us,1ms"));
     if (!horizons) return fail("simulate: " + horizons.error());
 
@@ -134,14 +141,9 @@ int run(const Args &args) {
     if (args.has("horizon")) return run_horizon_table(args, args.has("json"));
     for (const char *opt : {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers"})
         if (args.has(opt)) return fail(std::string("simulate: --") + opt + " needs --horizon");
-    double scale = 1.0;
-    if (args.has("scale")) {
-        char *end = nullptr;
-        std::string s = args.get("scale");
-        scale = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end || !(scale > 0) || scale > 100)
-            return fail("simulate: --scale \"" + s + "\": expected a number in (0, 100]");
-    }
+    auto scale_opt = number_option(args, "scale", 1.0, 100);
+    if (!scale_opt) return fail("simulate: " + scale_opt.error());
+    const double scale = *scale_opt;
     bool json = args.has("json");
     Table t({{"scenario", "scenario", false},
              {"class", "class", false},

@@ -5,7 +5,8 @@
 // tells the engine the length of each class's head-of-line frame; the engine
 // answers, one decision at a time, what goes on the wire next: a class's head
 // frame, a PAUSE gap frame of a given length, "wait until" (the schedule is a
-// window ahead of the wire) or "idle" (nothing is backlogged).
+// window ahead of the wire, or the wire is to idle until a due time: gap
+// horizon, clockless mode) or "idle" (nothing is backlogged).
 //
 // Protocol:
 //   set_head(c, len)  class c's queue has a head frame of len bytes: after it
@@ -16,7 +17,9 @@
 //   next(now_ns)      the next decision. After a Frame decision the engine has
 //                     already accounted the frame; the caller pops it and must
 //                     call set_head or set_empty for that class before the
-//                     next call to next().
+//                     next call to next(). After a Wait, call next() again
+//                     at wake_ns, no more than slack_ns later if precision
+//                     matters (earlier is harmless: it waits again).
 //
 // Scheduling. G is the byte clock: wire byte times of everything emitted.
 // A paced class k of rate r_k has a clock C_k: the byte-clock time at which
@@ -77,8 +80,9 @@
 // from G), by one frame's period at most (relag()): the excess is dropped,
 // so a late wake-up costs at most one more frame of burst, and the rate
 // only when it is later than a period. That, and only that, costs
-// precision. Normal classes still fill holes, and
-// within H everything is as in the paper (same gaps, same window).
+// precision. Normal classes still fill holes, and within H everything is as
+// in the paper (same gaps, same window): a class whose period is shorter
+// than H never sees a difference.
 //
 // Clockless mode (veth, virtio, VM NICs: nothing serialises, PAUSE frames
 // pace nothing). No gap frames at all and no running ahead: every frame,

@@ -2,10 +2,16 @@
 // engine (O(log n) heaps) and the paper's scan (O(n)) in the same run.
 //   bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]
 //                [--decisions N] [--repeat N] [--cpu N]
+//                [--gap-horizon NS] [--clockless] [--load PERCENT]
 // Each engine figure is the median of --repeat runs (the machine may be
-// shared); --cpu pins the process to one core.
+// shared); --cpu pins the process to one core. --gap-horizon and
+// --clockless run the engine in those modes on a simulated clock (a Wait
+// moves it to wake_ns), where a decision may also be a Wait; --load sets the
+// paced load (default 95 % of the wire; lower loads make the horizon idle).
 #include "core/engine.hpp"
 #include "sim/reference_scan.hpp"
+
+#include "pin_cpu.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <sched.h>
 
 using namespace pspxdp;
 
@@ -29,21 +34,32 @@ struct Measurement {
     double gap_share;
 };
 
-// Every class greedy with 1514-byte frames, paced rates summing to 95 % of M,
-// so about 5 % of decisions are gaps, as on a loaded pacer.
-template <class Sched> Measurement measure(size_t classes, uint64_t decisions) {
+struct Mode {
+    uint64_t gap_horizon_ns = kGapHorizonInf;
+    bool clockless = false;
+    uint64_t load_percent = 95;
+};
+
+// Every class greedy with 1514-byte frames, paced rates summing to 95 % of M
+// (--load), so about 5 % of decisions are gaps, as on a loaded pacer.
+template <class Sched> Measurement measure(size_t classes, uint64_t decisions, const Mode &mode) {
     EngineConfig cfg;
     cfg.line_rate_bps = kLineRate;
-    cfg.window_bytes = UINT64_MAX / 4; // the byte clock alone: no real-time waits
+    cfg.window_bytes = UINT64_MAX / 4; // the byte clock alone: no window waits
+    cfg.gap_horizon_ns = mode.gap_horizon_ns;
+    cfg.clockless = mode.clockless;
     Sched s(cfg);
-    const uint64_t rate = kLineRate / 100 * 95 / classes;
+    const uint64_t rate = kLineRate / 100 * mode.load_percent / classes;
     for (size_t i = 0; i < classes; ++i) {
         uint32_t c = s.add_class(rate).value();
         s.set_head(c, 1514);
     }
+    // Simulated time: only a Wait moves it (the horizon and clockless modes).
+    uint64_t now = 0;
     auto step = [&] {
-        Decision d = s.next(0);
+        Decision d = s.next(now);
         if (d.action == Action::Frame) s.set_head(d.cls, 1514);
+        if (d.action == Action::Wait) now = d.wake_ns;
         return d.action == Action::Gap;
     };
     // Warm-up: get past the in-phase start (every class due at once).
@@ -56,9 +72,10 @@ template <class Sched> Measurement measure(size_t classes, uint64_t decisions) {
     return Measurement{ns / double(decisions), decisions, double(gaps) / double(decisions)};
 }
 
-template <class Sched> Measurement median_of(size_t classes, uint64_t decisions, int repeat) {
+template <class Sched>
+Measurement median_of(size_t classes, uint64_t decisions, int repeat, const Mode &mode) {
     std::vector<Measurement> runs;
-    for (int i = 0; i < std::max(repeat, 1); ++i) runs.push_back(measure<Sched>(classes, decisions));
+    for (int i = 0; i < std::max(repeat, 1); ++i) runs.push_back(measure<Sched>(classes, decisions, mode));
     std::sort(runs.begin(), runs.end(), [](const Measurement &a, const Measurement &b) {
         return a.ns_per_decision < b.ns_per_decision;
     });
@@ -75,6 +92,7 @@ int main(int argc, char **argv) {
     int repeat = 1;
     int cpu = -1;
     uint64_t decisions = 4'000'000;
+    Mode mode;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--json") || !std::strcmp(argv[i], "-j")) {
             json = true;
@@ -90,31 +108,37 @@ int main(int argc, char **argv) {
             cpu = std::atoi(argv[++i]);
         } else if (!std::strcmp(argv[i], "--decisions") && i + 1 < argc) {
             decisions = std::strtoull(argv[++i], nullptr, 10);
+        } else if (!std::strcmp(argv[i], "--gap-horizon") && i + 1 < argc) {
+            mode.gap_horizon_ns = std::strtoull(argv[++i], nullptr, 10);
+        } else if (!std::strcmp(argv[i], "--clockless")) {
+            mode.clockless = true;
+        } else if (!std::strcmp(argv[i], "--load") && i + 1 < argc) {
+            mode.load_percent = std::strtoull(argv[++i], nullptr, 10);
+            if (mode.load_percent < 1 || mode.load_percent > 100) {
+                std::fprintf(stderr, "bench_engine: --load \"%s\": expected 1..100\n", argv[i]);
+                return 2;
+            }
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
             std::printf("usage: bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]\n"
-                        "                    [--decisions N] [--repeat N] [--cpu N]\n");
+                        "                    [--decisions N] [--repeat N] [--cpu N]\n"
+                        "                    [--gap-horizon NS] [--clockless] [--load PERCENT]\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument \"%s\"\n", argv[i]);
             return 2;
         }
     }
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("bench_engine: sched_setaffinity");
-    }
+    pin_cpu(cpu, "bench_engine");
     if (!json)
         std::printf("%10s %14s %14s %9s %10s\n", "classes", "engine ns/dec", "scan ns/dec",
                     "speedup", "gap share");
     std::string out = "[";
     bool first = true;
     for (size_t n = min_classes; n <= max_classes; n *= 10) {
-        Measurement e = median_of<Engine>(n, decisions, repeat);
+        Measurement e = median_of<Engine>(n, decisions, repeat, mode);
         // The scan is O(n): keep its total work bounded.
         uint64_t scan_decisions = std::max<uint64_t>(2'000, std::min<uint64_t>(decisions, 400'000'000 / n));
-        Measurement s = scan ? measure<sim::ReferenceScan>(n, scan_decisions) : Measurement{0, 0, 0};
+        Measurement s = scan ? measure<sim::ReferenceScan>(n, scan_decisions, Mode{}) : Measurement{0, 0, 0};
         double speedup = s.ns_per_decision / e.ns_per_decision;
         if (json) {
             char buf[256];

@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <functional>
+#include <random>
 #include <vector>
 
 using namespace pspxdp;
@@ -260,4 +263,117 @@ TEST_CASE("analyzer: burstiness at a target rate ignores the window's end effect
     // (r/M) * 3000 = 1500 bytes queued by the end of the run.
     CHECK(f.max_burst_bytes > 1518 + 1400);
     CHECK(f.max_burst_bytes < 1518 + 1500 + 1);
+}
+
+namespace {
+
+// A 20 Mbit/s class paced with a gap horizon on 1 GbE: each period of
+// 75,900 byte times (1518 L2 bytes at M/50) the wire carries a gap chain of
+// `chain` byte times, the class's 1514-byte frame (1538), and idles for the
+// rest. Capture timestamps are exact, plus jitter(i) ns on frame i.
+std::vector<TraceFrame> horizon_trace(int periods, uint64_t chain,
+                                      const std::function<uint64_t(size_t)> &jitter) {
+    const uint64_t period = 75'900; // byte times = 8 ns each
+    std::vector<TraceFrame> t;
+    for (int p = 0; p < periods; ++p) {
+        uint64_t at = p * period; // the chain starts here
+        for (uint64_t left = chain; left > 0;) {
+            uint64_t piece = std::min<uint64_t>(left, 1538);
+            t.push_back(TraceFrame{kFlowGap, uint32_t(piece - 24), at * 8});
+            at += piece;
+            left -= piece;
+        }
+        t.push_back(TraceFrame{1, 1514, at * 8});
+    }
+    for (size_t i = 0; i < t.size(); ++i) t[i].time_ns += jitter(i);
+    return t;
+}
+
+} // namespace
+
+TEST_CASE("analyzer hybrid: idle periods in real time, stretches on the byte clock", "[analyzer]") {
+    AnalyzerConfig cfg;
+    cfg.target_rate_bps = {{1, 20'000'000}};
+    // Gap chains of 6 * 1538 byte times; timestamps of every frame but a
+    // stretch's first are late by up to 5 us (a receiver's jitter).
+    std::mt19937_64 rng(3);
+    std::vector<TraceFrame> trace = horizon_trace(2000, 6 * 1538, [&](size_t i) {
+        return i % 7 == 0 ? 0 : rng() % 5000;
+    });
+
+    // The byte clock closes every idle period: 1518 bytes per 10,766 byte
+    // times, seven times the class's rate. Wrong, as expected.
+    TraceReport byte = analyze_trace(trace, cfg);
+    CHECK(byte.flows[0].mean_rate_bps > 100e6);
+
+    cfg.mode = ClockMode::Hybrid;
+    cfg.idle_threshold_ns = 5000;
+    TraceReport hy = analyze_trace(trace, cfg);
+    const FlowReport &f = flow_of(hy, 1);
+    CHECK(f.mean_rate_bps == Approx(20e6).epsilon(1e-12)); // exact
+    CHECK(f.rate_n_min_bps == Approx(20e6).epsilon(1e-12));
+    CHECK(f.rate_n_max_bps == Approx(20e6).epsilon(1e-12));
+    CHECK(f.max_burst_bytes == Approx(1518).epsilon(1e-12));
+    CHECK(f.max_burst_at_target_bytes == Approx(1518).epsilon(1e-12));
+    CHECK(hy.idle_periods == 1999);
+    CHECK(hy.idle_bytes == 1999 * (75'900 - 7 * 1538));
+    CHECK(hy.gap_time_share == Approx(6.0 * 1538 * 2000 / (1999 * 75'900.0 + 7 * 1538)).epsilon(1e-12));
+    CHECK(hy.gap_share == Approx(6.0 / 7).epsilon(1e-12)); // of the bytes sent, unchanged
+
+    // Real time with that jitter: off by up to 5 us a frame.
+    cfg.mode = ClockMode::RealTime;
+    TraceReport real = analyze_trace(trace, cfg);
+    CHECK(flow_of(real, 1).max_burst_at_target_bytes > 1518 + 1);
+}
+
+TEST_CASE("analyzer hybrid: jitter everywhere costs at most 2 T, never accumulates", "[analyzer]") {
+    AnalyzerConfig cfg;
+    cfg.mode = ClockMode::Hybrid;
+    cfg.idle_threshold_ns = 10'000;
+    cfg.target_rate_bps = {{1, 20'000'000}};
+    std::mt19937_64 rng(5);
+    // Every timestamp late by 0 .. T: each frame is judged within 2 T of
+    // its true place relative to any other, so the queue at the class rate
+    // grows by at most 2 T of the class's bytes: 2 * 10 us * 20 Mbit/s = 50 B.
+    std::vector<TraceFrame> trace =
+        horizon_trace(20'000, 3 * 1538, [&](size_t) { return rng() % 10'001; });
+    TraceReport r = analyze_trace(trace, cfg);
+    const FlowReport &f = flow_of(r, 1);
+    CHECK(f.max_burst_at_target_bytes <= 1518 + 50 + 1e-6);
+    CHECK(std::fabs(f.mean_rate_bps - 20e6) / 20e6 < 1e-5);
+    CHECK(r.idle_periods == 19'999);
+}
+
+TEST_CASE("analyzer hybrid: frames captured faster than the wire are serialised", "[analyzer]") {
+    // A veth delivers ten full frames at one instant, then one more 1 ms
+    // later: on a wire of rate M the ten leave back to back (the byte clock),
+    // and the eleventh after the idle (real time).
+    std::vector<TraceFrame> trace;
+    for (int i = 0; i < 10; ++i) add(trace, 0, 1514, 1'000'000);
+    add(trace, 0, 1514, 2'000'000);
+    AnalyzerConfig cfg;
+    cfg.mode = ClockMode::Hybrid;
+    TraceReport r = analyze_trace(trace, cfg);
+    const FlowReport &f = flow_of(r, 0);
+    CHECK(f.rate_n_max_bps == Approx(1518e9 / 1538).epsilon(1e-12)); // back to back at M
+    CHECK(f.duration_s == Approx(1e-3).epsilon(1e-12));               // real time across the idle
+    CHECK(r.idle_periods == 1);
+    CHECK(r.idle_bytes == 125'000 - 10 * 1538);
+
+    // With T = 0 and exact timestamps the hybrid clock is real time.
+    std::vector<TraceFrame> exact;
+    for (int i = 0; i < 5; ++i) add(exact, 0, 1514, 5'000 + i * 1538 * 8);
+    add(exact, 0, 1514, 900'000);
+    AnalyzerConfig rt;
+    rt.mode = ClockMode::RealTime;
+    const TraceReport ra = analyze_trace(exact, cfg), rb = analyze_trace(exact, rt);
+    const FlowReport &a = flow_of(ra, 0), &b = flow_of(rb, 0);
+    CHECK(a.duration_s == Approx(b.duration_s).epsilon(1e-12));
+    CHECK(a.max_burst_bytes == Approx(b.max_burst_bytes).epsilon(1e-12));
+
+    // An idle shorter than T is closed up (judged back to back).
+    cfg.idle_threshold_ns = 1'000'000;
+    TraceReport closed = analyze_trace(trace, cfg);
+    CHECK(closed.idle_periods == 0);
+    CHECK(flow_of(closed, 0).duration_s == Approx(10 * 1538 * 8e-9).epsilon(1e-12));
 }

@@ -69,13 +69,16 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
             break;
         default: {
             // G moves like the engine's: by at most a few frames at a time,
-            // and, when nothing is near, by the gap to the earliest key.
+            // and, when nothing is near, by the gap to the earliest key; or
+            // in one jump, as after a planned idle (gap horizon, clockless).
             uint64_t to = g + rng() % 3000;
             if (!model.empty() && rng() % 2)
                 to = std::max(to, std::min(model.begin()->first, g + 300'000));
+            const bool jump = rng() % 4 == 0;
+            if (jump) to += rng() % (rng() % 2 ? max_dist : 50'000);
             std::vector<std::pair<uint64_t, uint32_t>> got;
             while (g < to) {
-                g = std::min(to, g + 4000);
+                g = jump ? to : std::min(to, g + 4000);
                 wheel.advance(nodes.data(), g, [&](uint32_t c) { got.push_back({nodes[c].clock, c}); });
             }
             std::vector<std::pair<uint64_t, uint32_t>> want;
@@ -96,6 +99,9 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
                     REQUIRE(bound == min);
                 else
                     REQUIRE((bound >= g + exact_span && bound <= min));
+                REQUIRE(wheel.exact_min(nodes.data()) == min); // however far
+            } else {
+                REQUIRE(wheel.exact_min(nodes.data()) == UINT64_MAX);
             }
             break;
         }
@@ -110,6 +116,12 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
 class ModelEngine {
   public:
     explicit ModelEngine(const EngineConfig &cfg) : cfg_(cfg) {}
+
+    void set_gap_horizon_ns(uint64_t ns) { cfg_.gap_horizon_ns = ns; }
+    void set_clockless(bool on) {
+        cfg_.clockless = on;
+        planned_ = false;
+    }
 
     bool add_class(uint64_t rate, uint32_t expect_cls) {
         if (rate > cfg_.line_rate_bps - paced_sum_) return false;
@@ -156,6 +168,7 @@ class ModelEngine {
         if (paced_sum_ > m) return false;
         cfg_.line_rate_bps = m;
         anchored_ = false;
+        planned_ = false;
         for (uint32_t k = 0; k < cls_.size(); ++k) {
             C &c = cls_[k];
             if (!c.used || !c.rate) continue;
@@ -196,13 +209,35 @@ class ModelEngine {
     Decision next(uint64_t now) {
         if (!backlogged_) {
             idle_ = true;
+            planned_ = false;
             return Decision{Action::Idle, 0, 0, 0};
         }
         if (!anchored_) {
             anchor(now);
         } else {
             uint64_t wire = wire_position(now);
-            if (wire > g_) {
+            if (wire > g_ && (planned_ || cfg_.clockless)) {
+                // The wire idled by plan (or nothing serialises): G follows it.
+                if (planned_) {
+                    ++counters.planned_idles;
+                    counters.planned_idle_bytes += wire - g_;
+                    if (wire > due_ && now > time_of(due_)) {
+                        ++counters.late_wakeups;
+                        counters.late_bytes += wire - due_;
+                        counters.late_max_bytes = std::max(counters.late_max_bytes, wire - due_);
+                        jump_to_ = wire;
+                    }
+                } else if (idle_) {
+                    ++counters.idle_resyncs;
+                    counters.idle_bytes += wire - g_;
+                } else {
+                    ++counters.underrun_resyncs;
+                    counters.underrun_bytes += wire - g_;
+                    jump_to_ = wire;
+                }
+                planned_ = false;
+                g_ = wire;
+            } else if (wire > g_) {
                 if (idle_) {
                     ++counters.idle_resyncs;
                     counters.idle_bytes += wire - g_;
@@ -211,14 +246,20 @@ class ModelEngine {
                     counters.underrun_bytes += wire - g_;
                 }
                 anchor(now);
-            } else if (g_ - wire >= cfg_.window_bytes) {
-                uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
-                u128 num = u128(target) * 8 * 1'000'000'000ull;
-                return Decision{Action::Wait, 0, 0,
-                                anchor_ns_ + uint64_t((num + cfg_.line_rate_bps - 1) / cfg_.line_rate_bps)};
+            } else if (cfg_.clockless && g_ > wire) {
+                // Nothing leaves before the wire reaches G, nothing paced
+                // before its due time.
+                bool eligible = false;
+                for (const C &c : cls_)
+                    if (c.state == Backlogged && c.rate && c.clock <= g_) eligible = true;
+                const uint64_t due = eligible ? g_ : min_paced_clock();
+                return wait(normal_.empty() && due != UINT64_MAX ? due : g_, due, true);
+            } else if (!cfg_.clockless && g_ - wire >= cfg_.window_bytes) {
+                return wait(g_ - cfg_.window_bytes + 1, g_, false);
             }
         }
         idle_ = false;
+        planned_ = false;
         // (a) the eligible paced class of earliest (finish, index)
         uint32_t best = kNone;
         for (uint32_t k = 0; k < cls_.size(); ++k) {
@@ -234,6 +275,16 @@ class ModelEngine {
                 compute_finish(c);
             }
             c.fresh = false;
+            // Late at the time it is sent beyond what it may catch up: one
+            // frame's period after a late wake-up, else the lag limit.
+            uint64_t limit = c.lag_limit;
+            if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+            if (g_ - c.clock > limit) {
+                counters.lag_clamped_bytes += g_ - limit - c.clock;
+                c.clock = g_ - limit;
+                c.frac = 0;
+                compute_finish(c);
+            }
             c.clock = c.finish;
             c.frac = c.finish_frac;
             return emit_frame(best);
@@ -258,7 +309,13 @@ class ModelEngine {
             }
             ++counters.normal_held;
         }
-        // (c) gap to the earliest clock
+        // (c) beyond the gap horizon (clockless: always), idle until H
+        // before the earliest clock; else a gap to it
+        if (cfg_.clockless || cfg_.gap_horizon_ns != kGapHorizonInf) {
+            u128 h = u128(cfg_.gap_horizon_ns) * cfg_.line_rate_bps / 8'000'000'000ull;
+            const uint64_t horizon = cfg_.clockless ? 0 : h > UINT64_MAX ? UINT64_MAX : uint64_t(h);
+            if (min - g_ > horizon) return wait(min - horizon, min, true);
+        }
         const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
         const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
         uint64_t need = min - g_;
@@ -281,6 +338,27 @@ class ModelEngine {
 
     uint64_t byte_clock() const { return g_; }
     EngineCounters counters;
+
+    uint64_t min_paced_clock() const {
+        uint64_t min = UINT64_MAX;
+        for (const C &c : cls_)
+            if (c.state == Backlogged && c.rate) min = std::min(min, c.clock);
+        return min;
+    }
+
+    uint64_t time_of(uint64_t g) const {
+        u128 num = u128(g - anchor_g_) * 8 * 1'000'000'000ull;
+        return anchor_ns_ + uint64_t((num + cfg_.line_rate_bps - 1) / cfg_.line_rate_bps);
+    }
+
+    Decision wait(uint64_t target, uint64_t due, bool planned) {
+        if (planned) {
+            planned_ = true;
+            due_ = due;
+        }
+        uint64_t wake = time_of(target);
+        return Decision{Action::Wait, 0, 0, wake, due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake};
+    }
 
   private:
     enum State { Free, Idle, Backlogged, Sent };
@@ -348,7 +426,8 @@ class ModelEngine {
     std::deque<uint32_t> normal_;
     uint64_t held_since_ = UINT64_MAX;
     uint64_t g_ = 0, paced_sum_ = 0, anchor_ns_ = 0, anchor_g_ = 0;
-    bool anchored_ = false, idle_ = true;
+    bool anchored_ = false, idle_ = true, planned_ = false;
+    uint64_t due_ = UINT64_MAX, jump_to_ = 0;
     uint32_t backlogged_ = 0;
 };
 
@@ -365,10 +444,22 @@ void same_counters(const EngineCounters &a, const EngineCounters &b) {
     REQUIRE(a.lag_clamped_bytes == b.lag_clamped_bytes);
     REQUIRE(a.normal_held == b.normal_held);
     REQUIRE(a.normal_forced == b.normal_forced);
+    REQUIRE(a.planned_idles == b.planned_idles);
+    REQUIRE(a.planned_idle_bytes == b.planned_idle_bytes);
+    REQUIRE(a.late_wakeups == b.late_wakeups);
+    REQUIRE(a.late_bytes == b.late_bytes);
+    REQUIRE(a.late_max_bytes == b.late_max_bytes);
 }
 
+// What the random workloads exercised, over all seeds: each rule must have
+// been compared at least once, or the comparison proves nothing about it.
+struct Coverage {
+    uint64_t gap_frames = 0, planned_idles = 0, late_wakeups = 0, underruns = 0, idle_resyncs = 0;
+    uint64_t clockless_frames = 0, horizon_frames = 0;
+};
+
 // One random workload, engine and model side by side.
-void engine_against_model(uint64_t seed) {
+void engine_against_model(uint64_t seed, Coverage &cov) {
     std::mt19937_64 rng(seed);
     EngineConfig cfg;
     const uint64_t lines[] = {10'000'000, 1'000'000'000, 10'000'000'000, 100'000'000'000, kMaxLineRateBps};
@@ -377,6 +468,17 @@ void engine_against_model(uint64_t seed) {
     if (rng() % 8 == 0) cfg.framing.mtu_bytes = 9000;
     const bool real_time = rng() % 2;
     cfg.window_bytes = real_time ? 2000 + rng() % 200'000 : UINT64_MAX / 4;
+    // The paper's gaps, a gap horizon (short: within a frame or two; long),
+    // or no gaps at all. Idling needs real time to end.
+    auto random_horizon = [&]() -> uint64_t {
+        switch (rng() % 3) {
+        case 0: return rng() % 20'000;
+        case 1: return rng() % 5'000'000;
+        default: return kGapHorizonInf;
+        }
+    };
+    cfg.gap_horizon_ns = random_horizon();
+    cfg.clockless = rng() % 4 == 0;
     // The normal-frame rule in its three regimes: never held (the paper's),
     // the default, and tight (held often, starvation guard exercised).
     switch (rng() % 3) {
@@ -426,6 +528,7 @@ void engine_against_model(uint64_t seed) {
     for (int i = 0; i < n0; ++i) add();
 
     uint64_t now = 1'000'000;
+    uint64_t last_wake = 0;
     const int steps = 6000;
     for (int step = 0; step < steps; ++step) {
         const uint32_t k = classes[rng() % classes.size()];
@@ -460,8 +563,28 @@ void engine_against_model(uint64_t seed) {
             line = std::min(line, kMaxLineRateBps);
             bool ok = e.set_line_rate(line).ok();
             REQUIRE(ok == m.set_line_rate(line));
+        } else if (op < 16 && step % 5 == 0) {
+            if (rng() % 2) {
+                uint64_t h = random_horizon();
+                e.set_gap_horizon_ns(h);
+                m.set_gap_horizon_ns(h);
+            } else {
+                bool on = rng() % 3 == 0;
+                e.set_clockless(on);
+                m.set_clockless(on);
+            }
         } else {
-            if (real_time) now += rng() % 3 == 0 ? rng() % 2'000'000 : rng() % 2000;
+            // Real time moves on a little, a lot, or to the last wake-up
+            // time: exactly, a little early or late (within or beyond the
+            // horizon), as a caller following Wait decisions would.
+            if (real_time) {
+                if (last_wake && rng() % 2)
+                    now = std::max(now, last_wake + (rng() % 4 == 0 ? rng() % 100'000 : rng() % 3) -
+                                            (rng() % 8 == 0 ? rng() % 1000 : 0));
+                else
+                    now += rng() % 3 == 0 ? rng() % 2'000'000 : rng() % 2000;
+            }
+            last_wake = 0;
             for (int batch = 0; batch < 16; ++batch) {
                 Decision a = e.next(now);
                 Decision b = m.next(now);
@@ -470,7 +593,9 @@ void engine_against_model(uint64_t seed) {
                 REQUIRE(a.cls == b.cls);
                 REQUIRE(a.len == b.len);
                 REQUIRE(a.wake_ns == b.wake_ns);
+                REQUIRE(a.slack_ns == b.slack_ns);
                 REQUIRE(e.byte_clock() == m.byte_clock());
+                if (a.action == Action::Wait) last_wake = a.wake_ns;
                 if (a.action == Action::Frame) {
                     if (--queue[a.cls] > 0) {
                         uint32_t len = random_len();
@@ -487,6 +612,14 @@ void engine_against_model(uint64_t seed) {
         }
     }
     same_counters(e.counters(), m.counters);
+    const EngineCounters &c = e.counters();
+    cov.gap_frames += c.gap_frames;
+    cov.planned_idles += c.planned_idles;
+    cov.late_wakeups += c.late_wakeups;
+    cov.underruns += c.underrun_resyncs;
+    cov.idle_resyncs += c.idle_resyncs;
+    if (e.config().clockless) cov.clockless_frames += c.frames;
+    if (!e.config().clockless && e.config().gap_horizon_ns != kGapHorizonInf) cov.horizon_frames += c.frames;
 }
 
 } // namespace
@@ -504,7 +637,19 @@ TEST_CASE("the pending wheel hands over exactly the keys the byte clock passed",
 }
 
 TEST_CASE("the engine decides exactly as the plain-scan model", "[engine][model]") {
-    for (uint64_t seed = 1; seed <= 120; ++seed) engine_against_model(seed);
+    Coverage cov;
+    for (uint64_t seed = 1; seed <= 120; ++seed) engine_against_model(seed, cov);
+    INFO("gaps " << cov.gap_frames << ", planned idles " << cov.planned_idles << ", late "
+                 << cov.late_wakeups << ", underruns " << cov.underruns << ", idle resyncs "
+                 << cov.idle_resyncs << ", frames clockless " << cov.clockless_frames
+                 << ", with a horizon " << cov.horizon_frames);
+    CHECK(cov.gap_frames > 1000);
+    CHECK(cov.planned_idles > 1000);
+    CHECK(cov.late_wakeups > 100);
+    CHECK(cov.underruns > 10);
+    CHECK(cov.idle_resyncs > 10);
+    CHECK(cov.clockless_frames > 10'000);
+    CHECK(cov.horizon_frames > 10'000);
 }
 
 TEST_CASE("the reciprocal division is exact", "[engine][model]") {

@@ -10,19 +10,23 @@ using namespace pspxdp;
 
 namespace {
 
-uint64_t rate(std::string_view text) {
-    auto r = parse_rate_bps(text);
+// A parser's value for text, which must parse, or its error, which must be one.
+template <class Parse> uint64_t value_of(Parse parse, std::string_view text) {
+    auto r = parse(text);
     INFO(text << ": " << r.error());
     REQUIRE(r.ok());
     return *r;
 }
 
-std::string rate_error(std::string_view text) {
-    auto r = parse_rate_bps(text);
+template <class Parse> std::string error_of(Parse parse, std::string_view text) {
+    auto r = parse(text);
     INFO(text);
     REQUIRE_FALSE(r.ok());
     return r.error();
 }
+
+uint64_t rate(std::string_view text) { return value_of(parse_rate_bps, text); }
+std::string rate_error(std::string_view text) { return error_of(parse_rate_bps, text); }
 
 } // namespace
 
@@ -179,4 +183,26 @@ TEST_CASE("parse_classid / format_classid", "[units]") {
     bad("-1:1");
     bad(" 1:1");
     bad("0x1:1");
+}
+
+TEST_CASE("parse_duration_ns: tc time units, exact, unit required", "[units]") {
+    auto ns = [](std::string_view text) { return value_of(parse_duration_ns, text); };
+    auto error = [](std::string_view text) { return error_of(parse_duration_ns, text); };
+    CHECK(ns("200us") == 200'000);
+    CHECK(ns("200usec") == 200'000);
+    CHECK(ns("1ms") == 1'000'000);
+    CHECK(ns("1.5ms") == 1'500'000);
+    CHECK(ns("0.25s") == 250'000'000);
+    CHECK(ns("2SEC") == 2'000'000'000);
+    CHECK(ns("80ns") == 80);
+    CHECK(ns("0us") == 0); // a horizon of zero is meaningful
+    CHECK(ns("18446744073709551615ns") == std::numeric_limits<uint64_t>::max());
+    CHECK(error("200") == "time \"200\": no unit (expected e.g. \"200us\")");
+    CHECK(error("1.5ns") == "time \"1.5ns\": not a whole number of ns");
+    CHECK(error("-1ms") == "time \"-1ms\": negative time");
+    CHECK(error("5min") == "time \"5min\": unknown unit \"min\"");
+    CHECK(error("") == "time \"\": empty (expected e.g. \"200us\")");
+    CHECK(error("inf") == "time \"inf\": not a number (expected e.g. \"200us\")");
+    CHECK(error("18446744073709551616ns") ==
+          "time \"18446744073709551616ns\": too large (over 64 bits of ns)");
 }

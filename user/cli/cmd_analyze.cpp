@@ -5,6 +5,7 @@
 #include "core/analyzer.hpp"
 #include "core/units.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -70,11 +71,19 @@ int run(const Args &args) {
 
     AnalyzerConfig cfg;
     cfg.mode = args.has("real-time") ? ClockMode::RealTime : ClockMode::ByteClock;
+    if (args.has("idle-threshold")) {
+        if (args.has("real-time"))
+            return fail("analyze: --idle-threshold and --real-time: choose one clock");
+        auto t = parse_duration_ns(args.get("idle-threshold"));
+        if (!t) return fail("analyze: --idle-threshold: " + t.error());
+        cfg.mode = ClockMode::Hybrid;
+        cfg.idle_threshold_ns = *t;
+    }
     if (args.has("line-rate")) {
         auto rate = parse_rate_bps(args.get("line-rate"));
         if (!rate) return fail("analyze: --line-rate: " + rate.error());
         cfg.line_rate_bps = *rate;
-    } else if (cfg.mode == ClockMode::ByteClock) {
+    } else if (cfg.mode != ClockMode::RealTime) {
         // The byte clock is meaningless without the wire's rate; guessing
         // 1 Gbit/s would silently scale every figure.
         return fail("analyze: --line-rate RATE is required (e.g. --line-rate 1gbit), "
@@ -138,11 +147,19 @@ int run(const Args &args) {
         if (fr.flow == kFlowOther) rows.push_back(Row{"other", "", fr});
 
     const uint32_t n = cfg.rate_window_packets;
-    const bool byte_clock = cfg.mode == ClockMode::ByteClock;
+    const bool byte_clock = cfg.mode != ClockMode::RealTime;
+    const bool hybrid = cfg.mode == ClockMode::Hybrid;
     if (json) {
         std::string out = "{";
         out += "\"file\":" + Table::quote(path);
-        out += ",\"clock\":" + std::string(byte_clock ? "\"byte\"" : "\"real\"");
+        out += ",\"clock\":" +
+               std::string(hybrid ? "\"hybrid\"" : byte_clock ? "\"byte\"" : "\"real\"");
+        if (hybrid) {
+            out += ",\"idle_threshold_ns\":" + std::to_string(cfg.idle_threshold_ns);
+            out += ",\"idle_periods\":" + std::to_string(report.idle_periods);
+            out += ",\"idle_bytes\":" + std::to_string(report.idle_bytes);
+            out += ",\"gap_time_share\":" + json_number(report.gap_time_share);
+        }
         out += ",\"line_rate_bps\":" + std::to_string(cfg.line_rate_bps);
         out += ",\"overhead_bytes\":" + std::to_string(cfg.framing.overhead_bytes);
         out += ",\"mtu_bytes\":" + std::to_string(cfg.framing.mtu_bytes);
@@ -190,7 +207,9 @@ int run(const Args &args) {
 
     std::printf("%s: %llu frames, %s s on the %s", path.c_str(),
                 (unsigned long long)report.frames, fixed(report.duration_s, 6).c_str(),
-                byte_clock ? "byte clock at " : "capture clock");
+                hybrid ? "hybrid clock (real time across idle periods) at "
+                : byte_clock ? "byte clock at "
+                             : "capture clock");
     if (byte_clock)
         std::printf("%s, %u B framing overhead", format_rate(cfg.line_rate_bps).c_str(),
                     cfg.framing.overhead_bytes);
@@ -243,6 +262,16 @@ int run(const Args &args) {
 
     std::printf("\ngap frames: %llu, %s%% of wire bytes\n", (unsigned long long)report.gap_frames,
                 fixed(report.gap_share * 100, 3).c_str());
+    if (hybrid)
+        std::printf("idle periods longer than %s us: %llu, %s%% of the wire's time; gap frames: "
+                    "%s%% of it\n",
+                    fixed(double(cfg.idle_threshold_ns) / 1000, 3).c_str(),
+                    (unsigned long long)report.idle_periods,
+                    fixed(double(report.idle_bytes) * 100 /
+                              double(std::max<uint64_t>(1, report.wire_bytes + report.idle_bytes)),
+                          3)
+                        .c_str(),
+                    fixed(report.gap_time_share * 100, 3).c_str());
     if (trace->drop_stats_available)
         std::printf("capture drops: %llu\n", (unsigned long long)trace->dropped_frames);
     else
@@ -266,7 +295,10 @@ const Command kAnalyze = {
     "included) and measures each flow as the PSPacer paper does. By default a\n"
     "frame's time is the byte clock: the wire bytes of every frame before it\n"
     "(max(len,60) + overhead) over the line rate, what a real wire at that rate\n"
-    "shows. --real-time uses the capture timestamps instead.\n"
+    "shows. --real-time uses the capture timestamps instead. --idle-threshold T\n"
+    "judges a wire that idles (gap horizon, clockless mode): the byte clock within\n"
+    "back-to-back stretches, real time across idle periods longer than T (set T\n"
+    "to the capture's timestamp jitter; every departure is then within 2 T).\n"
     "Max burstiness: the largest queue at a server draining at the flow's mean\n"
     "rate; precise pacing keeps it within 2 MTU. Rate per n packets: the L2\n"
     "bytes of n frames over the time from the first to the (n+1)-th.\n"
@@ -280,6 +312,8 @@ const Command kAnalyze = {
      {"overhead", 0, "BYTES", "framing overhead per frame (default 24: FCS, preamble, IFG)"},
      {"mtu", 0, "BYTES", "MTU, for the burst unit and the largest frame (default 1500)"},
      {"real-time", 0, nullptr, "use capture timestamps instead of the byte clock"},
+     {"idle-threshold", 0, "TIME",
+      "hybrid clock: real time across idle periods longer than TIME (e.g. 20us)"},
      {"window", 'n', "N", "rate per N packets (default 1)"},
      {"json", 'j', nullptr, "print JSON"}},
     1,

@@ -2,25 +2,148 @@
 #include "cli/command.hpp"
 #include "cli/table.hpp"
 #include "core/units.hpp"
+#include "sim/horizon.hpp"
 #include "sim/paper.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace pspxdp::cli {
 
 namespace {
 
-int run(const Args &args) {
-    double scale = 1.0;
-    if (args.has("scale")) {
-        char *end = nullptr;
-        std::string s = args.get("scale");
-        scale = std::strtod(s.c_str(), &end);
-        if (s.empty() || *end || !(scale > 0) || scale > 100)
-            return fail("simulate: --scale \"" + s + "\": expected a number in (0, 100]");
+// --NAME X: a decimal number in (0, max], or `fallback` when not given.
+Result<double> number_option(const Args &args, const char *name, double fallback, double max) {
+    if (!args.has(name)) return fallback;
+    const std::string s = args.get(name);
+    char *end = nullptr;
+    const double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || *end || !(v > 0) || v > max)
+        return err(std::string("--") + name + " \"" + s + "\": expected a number in (0, " +
+                   fixed(max, 0) + "]");
+    return v;
+}
+
+// --gap-horizon LIST: comma-separated times, "inf" for the paper's rule.
+Result<std::vector<uint64_t>> parse_horizons(const std::string &list) {
+    std::vector<uint64_t> out;
+    std::stringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) {
+        if (item == "inf") {
+            out.push_back(kGapHorizonInf);
+            continue;
+        }
+        auto ns = parse_duration_ns(item);
+        if (!ns) return err("--gap-horizon: " + ns.error());
+        out.push_back(*ns);
     }
+    if (out.empty()) return err("--gap-horizon \"" + list + "\": expected e.g. inf,50us,200us,1ms");
+    return out;
+}
+
+// The horizon table (issue 10): every scenario under every mode.
+int run_horizon_table(const Args &args, bool json) {
+    auto seconds_opt = number_option(args, "seconds", 4, 3600);
+    if (!seconds_opt) return fail("simulate: " + seconds_opt.error());
+    const double seconds = *seconds_opt;
+    auto horizons = parse_horizons(args.get("gap-horizon", "inf,50us,200us,1ms"));
+    if (!horizons) return fail("simulate: " + horizons.error());
+
+    // Lateness: this machine's table compiled in, another bench_timers
+    // --json output, or none.
+    sim::WakeModel wake;
+    std::vector<sim::LatenessTable> loaded;
+    std::string timers = "measured on this project's VM (bench_timers), compiled in";
+    if (args.has("perfect-timers")) {
+        timers = "perfect (no wake-up lateness)";
+    } else if (args.has("lateness")) {
+        std::ifstream f(args.get("lateness"));
+        std::stringstream text;
+        text << f.rdbuf();
+        if (!f) return fail("simulate: --lateness " + args.get("lateness") + ": cannot read it");
+        auto t = sim::parse_lateness_json(text.str());
+        if (!t) return fail("simulate: --lateness " + args.get("lateness") + ": " + t.error());
+        loaded = std::move(*t);
+        const std::string sleep_name = args.get("sleep-timer", "clock_nanosleep");
+        for (const auto &e : loaded) {
+            if (e.name == sleep_name) wake.sleep = &e;
+            if (e.name == "spin") wake.spin = &e;
+        }
+        if (!wake.sleep)
+            return fail("simulate: --lateness " + args.get("lateness") + ": no table named \"" +
+                        sleep_name + "\"");
+        timers = args.get("lateness") + " (" + sleep_name + ", spin)";
+    } else {
+        wake.sleep = &sim::measured_sleep();
+        wake.spin = &sim::measured_spin();
+    }
+    if (!args.has("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
+        return fail("simulate: --sleep-timer needs --lateness FILE");
+
+    Table t({{"scenario", "scenario", false},
+             {"mode", "mode", false},
+             {"PAUSE % time", "gap_time_share"},
+             {"PAUSE % bytes", "gap_byte_share"},
+             {"frames+gaps/s", "emitted_per_s"},
+             {"wakeups/s", "wakeups_per_s"},
+             {"spin % core", "spin_share"},
+             {"rate error", "worst_rate_error_pct"},
+             {"burst @rate", "worst_burst_mtu"},
+             {"late/s", "late_wakeups_per_s"},
+             {"late max us", "late_max_us"},
+             {"normal got", "normal_bps"}});
+    const std::string only = args.get("scenario");
+    bool any = false;
+    for (const auto &scenario : sim::horizon_scenarios(seconds)) {
+        if (!only.empty() && scenario.name.find(only) == std::string::npos) continue;
+        any = true;
+        for (const auto &mode : sim::horizon_modes(*horizons)) {
+            if (!json) std::fprintf(stderr, "simulating %s, %s ...\n", scenario.name.c_str(), mode.name.c_str());
+            sim::HorizonRow r = sim::run_horizon(scenario, mode, wake);
+            const double line = double(scenario.config.engine.line_rate_bps);
+            t.row();
+            t.text(r.scenario);
+            t.text(r.mode);
+            t.number(fixed(r.gap_time_share * 100, 2), r.gap_time_share);
+            t.number(fixed(r.gap_byte_share * 100, 2), r.gap_byte_share);
+            t.number(fixed(r.emitted_per_s, 0), r.emitted_per_s);
+            t.number(fixed(r.wakeups_per_s, 0), r.wakeups_per_s);
+            t.number(fixed(r.spin_share * 100, 1), r.spin_share);
+            t.number(fixed(r.worst_rate_error_pct, 4) + "%", r.worst_rate_error_pct);
+            t.number(fixed(r.worst_burst_mtu, 2) + " MTU", r.worst_burst_mtu);
+            const double late_s = r.seconds > 0 ? double(r.counters.late_wakeups) / r.seconds : 0;
+            const double late_max_us = double(r.counters.late_max_bytes) * 8e6 / line;
+            t.number(fixed(late_s, 1), late_s);
+            t.number(fixed(late_max_us, 0), late_max_us);
+            if (r.normal_bps > 0)
+                t.number(measured_rate(r.normal_bps, 1), r.normal_bps);
+            else
+                t.text("-");
+        }
+    }
+    if (!any) return fail("simulate: no scenario matches \"" + only + "\"");
+    if (!json)
+        std::printf(
+            "Gap horizon H and clockless mode against the paper's rule, %s s of simulated wire\n"
+            "each, wake-up lateness %s. PAUSE %% time: gap frames' share of the wire's time\n"
+            "(idle included); burst @rate: max burstiness of the worst paced class at its own\n"
+            "rate (hybrid clock on the model NIC's start times); late: wake-ups past a paced\n"
+            "frame's due time (beyond H), caught up by the class.\n\n",
+            fixed(seconds, 1).c_str(), timers.c_str());
+    t.print(stdout, json);
+    return 0;
+}
+
+int run(const Args &args) {
+    if (args.has("horizon")) return run_horizon_table(args, args.has("json"));
+    for (const char *opt : {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers"})
+        if (args.has(opt)) return fail(std::string("simulate: --") + opt + " needs --horizon");
+    auto scale_opt = number_option(args, "scale", 1.0, 100);
+    if (!scale_opt) return fail("simulate: " + scale_opt.error());
+    const double scale = *scale_opt;
     bool json = args.has("json");
     Table t({{"scenario", "scenario", false},
              {"class", "class", false},
@@ -80,9 +203,18 @@ const Command kSimulate = {
     "Runs the PSPacer paper's scenarios (one class at 8kbit ... 930mbit, 96 classes,\n"
     "5 classes with a greedy normal class, 99 % of the wire) through the scheduling\n"
     "engine on a simulated 1 Gbit/s wire and judges each class on the byte clock:\n"
-    "mean rate, rate per packet and max burstiness, next to the paper's figures.",
+    "mean rate, rate per packet and max burstiness, next to the paper's figures.\n"
+    "--horizon instead compares the paper's gap rule with gap horizons (--gap-horizon)\n"
+    "and the clockless mode, on one class at 1 ... 500 Mbit/s and the 5-class mix,\n"
+    "with a model daemon that wakes as late as this machine's timers (bench_timers).",
     {{"scenario", 's', "NAME", "only scenarios whose name contains NAME"},
      {"scale", 0, "X", "multiply every scenario's frame count by X (default 1)"},
+     {"horizon", 0, nullptr, "print the gap-horizon / clockless table instead"},
+     {"gap-horizon", 0, "LIST", "horizons to compare, e.g. inf,50us,200us,1ms (the default)"},
+     {"seconds", 0, "S", "simulated seconds of wire per row of --horizon (default 4)"},
+     {"lateness", 0, "FILE", "wake-up lateness tables from bench_timers --json"},
+     {"sleep-timer", 0, "NAME", "which table of FILE a sleep follows (default clock_nanosleep)"},
+     {"perfect-timers", 0, nullptr, "no wake-up lateness at all"},
      {"json", 'j', nullptr, "print JSON"}},
     0,
     0,

@@ -53,7 +53,14 @@ struct BurstState {
 
 TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConfig &config) {
     const Framing &fr = config.framing;
-    const bool byte_clock = config.mode == ClockMode::ByteClock;
+    // Hybrid ticks are byte times too: only where a frame starts differs.
+    const bool byte_clock = config.mode != ClockMode::RealTime;
+    const bool hybrid = config.mode == ClockMode::Hybrid;
+    // ns -> byte times at M, exact (128 bits).
+    auto bytes_of_ns = [&](uint64_t ns) {
+        return uint64_t(u128(ns) * config.line_rate_bps / 8'000'000'000ull);
+    };
+    const uint64_t threshold_bytes = bytes_of_ns(config.idle_threshold_ns);
     const uint64_t n = std::max<uint32_t>(config.rate_window_packets, 1);
     // rate_bps = bytes * rate_k / ticks.
     const long double rate_k = byte_clock ? (long double)config.line_rate_bps : 8e9L;
@@ -71,21 +78,27 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
     std::vector<uint32_t> slot_of_frame(frames.size());
     std::vector<uint64_t> tick_of_frame(frames.size());
 
-    uint64_t wire_clock = 0; // byte clock: wire bytes before this frame
+    uint64_t wire_clock = 0; // byte clock: where the wire is free (b_i)
     uint64_t real_tick = 0;  // real time, made monotonic
     uint32_t last_flow = 0;
     size_t last_slot = SIZE_MAX;
     for (size_t i = 0; i < frames.size(); ++i) {
         const TraceFrame &f = frames[i];
+        // A capture clock that steps backwards (NTP, multi-queue capture)
+        // would give negative intervals; treat such a frame as simultaneous
+        // with the one before it.
+        real_tick = i == 0 ? f.time_ns : std::max(real_tick, f.time_ns);
         uint64_t tick;
-        if (byte_clock) {
+        if (hybrid) {
+            const uint64_t r = bytes_of_ns(real_tick - frames[0].time_ns);
+            if (i > 0 && r > wire_clock + threshold_bytes) { // the wire idled
+                ++report.idle_periods;
+                report.idle_bytes += r - wire_clock;
+                wire_clock = r;
+            }
             tick = wire_clock;
         } else {
-            // A capture clock that steps backwards (NTP, multi-queue capture)
-            // would give negative intervals; treat such a frame as
-            // simultaneous with the one before it.
-            real_tick = i == 0 ? f.time_ns : std::max(real_tick, f.time_ns);
-            tick = real_tick;
+            tick = byte_clock ? wire_clock : real_tick;
         }
         tick_of_frame[i] = tick;
         uint64_t wire = fr.wire_bytes(f.len);
@@ -149,7 +162,11 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
         report.duration_s =
             double((long double)(tick_of_frame.back() - tick_of_frame.front()) * seconds_per_tick);
     }
-    if (report.wire_bytes) report.gap_share = double(report.gap_wire_bytes) / report.wire_bytes;
+    if (report.wire_bytes) {
+        report.gap_share = double(report.gap_wire_bytes) / report.wire_bytes;
+        report.gap_time_share =
+            double(report.gap_wire_bytes) / double(report.wire_bytes + report.idle_bytes);
+    }
 
     // Second pass: burstiness against each flow's mean rate, and against its
     // target rate where one is given: R bit/s drains R bytes per rate_k ticks

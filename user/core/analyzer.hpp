@@ -3,9 +3,28 @@
 // Burstiness of a flow: frames enter an imaginary bottleneck that serves
 // exactly the flow's mean rate A, with an unlimited FIFO; the queue content
 // just after each arrival is the burstiness, its maximum the max burstiness.
-// Timestamps come either from the byte clock (frame i departs at the sum of
-// wire sizes of every frame before it, divided by the line rate: what a real
-// wire at that rate would show) or from real capture times.
+// Timestamps come from the byte clock (frame i departs at the sum of wire
+// sizes of every frame before it, divided by the line rate: what a real wire
+// at that rate would show), from real capture times, or from both (hybrid).
+//
+// Hybrid: a wire that idles (gap horizon, clockless mode, nothing to send)
+// has no frames during the idle, so the byte clock alone closes every idle
+// period to nothing. The hybrid clock keeps the byte clock where the wire
+// was busy and takes real time where it idled. With r_i the capture time of
+// frame i in byte times since the first frame and b_i = d_{i-1} + w_{i-1}
+// the moment the wire could have started it (d_0 = 0):
+//     d_i = r_i   if r_i > b_i + T      (the wire idled: a new stretch)
+//     d_i = b_i   otherwise             (back to back: the byte clock)
+// T (idle_threshold_ns) is the capture's timestamp jitter. Why it is sound:
+// if every timestamp is late by e_i in [0, T] (a receiver stamps after the
+// frame arrived), a back-to-back stretch never breaks (r_i - b_i = e_i -
+// e_first <= T) and is judged exactly; a frame after an idle longer than 2T
+// always starts a stretch, placed e_i late; an idle shorter than that may be
+// closed up. So every departure is within 2T of the truth relative to any
+// other, with no error that accumulates over a run, and the wire is never
+// faster than M (d_i >= b_i). With exact timestamps (a simulation, T = 0),
+// it is d_i = max(b_i, r_i): the departures from a link of rate M fed with
+// the captured frames, i.e. exactly the real time when the wire serialises.
 #pragma once
 
 #include "core/framing.hpp"
@@ -28,12 +47,13 @@ struct TraceFrame {
     uint64_t time_ns = 0;  // real time; ignored in byte-clock mode
 };
 
-enum class ClockMode { ByteClock, RealTime };
+enum class ClockMode { ByteClock, RealTime, Hybrid };
 
 struct AnalyzerConfig {
     uint64_t line_rate_bps = 1'000'000'000;
     Framing framing{};
     ClockMode mode = ClockMode::ByteClock;
+    uint64_t idle_threshold_ns = 0;   // Hybrid: T, the capture's timestamp jitter
     uint32_t rate_window_packets = 1; // n of "rate per n packets"
     // Optional: the rate a flow is meant to have (a paced class's rate). Its
     // burstiness is then also measured at a server of exactly that rate. The
@@ -83,6 +103,11 @@ struct TraceReport {
     uint64_t gap_wire_bytes = 0;
     double gap_share = 0;          // gap_wire_bytes / wire_bytes
     double duration_s = 0;         // first to last departure of any frame
+    // Hybrid: the wire's idle periods (stretches after the first), in byte
+    // times, and the share of the wire's time (busy + idle) gap frames took.
+    uint64_t idle_periods = 0;
+    uint64_t idle_bytes = 0;
+    double gap_time_share = 0;     // gap_wire_bytes / (wire_bytes + idle_bytes)
 };
 
 // O(frames) time; memory O(frames) plus n entries per flow. A

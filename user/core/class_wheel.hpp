@@ -8,7 +8,10 @@
 //   - advance(G): hand over every class with C_k <= G, and
 //   - min_key(): the smallest C_k, exactly, but only when it is closer to G
 //     than the gap-splitting rule cares about (a target further away than
-//     one largest plus one smallest gap frame always gets a largest gap).
+//     one largest plus one smallest gap frame always gets a largest gap);
+//   - exact_min(): the smallest C_k however far, when the engine lets the
+//     wire idle until it (gap horizon, clockless mode): off the per-frame
+//     path, a bitmap search and one block's list.
 //
 // Shape, three tiers by distance from G:
 //   near: a circular array of W exact one-byte-time buckets (intrusive doubly
@@ -17,9 +20,10 @@
 //     G + W], so its keys span less than W and a bucket is key mod W without
 //     collisions. W/2 >= the exact span above: whenever the near tier is
 //     empty, the minimum is too far for its exact value to matter.
-//   mid: a circular array of blocks of W/2 byte times (lists again, no
-//     bitmap: blocks are visited in order, one each time G crosses W/2 byte
-//     times) for the keys from near_limit up to mid_limit = near_limit +
+//   mid: a circular array of blocks of W/2 byte times (lists again, visited
+//     in order, one each time G crosses W/2 byte times; a bitmap of the
+//     non-empty ones serves only exact_min) for the keys from near_limit up
+//     to mid_limit = near_limit +
 //     kMidBlocks * W/2 (2^28 byte times by default: classes down to ~6e-6 M,
 //     56 kbit/s on a 10 Gbit/s wire, with full-size frames).
 //   far: keys beyond the mid horizon in a 4-ary heap (lazy removal by
@@ -43,6 +47,55 @@
 
 namespace pspxdp {
 
+// Which of n buckets are non-empty, in two levels (a bit per bucket, a bit
+// per non-zero 64-bucket word), so that the first non-empty bucket from any
+// position, around the circle, costs a few word reads however sparse.
+class BucketBits {
+  public:
+    static constexpr size_t kNone = ~size_t(0);
+
+    void assign(size_t n) {
+        bits_.assign((n + 63) / 64, 0);
+        sum_.assign((bits_.size() + 63) / 64, 0);
+    }
+    void set(size_t i) {
+        bits_[i / 64] |= uint64_t(1) << (i % 64);
+        sum_[i / 4096] |= uint64_t(1) << (i / 64 % 64);
+    }
+    void clear(size_t i) {
+        uint64_t &word = bits_[i / 64];
+        word &= ~(uint64_t(1) << (i % 64));
+        if (!word) sum_[i / 4096] &= ~(uint64_t(1) << (i / 64 % 64));
+    }
+
+    // The first set bucket at or after pos, circularly; kNone if none.
+    size_t first_from(size_t pos) const {
+        const size_t w = pos / 64;
+        const uint64_t here = bits_[w] & (~uint64_t(0) << (pos % 64));
+        if (here) return w * 64 + size_t(__builtin_ctzll(here));
+        size_t word = w + 1 < bits_.size() ? word_from(w + 1) : kNone;
+        // Around the circle: word w itself may hold the buckets below pos.
+        if (word == kNone) word = word_from(0);
+        if (word == kNone) return kNone;
+        return word * 64 + size_t(__builtin_ctzll(bits_[word]));
+    }
+
+  private:
+    // The first non-zero word at or after word `from`, if any.
+    size_t word_from(size_t from) const {
+        size_t s = from / 64;
+        uint64_t sum = sum_[s] & (~uint64_t(0) << (from % 64));
+        for (;;) {
+            if (sum) return s * 64 + size_t(__builtin_ctzll(sum));
+            if (++s == sum_.size()) return kNone;
+            sum = sum_[s];
+        }
+    }
+
+    std::vector<uint64_t> bits_;
+    std::vector<uint64_t> sum_;
+};
+
 // Node: an array element with `uint64_t clock` (the key), `uint32_t next,
 // prev` (the list links) and `uint32_t gen` (a generation number that only
 // grows; the far heap's entries carry it). The wheel stores only indices.
@@ -63,9 +116,9 @@ template <class Node> class ClassWheel {
         const uint64_t w = uint64_t(2) << blk_bits_;
         mask_ = w - 1;
         near_head_.assign(w, kNone);
-        near_bits_.assign(w / 64, 0);
-        near_sum_.assign((w / 64 + 63) / 64, 0);
+        near_bits_.assign(w);
         mid_head_.assign(mid_blocks, kNone);
+        mid_bits_.assign(mid_blocks);
         near_count_ = 0;
         near_min_ = kEmpty;
         count_ = 0;
@@ -85,7 +138,7 @@ template <class Node> class ClassWheel {
         if (key < near_limit_)
             near_insert(nodes, cls, key);
         else if (key < mid_limit_)
-            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
+            mid_push(nodes, cls, key);
         else
             far_.push(key, cls, nodes[cls].gen);
     }
@@ -97,11 +150,12 @@ template <class Node> class ClassWheel {
             const size_t i = size_t(key & mask_);
             --near_count_;
             if (unlink(nodes, cls, near_head_[i])) {
-                near_clear(i);
+                near_bits_.clear(i);
                 if (key == near_min_) near_min_ = near_next_min();
             }
         } else if (key < mid_limit_) {
-            unlink(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
+            const size_t b = size_t(key >> blk_bits_) & mid_mask_;
+            if (unlink(nodes, cls, mid_head_[b])) mid_bits_.clear(b);
         } else {
             ++nodes[cls].gen; // its heap entry is stale from now on
             if (++far_stale_ > 64 && far_stale_ > far_.size() / 2) {
@@ -121,7 +175,7 @@ template <class Node> class ClassWheel {
                 const size_t i = size_t(near_min_ & mask_);
                 uint32_t cls = near_head_[i];
                 near_head_[i] = kNone;
-                near_clear(i);
+                near_bits_.clear(i);
                 // A bucket holds one key exactly: take the whole list.
                 while (cls != kNone) {
                     const uint32_t next = nodes[cls].next;
@@ -133,7 +187,7 @@ template <class Node> class ClassWheel {
                 near_min_ = near_next_min();
             }
             if (near_limit_ > g + (uint64_t(1) << blk_bits_)) return;
-            migrate(nodes);
+            migrate(nodes, g);
         }
     }
 
@@ -141,6 +195,22 @@ template <class Node> class ClassWheel {
     // near tier is then not empty); otherwise a lower bound of it that is
     // itself at least g + exact_span.
     uint64_t min_key() const { return near_count_ ? near_min_ : near_limit_; }
+
+    // After advance(g): the smallest key, exactly, however far; UINT64_MAX
+    // when empty. The mid tier's blocks from near_limit_ on, around the
+    // circle, are in key order, and every far key lies beyond them.
+    uint64_t exact_min(const Node *nodes) {
+        if (near_count_) return near_min_;
+        const size_t b = mid_bits_.first_from(size_t(near_limit_ >> blk_bits_) & mid_mask_);
+        if (b != BucketBits::kNone) {
+            uint64_t min = kEmpty;
+            for (uint32_t cls = mid_head_[b]; cls != kNone; cls = nodes[cls].next)
+                min = std::min(min, nodes[cls].clock);
+            return min;
+        }
+        far_.clean([nodes](uint32_t k) { return nodes[k].gen; });
+        return far_.empty() ? kEmpty : far_.top().key;
+    }
 
   private:
     // Pushes cls at the front of list `head`.
@@ -172,75 +242,70 @@ template <class Node> class ClassWheel {
     uint64_t near_next_min() const {
         if (!near_count_) return kEmpty;
         const uint64_t origin = near_limit_ - mask_ - 1;
-        const size_t i = near_first(size_t(origin & mask_));
+        const size_t i = near_bits_.first_from(size_t(origin & mask_));
+        assert(i != BucketBits::kNone && "near window empty");
         return origin + ((i - origin) & mask_);
     }
 
     void near_insert(Node *nodes, uint32_t cls, uint64_t key) {
         near_min_ = std::min(near_min_, key);
         const size_t i = size_t(key & mask_);
-        if (near_head_[i] == kNone) {
-            near_bits_[i / 64] |= uint64_t(1) << (i % 64);
-            near_sum_[i / 4096] |= uint64_t(1) << (i / 64 % 64);
-        }
+        if (near_head_[i] == kNone) near_bits_.set(i);
         push(nodes, cls, near_head_[i]);
         ++near_count_;
     }
 
-    void near_clear(size_t i) {
-        uint64_t &word = near_bits_[i / 64];
-        word &= ~(uint64_t(1) << (i % 64));
-        if (!word) near_sum_[i / 4096] &= ~(uint64_t(1) << (i / 64 % 64));
-    }
-
-    // The first non-empty bucket at or after bucket `pos`, circularly. The
-    // near window must not be empty.
-    size_t near_first(size_t pos) const {
-        const size_t w = pos / 64;
-        const uint64_t here = near_bits_[w] & (~uint64_t(0) << (pos % 64));
-        if (here) return w * 64 + size_t(__builtin_ctzll(here));
-        size_t word = w + 1 < near_bits_.size() ? near_word_from(w + 1) : kNoWord;
-        // Around the circle: word w itself may hold the buckets below pos.
-        if (word == kNoWord) word = near_word_from(0);
-        assert(word != kNoWord && "near window empty");
-        return word * 64 + size_t(__builtin_ctzll(near_bits_[word]));
-    }
-
-    static constexpr size_t kNoWord = ~size_t(0);
-
-    // The first non-empty bitmap word at or after word `from`, if any.
-    size_t near_word_from(size_t from) const {
-        size_t s = from / 64;
-        uint64_t sum = near_sum_[s] & (~uint64_t(0) << (from % 64));
-        for (;;) {
-            if (sum) return s * 64 + size_t(__builtin_ctzll(sum));
-            if (++s == near_sum_.size()) return kNoWord;
-            sum = near_sum_[s];
-        }
+    void mid_push(Node *nodes, uint32_t cls, uint64_t key) {
+        const size_t b = size_t(key >> blk_bits_) & mid_mask_;
+        if (mid_head_[b] == kNone) mid_bits_.set(b);
+        push(nodes, cls, mid_head_[b]);
     }
 
     // Moves the first mid block into the near tier, and what the far heap
-    // holds below the new mid horizon into the mid tier.
-    [[gnu::noinline]] void migrate(Node *nodes) {
-        uint32_t &head = mid_head_[size_t(near_limit_ >> blk_bits_) & mid_mask_];
-        uint32_t cls = head;
-        head = kNone;
-        near_limit_ += uint64_t(1) << blk_bits_;
-        mid_limit_ += uint64_t(1) << blk_bits_;
-        while (cls != kNone) {
-            const uint32_t next = nodes[cls].next;
-            near_insert(nodes, cls, nodes[cls].clock);
-            cls = next;
+    // holds below the new mid horizon into the mid tier. A run of empty
+    // blocks is crossed in one step, as far as g allows: after a planned
+    // idle (gap horizon, clockless) G jumps by the idle's length at once.
+    [[gnu::noinline]] void migrate(Node *nodes, uint64_t g) {
+        const size_t b = size_t(near_limit_ >> blk_bits_) & mid_mask_;
+        if (mid_head_[b] == kNone) {
+            // Blocks to cross until near_limit_ > g + W/2 (the loop's end in
+            // advance()): near keys, all above g, stay within W below it.
+            const uint64_t need = ((g + (uint64_t(1) << blk_bits_) - near_limit_) >> blk_bits_) + 1;
+            const size_t first = mid_bits_.first_from(b);
+            uint64_t empty;
+            if (first != BucketBits::kNone) {
+                empty = (first - b) & mid_mask_;
+            } else {
+                // The whole mid tier is empty: up to the far heap's first
+                // key's block, which the new mid horizon then takes in. Far
+                // keys are at least mid_limit_, two blocks or more away.
+                far_.clean([nodes](uint32_t k) { return nodes[k].gen; });
+                empty = far_.empty() ? need : (far_.top().key - near_limit_) >> blk_bits_;
+            }
+            const uint64_t skip = std::min(need, empty) << blk_bits_;
+            near_limit_ += skip;
+            mid_limit_ += skip;
+        } else {
+            uint32_t cls = mid_head_[b];
+            mid_head_[b] = kNone;
+            mid_bits_.clear(b);
+            near_limit_ += uint64_t(1) << blk_bits_;
+            mid_limit_ += uint64_t(1) << blk_bits_;
+            while (cls != kNone) {
+                const uint32_t next = nodes[cls].next;
+                near_insert(nodes, cls, nodes[cls].clock);
+                cls = next;
+            }
         }
         if (far_.empty()) return;
         for (auto gen = [nodes](uint32_t k) { return nodes[k].gen; };;) {
             far_.clean(gen);
             if (far_.empty() || far_.top().key >= mid_limit_) return;
-            cls = far_.top().cls;
+            const uint32_t cls = far_.top().cls;
             far_.pop();
             const uint64_t key = nodes[cls].clock;
-            assert(key >= near_limit_); // the mid tier is wider than a block
-            push(nodes, cls, mid_head_[size_t(key >> blk_bits_) & mid_mask_]);
+            assert(key >= near_limit_); // beyond every block crossed
+            mid_push(nodes, cls, key);
         }
     }
 
@@ -254,9 +319,9 @@ template <class Node> class ClassWheel {
     uint32_t count_ = 0;
     uint32_t far_stale_ = 0;
     std::vector<uint32_t> near_head_;
-    std::vector<uint64_t> near_bits_;
-    std::vector<uint64_t> near_sum_;
+    BucketBits near_bits_;
     std::vector<uint32_t> mid_head_;
+    BucketBits mid_bits_;
     ClassHeap far_;
 };
 

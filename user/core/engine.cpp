@@ -2,6 +2,7 @@
 
 #include "core/units.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <stdexcept>
 #include <limits>
@@ -14,11 +15,12 @@ constexpr uint64_t kNsPerSec = 1'000'000'000ull;
 using u128 = unsigned __int128;
 
 // Byte times a wire of rate M covers in ns: ns * M / 8e9, exact. 64 bits
-// while the product fits (18 s at 1 Gbit/s), 128 bits beyond.
+// while the product fits (18 s at 1 Gbit/s), 128 bits beyond, saturated.
 uint64_t bytes_in(uint64_t ns, uint64_t line_rate_bps) {
     uint64_t product;
     if (!__builtin_mul_overflow(ns, line_rate_bps, &product)) return product / (8 * kNsPerSec);
-    return uint64_t(u128(ns) * line_rate_bps / (8 * kNsPerSec));
+    const u128 bytes = u128(ns) * line_rate_bps / (8 * kNsPerSec);
+    return bytes > UINT64_MAX ? UINT64_MAX : uint64_t(bytes);
 }
 
 // ns a wire of rate M needs for `bytes` byte times, rounded up.
@@ -38,6 +40,32 @@ Engine::Engine(const EngineConfig &config) : cfg_(config) {
     // smallest gap frame ahead of G (see emit_gap).
     pending_.init(uint64_t(cfg_.framing.max_gap_wire_bytes()) + cfg_.framing.min_gap_wire_bytes(),
                   g_);
+    update_horizon();
+}
+
+// H in byte times at the line rate (H = 0 and no run-ahead when clockless).
+// A finite H so large that it saturates behaves as the paper's rule anyway.
+void Engine::update_horizon() {
+    ahead_limit_ = cfg_.clockless ? 1 : cfg_.window_bytes;
+    if (cfg_.clockless)
+        horizon_bytes_ = 0;
+    else if (cfg_.gap_horizon_ns == kGapHorizonInf)
+        horizon_bytes_ = UINT64_MAX;
+    else
+        horizon_bytes_ = bytes_in(cfg_.gap_horizon_ns, cfg_.line_rate_bps);
+}
+
+void Engine::set_gap_horizon_ns(uint64_t horizon_ns) {
+    cfg_.gap_horizon_ns = horizon_ns;
+    update_horizon();
+}
+
+// A planned idle in progress is the old mode's: the next wire position past
+// G is then judged by the new mode's rules (an idle or an underrun).
+void Engine::set_clockless(bool clockless) {
+    cfg_.clockless = clockless;
+    planned_ = false;
+    update_horizon();
 }
 
 bool Engine::has_class(uint32_t cls) const {
@@ -162,6 +190,8 @@ Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
                    format_rate(line_rate_bps));
     cfg_.line_rate_bps = line_rate_bps;
     anchored_ = false; // the wire position restarts at the next decision
+    planned_ = false;
+    update_horizon();
     for (uint32_t cls = 0; cls < classes_.size(); ++cls) {
         Class &c = classes_[cls];
         if (c.state == State::Free || !c.rate_bps) continue;
@@ -323,6 +353,7 @@ void Engine::anchor(uint64_t now_ns) {
 Decision Engine::next(uint64_t now_ns) {
     if (!backlogged()) {
         idle_ = true;
+        planned_ = false;
         return Decision{Action::Idle, 0, 0, 0};
     }
     if (!anchored_) {
@@ -334,12 +365,13 @@ Decision Engine::next(uint64_t now_ns) {
             cached_now_ns_ = now_ns;
             cached_wire_ = wire_position(now_ns);
         }
-        if (cached_wire_ > g_ || g_ - cached_wire_ >= cfg_.window_bytes) {
+        if (cached_wire_ > g_ || g_ - cached_wire_ >= ahead_limit_) {
             Decision d = resync_or_wait(now_ns);
             if (d.action == Action::Wait) return d;
         }
     }
     idle_ = false;
+    planned_ = false;
 
     pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
     uint32_t cls = solo_;
@@ -350,14 +382,44 @@ Decision Engine::next(uint64_t now_ns) {
     if (cls == kNone) return next_unpaced();
     Class &c = classes_[cls];
     if (c.fresh) restart_fresh(cls);
+    // Made late by a late wake-up, or late beyond the lag limit since F_k
+    // was computed (G jumped past it): only then can F_k be a largest gap
+    // behind G.
+    if (c.clock < jump_to_ || c.finish + cfg_.framing.max_gap_wire_bytes() <= g_) [[unlikely]]
+        relag(cls);
     c.clock = c.finish; // and frac already holds F_k's remainder
     return emit_frame(cls);
 }
 
-// The wire position is past G (the wire idled) or G is a window ahead of it.
+// Drops the lateness a class may not catch up. A class due before the last
+// late wake-up's wire position (jump_to_) was made late by the host's timer,
+// not by other classes' frames: it catches up one frame's period at most,
+// so a late wake-up costs at most one frame of burst (2 MTU at the class
+// rate) however late. Otherwise the lag limit (see compute_finish), which
+// F_k was computed against before G jumped: late beyond it implies F_k + a
+// largest gap <= G (lag_limit_for() is a full frame's period plus a largest
+// gap; F_k - C_k is at most that period, plus one for the remainder), so
+// next() calls this for every such class.
+void Engine::relag(uint32_t cls) {
+    Class &c = classes_[cls];
+    uint64_t limit = cold_[cls].lag_limit;
+    if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+    if (g_ - c.clock <= limit) return;
+    counters_.lag_clamped_bytes += g_ - limit - c.clock;
+    c.clock = g_ - limit;
+    c.frac = 0;
+    compute_finish(cls);
+}
+
+// The wire position is past G (the wire idled) or G is a window ahead of it
+// (clockless: G is ahead at all).
 Decision Engine::resync_or_wait(uint64_t now_ns) {
     const uint64_t wire = cached_wire_;
     if (wire > g_) {
+        if (planned_ || cfg_.clockless) {
+            resume(now_ns);
+            return Decision{Action::Frame, 0, 0, 0}; // go on deciding
+        }
         // The wire ran dry: everything sent so far has left and more time
         // passed. Cut that time out of the byte clock rather than paying
         // it back with a burst.
@@ -371,8 +433,67 @@ Decision Engine::resync_or_wait(uint64_t now_ns) {
         anchor(now_ns);
         return Decision{Action::Frame, 0, 0, 0}; // go on deciding
     }
-    uint64_t target = g_ - cfg_.window_bytes + 1 - anchor_g_;
-    return Decision{Action::Wait, 0, 0, anchor_ns_ + ns_for(target, cfg_.line_rate_bps)};
+    if (cfg_.clockless) return clockless_wait();
+    // Until the window has room for one more byte; a paced frame is queued
+    // on the wire as long as what is ahead of it lasts.
+    return plan_wait(g_ - cfg_.window_bytes + 1, g_, false);
+}
+
+// The wire idled by plan, or (clockless) nothing serialises: G moves up to
+// the wire's position instead of the anchor moving. The idle was wire time,
+// as gap frames would have been; a due time it passed makes its class late,
+// and the class catches up (see engine.hpp).
+void Engine::resume(uint64_t now_ns) {
+    const uint64_t wire = cached_wire_;
+    if (planned_) {
+        ++counters_.planned_idles;
+        counters_.planned_idle_bytes += wire - g_;
+        // Late by less than one ns of rounding is on time.
+        if (wire > due_g_ && now_ns > time_of(due_g_)) {
+            const uint64_t late = wire - due_g_;
+            ++counters_.late_wakeups;
+            counters_.late_bytes += late;
+            counters_.late_max_bytes = std::max(counters_.late_max_bytes, late);
+            jump_to_ = wire;
+        }
+    } else if (idle_) {
+        ++counters_.idle_resyncs;
+        counters_.idle_bytes += wire - g_;
+    } else { // clockless: the caller came back late after a frame
+        ++counters_.underrun_resyncs;
+        counters_.underrun_bytes += wire - g_;
+        jump_to_ = wire;
+    }
+    planned_ = false;
+    g_ = wire;
+}
+
+// Clockless, G ahead of the wire: nothing may leave before the wire reaches
+// G, and nothing paced before its due time. Wait for the first of them.
+Decision Engine::clockless_wait() {
+    pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
+    eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
+    if (solo_ != kNone || !eligible_.empty()) return plan_wait(g_, g_, true);
+    const uint64_t due = pending_.exact_min(classes_.data());
+    if (normal_count_ || due == UINT64_MAX) return plan_wait(g_, due, true);
+    return plan_wait(due, due, true);
+}
+
+// Wait until the wire reaches `target`; the earliest paced frame is due at
+// `due` (UINT64_MAX: none). A planned wait lets the wire idle: see resume().
+Decision Engine::plan_wait(uint64_t target, uint64_t due, bool planned) {
+    if (planned) {
+        planned_ = true;
+        due_g_ = due;
+    }
+    const uint64_t wake = time_of(target);
+    const uint64_t slack = due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake;
+    return Decision{Action::Wait, 0, 0, wake, slack};
+}
+
+// The first ns at which the wire position reaches g (g >= the anchor's).
+uint64_t Engine::time_of(uint64_t g) const {
+    return anchor_ns_ + ns_for(g - anchor_g_, cfg_.line_rate_bps);
 }
 
 // The eligible class of earliest (F_k, class) when the heap holds entries:
@@ -406,7 +527,8 @@ void Engine::restart_fresh(uint32_t cls) {
 }
 
 // No paced class is eligible: a normal class whose frame fits before the
-// earliest paced class (give or take normal_block_bytes), else a gap.
+// earliest paced class (give or take normal_block_bytes), else a gap, or
+// beyond the gap horizon an idle wire.
 Decision Engine::next_unpaced() {
     if (normal_count_) {
         uint32_t cls = normal_head_;
@@ -424,6 +546,12 @@ Decision Engine::next_unpaced() {
             return emit_frame(cls);
         }
         ++counters_.normal_held;
+    }
+    // The gap horizon: a due time further than H is reached by idling, not
+    // by gap frames (clockless: H = 0, never a gap).
+    if (horizon_bytes_ != UINT64_MAX) {
+        const uint64_t due = pending_.exact_min(classes_.data());
+        if (due - g_ > horizon_bytes_) return plan_wait(due - horizon_bytes_, due, true);
     }
     return emit_gap();
 }

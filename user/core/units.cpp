@@ -4,15 +4,25 @@
 #include <cctype>
 #include <cstdio>
 #include <iterator>
+#include <span>
 #include <string>
 
 namespace pspxdp {
 
 namespace {
 
-struct RateUnit {
+struct ScaledUnit {
     const char *name; // lower case; matching is case-insensitive
-    uint64_t bits;    // bit/s per unit
+    uint64_t factor;  // base units per unit
+};
+
+// What a quantity parser says about its input.
+struct Quantity {
+    const char *noun;    // "rate"
+    const char *example; // "500mbit"
+    const char *base;    // "bit/s"
+    bool zero_ok;
+    std::span<const ScaledUnit> units;
 };
 
 constexpr uint64_t kKi = 1024;
@@ -21,7 +31,7 @@ constexpr uint64_t kGi = kMi * 1024;
 constexpr uint64_t kTi = kGi * 1024;
 
 // tc's table (tc/tc_util.c get_rate): "bps" is BYTES per second, hence x8.
-constexpr RateUnit kRateUnits[] = {
+constexpr ScaledUnit kRateUnits[] = {
     {"", 1},
     {"bit", 1},
     {"kbit", 1'000},
@@ -43,14 +53,29 @@ constexpr RateUnit kRateUnits[] = {
     {"tibps", 8 * kTi},
 };
 
+// tc's time units (tc/tc_util.c get_time) plus ns; unlike tc, no bare
+// number: a pacer's times span ns to s, and a unit is never guessed.
+constexpr ScaledUnit kTimeUnits[] = {
+    {"ns", 1},
+    {"nsec", 1},
+    {"us", 1'000},
+    {"usec", 1'000},
+    {"usecs", 1'000},
+    {"ms", 1'000'000},
+    {"msec", 1'000'000},
+    {"msecs", 1'000'000},
+    {"s", 1'000'000'000},
+    {"sec", 1'000'000'000},
+    {"secs", 1'000'000'000},
+};
+
+constexpr Quantity kRate{"rate", "500mbit", "bit/s", false, kRateUnits};
+constexpr Quantity kTime{"time", "200us", "ns", true, kTimeUnits};
+
 std::string lower(std::string_view s) {
     std::string out(s);
     for (char &c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
     return out;
-}
-
-Error rate_error(std::string_view text, const std::string &what) {
-    return err("rate \"" + std::string(text) + "\": " + what);
 }
 
 // Multiplies a decimal digit string (most significant first) by a small
@@ -69,12 +94,15 @@ void multiply_decimal(std::string &digits, uint64_t factor) {
     }
 }
 
-} // namespace
-
-Result<uint64_t> parse_rate_bps(std::string_view text) {
-    if (text.empty()) return rate_error(text, "empty (expected e.g. \"500mbit\")");
+// "<decimal><unit>" as an exact whole number of q's base unit, 64 bits.
+Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
+    auto bad = [&](const std::string &what) {
+        return err(std::string(q.noun) + " \"" + std::string(text) + "\": " + what);
+    };
+    const std::string example = std::string("(expected e.g. \"") + q.example + "\")";
+    if (text.empty()) return bad("empty " + example);
     size_t pos = 0;
-    if (text[0] == '-') return rate_error(text, "negative rate");
+    if (text[0] == '-') return bad(std::string("negative ") + q.noun);
     if (text[0] == '+') pos = 1; // strtod (and so tc) accepts a plus sign
 
     std::string int_digits, frac_digits;
@@ -86,39 +114,47 @@ Result<uint64_t> parse_rate_bps(std::string_view text) {
         while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
             frac_digits += text[pos++];
     }
-    if (int_digits.empty() && frac_digits.empty())
-        return rate_error(text, "not a number (expected e.g. \"500mbit\")");
+    if (int_digits.empty() && frac_digits.empty()) return bad("not a number " + example);
 
     std::string_view unit_text = text.substr(pos);
     for (char c : unit_text)
         if (!std::isalpha(static_cast<unsigned char>(c)))
-            return rate_error(text, "unexpected \"" + std::string(unit_text) +
-                                        "\" after the number");
-    const RateUnit *unit = nullptr;
+            return bad("unexpected \"" + std::string(unit_text) + "\" after the number");
+    const ScaledUnit *unit = nullptr;
     std::string unit_lower = lower(unit_text);
-    for (const auto &u : kRateUnits)
+    for (const auto &u : q.units)
         if (unit_lower == u.name) unit = &u;
-    if (!unit) return rate_error(text, "unknown unit \"" + std::string(unit_text) + "\"");
+    if (!unit && unit_text.empty()) return bad("no unit " + example);
+    if (!unit) return bad("unknown unit \"" + std::string(unit_text) + "\"");
 
     // value = (int_digits.frac_digits) * unit: multiply the digit string
     // without the point, then the last frac_digits.size() digits must be zero.
     std::string digits = int_digits + frac_digits;
-    multiply_decimal(digits, unit->bits);
+    multiply_decimal(digits, unit->factor);
     size_t frac_len = frac_digits.size();
     for (size_t i = digits.size() - frac_len; i < digits.size(); ++i)
-        if (digits[i] != '0') return rate_error(text, "not a whole number of bit/s");
+        if (digits[i] != '0') return bad(std::string("not a whole number of ") + q.base);
     digits.resize(digits.size() - frac_len);
 
     size_t first = digits.find_first_not_of('0');
-    if (first == std::string::npos) return rate_error(text, "zero rate");
+    if (first == std::string::npos) {
+        if (q.zero_ok) return uint64_t(0);
+        return bad(std::string("zero ") + q.noun);
+    }
     digits.erase(0, first);
     static constexpr std::string_view kMax = "18446744073709551615";
     if (digits.size() > kMax.size() || (digits.size() == kMax.size() && digits > kMax))
-        return rate_error(text, "too large (over 64 bits of bit/s)");
+        return bad(std::string("too large (over 64 bits of ") + q.base + ")");
     uint64_t value = 0;
     for (char c : digits) value = value * 10 + uint64_t(c - '0');
     return value;
 }
+
+} // namespace
+
+Result<uint64_t> parse_rate_bps(std::string_view text) { return parse_quantity(text, kRate); }
+
+Result<uint64_t> parse_duration_ns(std::string_view text) { return parse_quantity(text, kTime); }
 
 std::string format_rate(uint64_t rate_bps) {
     // As tc prints: the largest SI unit that divides the rate exactly, so the

@@ -21,6 +21,11 @@ Result<uint64_t> parse_rate_bps(std::string_view text);
 // 500000000 -> "500Mbit". Always exact: parse_rate_bps(format_rate(x)) == x.
 std::string format_rate(uint64_t rate_bps);
 
+// "200us" -> 200000 ns. Units as tc's (s sec secs, ms msec msecs, us usec
+// usecs) and ns nsec; the unit is required; decimals must give whole ns;
+// zero is allowed. Errors name the input, as parse_rate_bps's.
+Result<uint64_t> parse_duration_ns(std::string_view text);
+
 // tc class id "major:minor", both hexadecimal, 16 bits each ("1:1", "1:a",
 // "ffff:ffff"). The raw form is major << 16 | minor, as TC_H_MAKE.
 struct ClassId {

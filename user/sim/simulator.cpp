@@ -5,6 +5,7 @@
 #include <deque>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pspxdp::sim {
 
@@ -76,16 +77,58 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
         return t;
     };
 
+    // The model daemon's wake-up for a Wait: when it calls next() again.
+    // Lateness has its own random stream: frame lengths stay the same
+    // whatever the timer model.
+    std::mt19937_64 wake_rng(cfg.seed ^ 0x9e3779b97f4a7c15ull);
+    const WakeModel &wm = cfg.wake;
+    auto late = [&](const LatenessTable *t) { return t ? t->sample(wake_rng) : 0; };
+    auto woken = [&](uint64_t now, const Decision &d) -> uint64_t {
+        if (d.wake_ns <= now) return now + 1;
+        ++res.wakeups;
+        if (d.slack_ns >= wm.spin_ns) return d.wake_ns + late(wm.sleep);
+        uint64_t t = now;
+        if (d.wake_ns - now > wm.spin_ns) t = d.wake_ns - wm.spin_ns + late(wm.sleep);
+        if (t >= d.wake_ns) return t; // the sleep overran the spin margin
+        res.spin_ns += d.wake_ns - t;
+        return d.wake_ns + late(wm.spin);
+    };
+
     uint64_t now = 0;
     long double wire_free_ns = 0; // the model NIC: when its wire is next free
     uint64_t class_frames = 0;
+    bool started = false;
+    bool woke = true;
     while (class_frames < cfg.max_class_frames && res.decisions < cfg.max_decisions &&
            now <= cfg.max_ns) {
         deliver(now);
+        if constexpr (std::is_same_v<Sched, Engine>) {
+            // Once per wake-up, before a run of decisions, as the daemon.
+            if (wm.batch_bytes && woke && sched.backlogged() && !cfg.engine.clockless) {
+                const uint64_t wire = sched.wire_position(now), g = sched.byte_clock();
+                const uint64_t ahead = g > wire ? g - wire : 0;
+                if (ahead + wm.batch_bytes > cfg.engine.window_bytes) {
+                    // Room for a batch: the window's queued wire time covers the lateness.
+                    const uint64_t room_ns =
+                        (ahead + wm.batch_bytes - cfg.engine.window_bytes) * 8'000'000'000ull /
+                        cfg.engine.line_rate_bps;
+                    Decision w{Action::Wait, 0, 0, now + std::max<uint64_t>(1, room_ns), UINT64_MAX};
+                    now = std::min(woken(now, w), std::max(now + 1, next_arrival()));
+                    continue;
+                }
+            }
+        }
+        woke = false;
         Decision d = sched.next(now);
         ++res.decisions;
+        if (!started && d.action != Action::Idle) {
+            started = true;
+            res.start_ns = now;
+        }
+        if (d.action == Action::Wait || d.action == Action::Idle) woke = true;
         if (d.action == Action::Wait) {
-            now = std::max(now + 1, d.wake_ns);
+            // Traffic arriving wakes the daemon early (its poll sees RX).
+            now = std::min(woken(now, d), std::max(now + 1, next_arrival()));
             continue;
         }
         if (d.action == Action::Idle) {
@@ -94,6 +137,7 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
             now = std::max(now + 1, t);
             continue;
         }
+        ++res.emitted;
         long double start = std::max(wire_free_ns, (long double)now);
         uint32_t wire = f.wire_bytes(d.len);
         wire_free_ns = start + (long double)wire * 8e9L / line_bps;

@@ -3,10 +3,19 @@
 // model NIC serializes the decisions at the line rate. The result is the
 // frame sequence a receiver would capture, with both clocks: its order gives
 // the byte clock, and the NIC model gives real start times.
+//
+// The wire can idle (gap horizon, clockless mode, nothing backlogged): the
+// NIC starts a frame at max(wire free, time of the decision), so only the
+// real start times are right across idle periods (judge them with
+// ClockMode::Hybrid). The model daemon follows Wait decisions as the real
+// one will: it sleeps until wake_ns, or, when the wait's slack is below
+// WakeModel::spin_ns, sleeps until spin_ns before it and spins; it wakes late
+// by a draw from a measured lateness table, and early when traffic arrives.
 #pragma once
 
 #include "core/analyzer.hpp"
 #include "core/engine.hpp"
+#include "sim/lateness.hpp"
 
 #include <cstdint>
 #include <string>
@@ -29,8 +38,21 @@ struct SourceSpec {
     uint32_t queue_limit = 0; // frames; 0 = unlimited. Arrivals beyond it are dropped and counted.
 };
 
+struct WakeModel {
+    const LatenessTable *sleep = nullptr; // nullptr: a perfect timer
+    const LatenessTable *spin = nullptr;
+    // Waits whose slack (Decision::slack_ns) is below this are spun for
+    // their last spin_ns; 0: never spin, always sleep.
+    uint64_t spin_ns = 0;
+    // As the daemon batches (user/daemon Loop::schedule): while the engine
+    // is ahead of the wire with less than batch_bytes of window left, sleep
+    // until there is room for a batch. 0: call next() at every wake-up.
+    uint64_t batch_bytes = 0;
+};
+
 struct SimConfig {
     EngineConfig engine{};
+    WakeModel wake{};
     std::vector<SourceSpec> sources;
     uint64_t max_class_frames = 100'000; // stop after this many real frames
     uint64_t max_decisions = UINT64_MAX;
@@ -44,7 +66,11 @@ struct SimResult {
     EngineCounters counters;       // engine runs only
     std::vector<uint64_t> sent;    // frames per source
     std::vector<uint64_t> drops;   // arrivals dropped at a full queue, per source
-    uint64_t decisions = 0;
+    uint64_t decisions = 0;   // calls to next()
+    uint64_t emitted = 0;     // Frame and Gap decisions: descriptors on the TX ring
+    uint64_t wakeups = 0;     // waits that slept or spun until a future wake time
+    uint64_t spin_ns = 0;     // time spent spinning before wake times
+    uint64_t start_ns = 0;    // first decision
     uint64_t end_ns = 0;
 };
 

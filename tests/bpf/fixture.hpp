@@ -10,7 +10,10 @@
 #include <linux/if_ether.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <bpf/libbpf.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,6 +24,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "pspxdp/shared.h"
 
 namespace psptest {
 
@@ -105,6 +110,42 @@ class PrivateNetns {
     int orig_ = -1;
     bool created_ = false, entered_ = false;
 };
+
+// ---------------------------------------------------------------- pins
+
+// A BPF object's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;
+// unpinned and removed by the destructor.
+class Pins {
+  public:
+    Pins(bpf_object *obj, std::string dev) : dev_(std::move(dev)) {
+        mkdir(PSPXDP_PIN_ROOT, 0755); // may exist
+        dir_ = std::string(PSPXDP_PIN_ROOT) + "/" + dev_;
+        REQUIRE(mkdir(dir_.c_str(), 0755) == 0);
+        bpf_map *m;
+        bpf_object__for_each_map(m, obj) {
+            if (std::strchr(bpf_map__name(m), '.')) continue; // .rodata
+            std::string path = dir_ + "/" + bpf_map__name(m);
+            REQUIRE(bpf_map__pin(m, path.c_str()) == 0);
+            pinned_.push_back(m);
+        }
+    }
+    ~Pins() {
+        for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
+        rmdir(dir_.c_str());
+    }
+    Pins(const Pins &) = delete;
+    Pins &operator=(const Pins &) = delete;
+
+  private:
+    std::string dev_, dir_;
+    std::vector<bpf_map *> pinned_;
+};
+
+inline bool bpffs_mounted() {
+    constexpr long kBpfFsMagic = 0xcafe4a11;
+    struct statfs fs {};
+    return statfs("/sys/fs/bpf", &fs) == 0 && long(fs.f_type) == kBpfFsMagic;
+}
 
 // ---------------------------------------------------------------- packets
 

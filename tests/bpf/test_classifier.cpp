@@ -624,48 +624,10 @@ TEST_CASE("redirect: frames go to their rx queue's socket, others are dropped an
 
 #include "control/control.hpp"
 
-#include <sys/stat.h>
-#include <sys/vfs.h>
-
 namespace {
 
 using pspxdp::control::Device;
 using pspxdp::control::FilterSpec;
-
-constexpr long kBpfFsMagic = 0xcafe4a11;
-
-// The classifier's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;
-// unpinned and removed by the destructor.
-class Pins {
-  public:
-    Pins(classifier_bpf *skel, std::string dev) : dev_(std::move(dev)) {
-        mkdir(PSPXDP_PIN_ROOT, 0755); // may exist
-        dir_ = pspxdp::control::pin_dir(dev_);
-        REQUIRE(mkdir(dir_.c_str(), 0755) == 0);
-        bpf_map *m;
-        bpf_object__for_each_map(m, skel->obj) {
-            if (std::strchr(bpf_map__name(m), '.')) continue; // .rodata
-            std::string path = dir_ + "/" + bpf_map__name(m);
-            REQUIRE(bpf_map__pin(m, path.c_str()) == 0);
-            pinned_.push_back(m);
-        }
-    }
-    ~Pins() {
-        for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
-        rmdir(dir_.c_str());
-    }
-    Pins(const Pins &) = delete;
-    Pins &operator=(const Pins &) = delete;
-
-  private:
-    std::string dev_, dir_;
-    std::vector<bpf_map *> pinned_;
-};
-
-bool bpffs_mounted() {
-    struct statfs fs {};
-    return statfs("/sys/fs/bpf", &fs) == 0 && long(fs.f_type) == kBpfFsMagic;
-}
 
 FilterSpec spec(const std::string &text) {
     auto s = pspxdp::control::parse_filter(split_words(text));
@@ -694,7 +656,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
 
-    Pins pins(c.skel_, dev);
+    Pins pins(c.skel_->obj, dev);
     c.alive(ns.psp0, C3);
     {
         // The line rate is written at attach; the test plays attach.

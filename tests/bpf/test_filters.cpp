@@ -612,3 +612,156 @@ TEST_CASE("filters: an offloaded tag (skb->vlan_tci) is the outer one", "[bpf][f
     CHECK(infos->at(0).stats.matched_packets == 0); // vlan 43: the inner tag
     CHECK(infos->at(1).stats.matched_packets == 1); // vlan 42: the offloaded, outer tag
 }
+
+// ---------------------------------------------------------------- CLI
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+
+namespace {
+
+struct CliRun {
+    int code = -1;
+    std::string out, err;
+};
+
+// The pspxdp binary: $PSPXDP (ctest sets it), else next to this test's build.
+std::string pspxdp_binary() {
+    if (const char *env = std::getenv("PSPXDP")) return env;
+    char self[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    std::string dir = n > 0 ? std::string(self, size_t(n)) : std::string();
+    dir = dir.substr(0, dir.rfind('/'));
+    return dir + "/../user/pspxdp";
+}
+
+std::string slurp(const std::string &path) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+CliRun cli(const std::string &args) {
+    const std::string base = "/tmp/psp-filter-cli-" + std::to_string(getpid());
+    const std::string cmd = pspxdp_binary() + " " + args + " >" + base + ".out 2>" + base + ".err";
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(base + ".out");
+    r.err = slurp(base + ".err");
+    unlink((base + ".out").c_str());
+    unlink((base + ".err").c_str());
+    return r;
+}
+
+} // namespace
+
+TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and changes nothing",
+          "[bpf][filters][cli]") {
+    Matcher m;
+    if (!bpffs_mounted()) {
+        WARN("/sys/fs/bpf is not a bpffs mount: CLI test skipped");
+        return;
+    }
+    const std::string dev = "psf" + std::to_string(getpid());
+    Pins pins(m.skel_->obj, dev);
+    for (uint32_t id : {PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)}) {
+        pspxdp_class_config cfg{};
+        cfg.kind = PSPXDP_CLASS_NORMAL;
+        REQUIRE(bpf_map_update_elem(bpf_map__fd(m.skel_->maps.class_config), &id, &cfg, BPF_ANY) == 0);
+    }
+    for (const char *add : {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1",
+                            "dport 80 classid 1:2",
+                            "src 2001:db8::/32 proto tcp dport 443 prio 5 flowid 1:2",
+                            "pref 10 vlan 7 classid 1:1"}) {
+        auto r = cli("filter add " + dev + " " + add);
+        INFO(add << ": " << r.err);
+        REQUIRE(r.code == 0);
+    }
+    const std::string shown = "pref 5 src 2001:db8::/32 proto tcp dport 443 classid 1:2\n"
+                              "pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1\n"
+                              "pref 10 vlan 7 classid 1:1\n"
+                              "pref 49152 dport 80 classid 1:2\n";
+    CHECK(cli("filter show " + dev).out == shown);
+
+    struct Bad {
+        const char *args; // after "filter"
+        const char *needle;
+    };
+    const Bad bad[] = {
+        {"add DEV dst 10.1.2.0/24 proto udp dport 5000-5099 pref 10 classid 1:2", "duplicate"},
+        {"add DEV dst 10.0.0.0/8 classid 1:7", "classid 1:7: no such class"},
+        {"add DEV dst 10.0.0.1/8 classid 1:1", "dst \"10.0.0.1/8\": host bits"},
+        {"add DEV dport 80-70 classid 1:1", "dport \"80-70\": range runs backwards"},
+        {"add DEV dport 99999 classid 1:1", "dport \"99999\""},
+        {"add DEV vlan 5000 classid 1:1", "vlan \"5000\""},
+        {"add DEV dscp 64 classid 1:1", "dscp \"64\""},
+        {"add DEV src 10.0.0.0/8 dst ::/0 classid 1:1", "one family per filter"},
+        {"add DEV dst 10.0.0.0/8", "missing \"classid"},
+        {"add DEV via 10.0.0.1 classid 1:1", "unknown word \"via\""},
+        {"del DEV dport 81", "no filter matches \"dport 81\""},
+        {"del DEV pref 11", "no filter matches \"pref 11\""},
+        {"del DEV pref 10 vlan 7 classid 1:2", "no filter matches"},
+        {"frob DEV", "unknown action \"frob\""},
+        {"show DEV extra", "unexpected \"extra\""},
+    };
+    for (const Bad &b : bad) {
+        std::string args = b.args;
+        args.replace(args.find("DEV"), 3, dev);
+        auto r = cli("filter " + args);
+        INFO("pspxdp filter " << args << "\nstderr: " << r.err);
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::Contains(b.needle));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(cli("filter show " + dev).out == shown); // nothing changed
+    }
+
+    SECTION("every shown line deletes its filter and adds it back identically") {
+        std::vector<std::string> lines;
+        for (size_t pos = 0; pos < shown.size();) {
+            const size_t nl = shown.find('\n', pos);
+            lines.push_back(shown.substr(pos, nl - pos));
+            pos = nl + 1;
+        }
+        for (const auto &l : lines) REQUIRE(cli("filter del " + dev + " " + l).code == 0);
+        CHECK(cli("filter show " + dev).out.empty());
+        for (const auto &l : lines) REQUIRE(cli("filter add " + dev + " " + l).code == 0);
+        CHECK(cli("filter show " + dev).out == shown);
+        // pref N alone deletes that pref's filters; fields without pref need to name one.
+        REQUIRE(cli("filter add " + dev + " pref 11 vlan 7 classid 1:2").code == 0);
+        auto ambiguous = cli("filter del " + dev + " vlan 7");
+        CHECK(ambiguous.code == 2);
+        CHECK_THAT(ambiguous.err, Catch::Contains("names 2 filters (pref 10, 11): add pref N"));
+        REQUIRE(cli("filter del " + dev + " pref 10").code == 0);
+        CHECK(cli("filter show " + dev).out == "pref 5 src 2001:db8::/32 proto tcp dport 443 classid 1:2\n"
+                                               "pref 11 vlan 7 classid 1:2\n"
+                                               "pref 49152 dport 80 classid 1:2\n");
+    }
+    SECTION("-j: the documented keys; -s: the counters") {
+        (void)m.classify(udp4("1.1.1.1", "10.1.2.3", 1, 5001));
+        auto j = cli("filter show " + dev + " -j -s");
+        REQUIRE(j.code == 0);
+        const auto doc = nlohmann::json::parse(j.out);
+        REQUIRE(doc.is_array());
+        REQUIRE(doc.size() == 4);
+        const auto &f = doc[1];
+        CHECK(f["pref"] == 10);
+        CHECK(f["dst"] == "10.1.2.0/24");
+        CHECK(f["proto"] == 17);
+        CHECK(f["dport_min"] == 5000);
+        CHECK(f["dport_max"] == 5099);
+        CHECK(f["classid"] == "1:1");
+        CHECK(f["filter"] == "pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1");
+        CHECK(f["matched_packets"] == 1);
+        CHECK(f["matched_skb_bytes"].get<uint64_t>() > 0);
+        CHECK(doc[0]["matched_packets"] == 0);
+        CHECK(doc[0]["src"] == "2001:db8::/32");
+        const auto text = cli("filter show " + dev + " -s").out;
+        CHECK_THAT(text, Catch::Contains("pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid "
+                                         "1:1\n  matched_packets 1 matched_skb_bytes "));
+    }
+}

@@ -169,14 +169,7 @@ int main(int argc, char **argv) {
         std::vector<FilterSpec> specs;
         for (unsigned i = 0; i < n; ++i) {
             const std::string line = filter_line(i);
-            std::vector<std::string> words;
-            for (size_t pos = 0; pos < line.size();) {
-                size_t sp = line.find(' ', pos);
-                if (sp == std::string::npos) sp = line.size();
-                words.push_back(line.substr(pos, sp - pos));
-                pos = sp + 1;
-            }
-            auto s = parse_filter(words);
+            auto s = parse_filter(split_words(line));
             if (!s) {
                 std::fprintf(stderr, "bench_classifier: %s: %s\n", line.c_str(), s.error().c_str());
                 return 1;

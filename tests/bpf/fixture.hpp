@@ -275,19 +275,6 @@ inline Bytes frag6(uint8_t nexthdr, uint16_t offset_units, bool more, const Byte
     return b;
 }
 
-// "a b c" -> {"a", "b", "c"} (single spaces: the tests' own command lines).
-inline std::vector<std::string> split_words(const std::string &text) {
-    std::vector<std::string> out;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t sp = text.find(' ', pos);
-        if (sp == std::string::npos) sp = text.size();
-        out.push_back(text.substr(pos, sp - pos));
-        pos = sp + 1;
-    }
-    return out;
-}
-
 inline Bytes cat(Bytes a, const Bytes &b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;

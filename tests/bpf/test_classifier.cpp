@@ -118,7 +118,7 @@ class Classifier {
     void filters(std::initializer_list<const char *> lines) {
         std::vector<pspxdp::control::FilterSpec> specs;
         for (const char *line : lines) {
-            auto spec = pspxdp::control::parse_filter(split_words(line));
+            auto spec = pspxdp::control::parse_filter(pspxdp::control::split_words(line));
             INFO(line << ": " << spec.error());
             REQUIRE(spec);
             specs.push_back(*spec);
@@ -630,13 +630,13 @@ using pspxdp::control::Device;
 using pspxdp::control::FilterSpec;
 
 FilterSpec spec(const std::string &text) {
-    auto s = pspxdp::control::parse_filter(split_words(text));
+    auto s = pspxdp::control::parse_filter(pspxdp::control::split_words(text));
     REQUIRE(s);
     return *s;
 }
 
 pspxdp::control::FilterSelect select(const std::string &text) {
-    auto s = pspxdp::control::parse_filter_select(split_words(text));
+    auto s = pspxdp::control::parse_filter_select(pspxdp::control::split_words(text));
     REQUIRE(s);
     return *s;
 }

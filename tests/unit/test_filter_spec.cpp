@@ -16,19 +16,7 @@ using namespace pspxdp::control;
 
 namespace {
 
-std::vector<std::string> words_of(const std::string &text) {
-    std::vector<std::string> out;
-    size_t pos = 0;
-    while (pos <= text.size() && !text.empty()) {
-        size_t sp = text.find(' ', pos);
-        if (sp == std::string::npos) sp = text.size();
-        out.push_back(text.substr(pos, sp - pos));
-        pos = sp + 1;
-    }
-    return out;
-}
-
-pspxdp::Result<FilterSpec> parse(const std::string &text) { return parse_filter(words_of(text)); }
+pspxdp::Result<FilterSpec> parse(const std::string &text) { return parse_filter(split_words(text)); }
 
 FilterSpec spec(const std::string &text) {
     auto s = parse(text);
@@ -152,7 +140,7 @@ TEST_CASE("filter del words: fields, pref, classid", "[control][filter]") {
     const FilterSpec b = spec("pref 20 dst 10.0.0.0/8 classid 1:2");
     const FilterSpec c = spec("pref 10 proto udp classid 1:1");
     auto sel = [](const std::string &t) {
-        auto s = parse_filter_select(words_of(t));
+        auto s = parse_filter_select(split_words(t));
         INFO(t << ": " << s.error());
         REQUIRE(s);
         return *s;
@@ -173,12 +161,12 @@ TEST_CASE("filter del words: fields, pref, classid", "[control][filter]") {
     CHECK_FALSE(by_pref.selects(b));
     CHECK(by_pref.text() == "pref 10");
 
-    auto none = parse_filter_select(words_of(""));
+    auto none = parse_filter_select(split_words(""));
     REQUIRE_FALSE(none);
     CHECK(none.exit_code() == 2);
-    auto only_class = parse_filter_select(words_of("classid 1:1"));
+    auto only_class = parse_filter_select(split_words("classid 1:1"));
     REQUIRE_FALSE(only_class);
-    auto bad = parse_filter_select(words_of("dst 10.0.0.1/8"));
+    auto bad = parse_filter_select(split_words("dst 10.0.0.1/8"));
     REQUIRE_FALSE(bad);
     CHECK_THAT(bad.error(), Catch::Contains("host bits"));
 }

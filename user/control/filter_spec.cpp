@@ -250,6 +250,17 @@ Result<FilterSpec> parse_filter(std::span<const std::string> words) {
     return p->spec;
 }
 
+std::vector<std::string> split_words(std::string_view line) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while ((pos = line.find_first_not_of(" \t\r\n", pos)) != std::string_view::npos) {
+        const size_t end = std::min(line.find_first_of(" \t\r\n", pos), line.size());
+        out.emplace_back(line.substr(pos, end - pos));
+        pos = end;
+    }
+    return out;
+}
+
 bool is_filter_word(std::string_view word) { return !canonical_word(word).empty(); }
 
 std::string format_filter(const FilterSpec &spec) { return format_words(spec, true, true, true); }

@@ -57,6 +57,9 @@ struct FilterSpec {
 // with the same identity are duplicates.
 bool same_identity(const FilterSpec &a, const FilterSpec &b);
 
+// A line's words, split at runs of blanks (a config file's filter line).
+std::vector<std::string> split_words(std::string_view line);
+
 // The words of `filter add` after DEV: [pref N] FIELD VALUE... classid X:Y
 // (tc's "flowid" and "prio"/"priority"/"preference" are accepted). Errors are
 // one line naming the offending word, with exit code 2.

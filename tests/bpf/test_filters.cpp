@@ -15,7 +15,9 @@
 #include <linux/pkt_cls.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <map>
 #include <optional>
 #include <random>
@@ -611,6 +613,50 @@ TEST_CASE("filters: an offloaded tag (skb->vlan_tci) is the outer one", "[bpf][f
     REQUIRE(infos->size() == 2);
     CHECK(infos->at(0).stats.matched_packets == 0); // vlan 43: the inner tag
     CHECK(infos->at(1).stats.matched_packets == 1); // vlan 42: the offloaded, outer tag
+}
+
+TEST_CASE("filters: changes are hitless for the traffic of a filter that stays",
+          "[bpf][filters]") {
+    Matcher m;
+    // While the filters change under it, a packet for udp dport 80 must
+    // always find a filter sending it to 1:1, never the default class: the
+    // filter moves between shapes (dport 80 <-> dport 80-81 <-> dport 64-127
+    // with a dst) and other filters come and go, adding and removing shapes
+    // that sort before it.
+    const std::vector<std::vector<std::string>> sets = {
+        {"pref 10 dport 80 classid 1:1", "pref 5 vlan 9 classid 1:2"},
+        {"pref 20 dport 80-81 classid 1:1", "pref 1 dst 10.0.0.0/8 proto tcp classid 1:3",
+         "pref 2 src 2001:db8::/32 classid 1:2"},
+        {"pref 3 dst 8.0.0.0/7 dport 64-127 classid 1:1", "pref 1 dscp 7 classid 1:3"},
+    };
+    m.set(sets[0]);
+    const Bytes pkt = udp4("1.1.1.1", "8.8.8.8", 1, 80);
+    const int prog = bpf_program__fd(m.skel_->progs.pspxdp_classify);
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> runs{0};
+    std::thread traffic([&] {
+        while (!stop) {
+            LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(),
+                        .data_size_in = uint32_t(pkt.size()), .repeat = 50);
+            if (bpf_prog_test_run_opts(prog, &opts) != 0) break;
+            runs += 50;
+        }
+    });
+    for (int i = 1; i <= 30; ++i) m.set(sets[size_t(i) % sets.size()]);
+    stop = true;
+    traffic.join();
+    auto class_packets = [&](uint32_t classid) {
+        const int ncpu = libbpf_num_possible_cpus();
+        std::vector<pspxdp_class_tc_stats> v(static_cast<size_t>(ncpu));
+        uint64_t sum = 0;
+        if (bpf_map_lookup_elem(bpf_map__fd(m.skel_->maps.class_stats), &classid, v.data()) == 0)
+            for (const auto &s : v) sum += s.tc_packets + s.tc_passed;
+        return sum;
+    };
+    INFO("packets classified during 30 changes: " << runs.load());
+    CHECK(runs > 0);
+    CHECK(class_packets(PSPXDP_CLASSID(1, 0xffff)) == 0); // never the default class
+    CHECK(class_packets(PSPXDP_CLASSID(1, 1)) == runs);
 }
 
 // ---------------------------------------------------------------- CLI

@@ -184,7 +184,7 @@ Result<void> sync_entries(const FilterMaps &m, pspxdp_filter_state &st, const En
 }
 
 Error capacity_error(const std::string &what, size_t need, size_t max) {
-    return bad_input("the filters would need " + std::to_string(need) + " " + what + ", at most " +
+    return refuse("the filters would need " + std::to_string(need) + " " + what + ", at most " +
                      std::to_string(max) + " fit");
 }
 
@@ -198,7 +198,7 @@ Result<void> check_classes(const FilterMaps &m, std::span<const StoredFilter> fi
         if (bpf_map_lookup_elem(m.class_config, &raw, &cfg) == 0) continue;
         if (errno != ENOENT) return sys_error("read class_config");
         const std::string id = format_classid(f.spec.classid);
-        return bad_input("classid " + id + ": no such class (filter \"" + format_filter(f.spec) +
+        return refuse("classid " + id + ": no such class (filter \"" + format_filter(f.spec) +
                          "\"; create it with: pspxdp class add DEV " + id + " RATE)");
     }
     return {};
@@ -338,7 +338,7 @@ Result<void> add_filter(const FilterMaps &m, const FilterSpec &spec) {
     if (!before) return before.failure();
     for (const StoredFilter &f : *before)
         if (same_identity(f.spec, spec))
-            return bad_input("filter \"" + format_filter(spec) + "\": duplicate of \"" +
+            return refuse("filter \"" + format_filter(spec) + "\": duplicate of \"" +
                              format_filter(f.spec) + "\" (same fields and pref)");
     auto st = read_state(m.state);
     if (!st) return st.failure();
@@ -361,11 +361,11 @@ Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const Filter
         if (sel.selects(f.spec)) gone.push_back(f.spec);
         else after.push_back(f);
     }
-    if (gone.empty()) return bad_input("no filter matches \"" + sel.text() + "\"");
+    if (gone.empty()) return refuse("no filter matches \"" + sel.text() + "\"");
     if (sel.has_fields && !sel.has_pref && gone.size() > 1) {
         std::string prefs;
         for (const FilterSpec &s : gone) prefs += (prefs.empty() ? "" : ", ") + std::to_string(s.pref);
-        return bad_input("\"" + sel.text() + "\" names " + std::to_string(gone.size()) +
+        return refuse("\"" + sel.text() + "\" names " + std::to_string(gone.size()) +
                          " filters (pref " + prefs + "): add pref N");
     }
     auto st = read_state(m.state);
@@ -379,12 +379,12 @@ Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> sp
     std::map<std::string, size_t> identity; // pref + fields -> first position
     for (size_t i = 0; i < specs.size(); ++i) {
         if (!specs[i].fields())
-            return bad_input("filter " + std::to_string(i + 1) + " matches no field");
+            return refuse("filter " + std::to_string(i + 1) + " matches no field");
         FilterSpec key = specs[i];
         key.classid = ClassId{};
         auto [it, fresh] = identity.try_emplace(format_filter(key), i);
         if (!fresh)
-            return bad_input("filter " + std::to_string(i + 1) + " \"" + format_filter(specs[i]) +
+            return refuse("filter " + std::to_string(i + 1) + " \"" + format_filter(specs[i]) +
                              "\": duplicate of filter " + std::to_string(it->second + 1) +
                              " (same fields and pref)");
     }

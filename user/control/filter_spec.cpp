@@ -39,18 +39,18 @@ Result<Prefix> parse_prefix(std::string_view word, std::string_view text) {
     const std::string addr_str(addr_text);
     if (inet_pton(AF_INET, addr_str.c_str(), p.addr.data()) == 1) p.family = 4;
     else if (inet_pton(AF_INET6, addr_str.c_str(), p.addr.data()) == 1) p.family = 6;
-    else return bad_input(what + ": not an IPv4 or IPv6 address");
+    else return refuse(what + ": not an IPv4 or IPv6 address");
     const uint32_t max_len = p.family == 4 ? 32 : 128;
     p.len = uint8_t(max_len);
     if (has_len) {
         auto len = parse_uint(len_text, max_len);
         if (!len)
-            return bad_input(what + ": prefix length must be 0.." + std::to_string(max_len));
+            return refuse(what + ": prefix length must be 0.." + std::to_string(max_len));
         p.len = uint8_t(*len);
     }
     for (uint32_t bit = p.len; bit < max_len; ++bit)
         if (p.addr[bit / 8] & (0x80u >> (bit % 8)))
-            return bad_input(what + ": host bits set beyond /" + std::to_string(p.len));
+            return refuse(what + ": host bits set beyond /" + std::to_string(p.len));
     return p;
 }
 
@@ -59,8 +59,8 @@ Result<PortRange> parse_ports(std::string_view word, std::string_view text) {
     const size_t dash = text.find('-');
     auto lo = parse_uint(text.substr(0, dash), 65535);
     auto hi = dash == std::string_view::npos ? lo : parse_uint(text.substr(dash + 1), 65535);
-    if (!lo || !hi) return bad_input(what + ": expected PORT or PORT-PORT, ports 0..65535");
-    if (*lo > *hi) return bad_input(what + ": range runs backwards (" + std::to_string(*lo) +
+    if (!lo || !hi) return refuse(what + ": expected PORT or PORT-PORT, ports 0..65535");
+    if (*lo > *hi) return refuse(what + ": range runs backwards (" + std::to_string(*lo) +
                                     " > " + std::to_string(*hi) + ")");
     return PortRange{uint16_t(*lo), uint16_t(*hi)};
 }
@@ -110,17 +110,17 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
     for (size_t i = 0; i < words.size(); i += 2) {
         const std::string word(canonical_word(words[i]));
         if (word.empty())
-            return bad_input("unknown word " + quoted(words[i]) + " (pref, " + kFieldWords +
+            return refuse("unknown word " + quoted(words[i]) + " (pref, " + kFieldWords +
                              ", classid)");
-        if (i + 1 >= words.size()) return bad_input(quoted(words[i]) + " needs a value");
+        if (i + 1 >= words.size()) return refuse(quoted(words[i]) + " needs a value");
         const std::string &value = words[i + 1];
-        if (seen.count(word)) return bad_input(quoted(words[i]) + " given twice");
+        if (seen.count(word)) return refuse(quoted(words[i]) + " given twice");
         seen[word] = value;
 
         if (word == "pref") {
             auto p = parse_uint(value, PSPXDP_FILTER_PREF_MAX);
             if (!p || *p < PSPXDP_FILTER_PREF_MIN)
-                return bad_input("pref " + quoted(value) + ": expected " +
+                return refuse("pref " + quoted(value) + ": expected " +
                                  std::to_string(PSPXDP_FILTER_PREF_MIN) + ".." +
                                  std::to_string(PSPXDP_FILTER_PREF_MAX));
             s.pref = *p;
@@ -133,7 +133,7 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
             auto n = proto_number(value);
             if (!n) n = parse_uint(value, 255);
             if (!n)
-                return bad_input("proto " + quoted(value) +
+                return refuse("proto " + quoted(value) +
                                  ": expected tcp, udp, icmp, icmpv6, sctp, udplite, gre, esp, "
                                  "ah, igmp or a number 0..255");
             s.proto = uint8_t(*n);
@@ -143,33 +143,33 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
             (word == "sport" ? s.sport : s.dport) = *r;
         } else if (word == "vlan") {
             auto v = parse_uint(value, 4095);
-            if (!v) return bad_input("vlan " + quoted(value) + ": expected a VLAN id 0..4095");
+            if (!v) return refuse("vlan " + quoted(value) + ": expected a VLAN id 0..4095");
             s.vlan = uint16_t(*v);
         } else if (word == "dscp") {
             auto v = parse_uint(value, 63);
-            if (!v) return bad_input("dscp " + quoted(value) + ": expected 0..63");
+            if (!v) return refuse("dscp " + quoted(value) + ": expected 0..63");
             s.dscp = uint8_t(*v);
         } else { // classid
             auto id = parse_classid(value);
-            if (!id) return bad_input(id.error());
+            if (!id) return refuse(id.error());
             s.classid = *id;
             out.has_classid = true;
         }
     }
     // Combinations that could never match: refused rather than kept as dead filters.
     if (s.src && s.dst && s.src->family != s.dst->family)
-        return bad_input("dst " + quoted(seen["dst"]) + " is IPv" +
+        return refuse("dst " + quoted(seen["dst"]) + " is IPv" +
                          std::to_string(s.dst->family) + " but src " + quoted(seen["src"]) +
                          " is IPv" + std::to_string(s.src->family) + ": one family per filter");
     if (s.proto && s.family() == 6 && *s.proto == IPPROTO_ICMP)
-        return bad_input("proto " + quoted(seen["proto"]) +
+        return refuse("proto " + quoted(seen["proto"]) +
                          ": ICMP for IPv4, but the addresses are IPv6 (use icmpv6)");
     if (s.proto && s.family() == 4 && *s.proto == 58)
-        return bad_input("proto " + quoted(seen["proto"]) +
+        return refuse("proto " + quoted(seen["proto"]) +
                          ": ICMPv6, but the addresses are IPv4 (use icmp)");
     if (s.proto && !has_ports(*s.proto) && (s.sport || s.dport)) {
         const char *word = s.sport ? "sport" : "dport";
-        return bad_input(std::string(word) + " " + quoted(seen[word]) + ": proto " +
+        return refuse(std::string(word) + " " + quoted(seen[word]) + ": proto " +
                          quoted(seen["proto"]) + " has no ports (tcp, udp, sctp, udplite do)");
     }
     return out;
@@ -244,9 +244,9 @@ Result<FilterSpec> parse_filter(std::span<const std::string> words) {
     auto p = parse_words(words);
     if (!p) return p.failure();
     if (!p->spec.fields())
-        return bad_input(std::string("a filter needs at least one of ") + kFieldWords +
+        return refuse(std::string("a filter needs at least one of ") + kFieldWords +
                          " (unmatched traffic goes to the default class: pspxdp default)");
-    if (!p->has_classid) return bad_input("missing \"classid X:Y\": the class the filter sends to");
+    if (!p->has_classid) return refuse("missing \"classid X:Y\": the class the filter sends to");
     return p->spec;
 }
 
@@ -274,7 +274,7 @@ Result<FilterSelect> parse_filter_select(std::span<const std::string> words) {
     sel.has_pref = p->has_pref;
     sel.has_classid = p->has_classid;
     if (!sel.has_fields && !sel.has_pref)
-        return bad_input("which filter? give its words (" + std::string(kFieldWords) +
+        return refuse("which filter? give its words (" + std::string(kFieldWords) +
                          ") or pref N");
     return sel;
 }

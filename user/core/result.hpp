@@ -10,9 +10,9 @@ namespace pspxdp {
 
 struct Error {
     std::string message;
-    // The process's exit code when this error ends a command: 1 for a failure
-    // of the system (a syscall, a missing pin), 2 for bad input (the user's
-    // words or file were refused and nothing was changed).
+    // What a command exits with when it stops on this error: 2 when the
+    // user's input was refused (a bad word, a class that does not exist, a
+    // rate that does not fit: fix the command), 1 when the system failed.
     int exit_code = 1;
 };
 
@@ -30,7 +30,7 @@ template <class T> class [[nodiscard]] Result {
     const T *operator->() const { return &*value_; }
     const std::string &error() const { return error_; }
     int exit_code() const { return exit_code_; }
-    // The error, to pass up unchanged (message and exit code).
+    // The error with its exit code, to pass on unchanged.
     Error failure() const { return Error{error_, exit_code_}; }
 
   private:
@@ -57,7 +57,7 @@ template <> class [[nodiscard]] Result<void> {
 };
 
 inline Error err(std::string message) { return Error{std::move(message)}; }
-// Refused input: exit code 2.
-inline Error bad_input(std::string message) { return Error{std::move(message), 2}; }
+// The user's input is refused: a command exits 2 on it.
+inline Error refuse(std::string message) { return Error{std::move(message), 2}; }
 
 } // namespace pspxdp

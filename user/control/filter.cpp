@@ -185,7 +185,7 @@ Result<void> sync_entries(const FilterMaps &m, pspxdp_filter_state &st, const En
 
 Error capacity_error(const std::string &what, size_t need, size_t max) {
     return refuse("the filters would need " + std::to_string(need) + " " + what + ", at most " +
-                     std::to_string(max) + " fit");
+                  std::to_string(max) + " fit");
 }
 
 Result<void> check_classes(const FilterMaps &m, std::span<const StoredFilter> filters) {
@@ -199,7 +199,7 @@ Result<void> check_classes(const FilterMaps &m, std::span<const StoredFilter> fi
         if (errno != ENOENT) return sys_error("read class_config");
         const std::string id = format_classid(f.spec.classid);
         return refuse("classid " + id + ": no such class (filter \"" + format_filter(f.spec) +
-                         "\"; create it with: pspxdp class add DEV " + id + " RATE)");
+                      "\"; create it with: pspxdp class add DEV " + id + " RATE)");
     }
     return {};
 }
@@ -274,7 +274,9 @@ Result<void> commit(const FilterMaps &m, const std::vector<StoredFilter> &before
     for (const StoredFilter &f : before)
         if (!kept.count(f.id) && bpf_map_delete_elem(m.filters, &f.id) != 0 && errno != ENOENT)
             return sys_error("delete from filters");
-    return write_state(m.state, st);
+    // next_seq moved (an add) but no flip wrote it: write it now.
+    if (st.next_seq != read->next_seq) return write_state(m.state, st);
+    return {};
 }
 
 bool by_order(const StoredFilter &a, const StoredFilter &b) { return a.order() < b.order(); }
@@ -339,7 +341,7 @@ Result<void> add_filter(const FilterMaps &m, const FilterSpec &spec) {
     for (const StoredFilter &f : *before)
         if (same_identity(f.spec, spec))
             return refuse("filter \"" + format_filter(spec) + "\": duplicate of \"" +
-                             format_filter(f.spec) + "\" (same fields and pref)");
+                          format_filter(f.spec) + "\" (same fields and pref)");
     auto st = read_state(m.state);
     if (!st) return st.failure();
     std::set<uint32_t> taken;
@@ -366,7 +368,7 @@ Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const Filter
         std::string prefs;
         for (const FilterSpec &s : gone) prefs += (prefs.empty() ? "" : ", ") + std::to_string(s.pref);
         return refuse("\"" + sel.text() + "\" names " + std::to_string(gone.size()) +
-                         " filters (pref " + prefs + "): add pref N");
+                      " filters (pref " + prefs + "): add pref N");
     }
     auto st = read_state(m.state);
     if (!st) return st.failure();
@@ -385,8 +387,8 @@ Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> sp
         auto [it, fresh] = identity.try_emplace(format_filter(key), i);
         if (!fresh)
             return refuse("filter " + std::to_string(i + 1) + " \"" + format_filter(specs[i]) +
-                             "\": duplicate of filter " + std::to_string(it->second + 1) +
-                             " (same fields and pref)");
+                          "\": duplicate of filter " + std::to_string(it->second + 1) +
+                          " (same fields and pref)");
     }
     auto before = read_filters(m);
     if (!before) return before.failure();

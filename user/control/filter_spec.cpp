@@ -61,7 +61,7 @@ Result<PortRange> parse_ports(std::string_view word, std::string_view text) {
     auto hi = dash == std::string_view::npos ? lo : parse_uint(text.substr(dash + 1), 65535);
     if (!lo || !hi) return refuse(what + ": expected PORT or PORT-PORT, ports 0..65535");
     if (*lo > *hi) return refuse(what + ": range runs backwards (" + std::to_string(*lo) +
-                                    " > " + std::to_string(*hi) + ")");
+                                 " > " + std::to_string(*hi) + ")");
     return PortRange{uint16_t(*lo), uint16_t(*hi)};
 }
 
@@ -111,7 +111,7 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
         const std::string word(canonical_word(words[i]));
         if (word.empty())
             return refuse("unknown word " + quoted(words[i]) + " (pref, " + kFieldWords +
-                             ", classid)");
+                          ", classid)");
         if (i + 1 >= words.size()) return refuse(quoted(words[i]) + " needs a value");
         const std::string &value = words[i + 1];
         if (seen.count(word)) return refuse(quoted(words[i]) + " given twice");
@@ -121,8 +121,8 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
             auto p = parse_uint(value, PSPXDP_FILTER_PREF_MAX);
             if (!p || *p < PSPXDP_FILTER_PREF_MIN)
                 return refuse("pref " + quoted(value) + ": expected " +
-                                 std::to_string(PSPXDP_FILTER_PREF_MIN) + ".." +
-                                 std::to_string(PSPXDP_FILTER_PREF_MAX));
+                              std::to_string(PSPXDP_FILTER_PREF_MIN) + ".." +
+                              std::to_string(PSPXDP_FILTER_PREF_MAX));
             s.pref = *p;
             out.has_pref = true;
         } else if (word == "src" || word == "dst") {
@@ -134,8 +134,8 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
             if (!n) n = parse_uint(value, 255);
             if (!n)
                 return refuse("proto " + quoted(value) +
-                                 ": expected tcp, udp, icmp, icmpv6, sctp, udplite, gre, esp, "
-                                 "ah, igmp or a number 0..255");
+                              ": expected tcp, udp, icmp, icmpv6, sctp, udplite, gre, esp, "
+                              "ah, igmp or a number 0..255");
             s.proto = uint8_t(*n);
         } else if (word == "sport" || word == "dport") {
             auto r = parse_ports(word, value);
@@ -159,18 +159,18 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
     // Combinations that could never match: refused rather than kept as dead filters.
     if (s.src && s.dst && s.src->family != s.dst->family)
         return refuse("dst " + quoted(seen["dst"]) + " is IPv" +
-                         std::to_string(s.dst->family) + " but src " + quoted(seen["src"]) +
-                         " is IPv" + std::to_string(s.src->family) + ": one family per filter");
+                      std::to_string(s.dst->family) + " but src " + quoted(seen["src"]) +
+                      " is IPv" + std::to_string(s.src->family) + ": one family per filter");
     if (s.proto && s.family() == 6 && *s.proto == IPPROTO_ICMP)
         return refuse("proto " + quoted(seen["proto"]) +
-                         ": ICMP for IPv4, but the addresses are IPv6 (use icmpv6)");
+                      ": ICMP for IPv4, but the addresses are IPv6 (use icmpv6)");
     if (s.proto && s.family() == 4 && *s.proto == 58)
         return refuse("proto " + quoted(seen["proto"]) +
-                         ": ICMPv6, but the addresses are IPv4 (use icmp)");
+                      ": ICMPv6, but the addresses are IPv4 (use icmp)");
     if (s.proto && !has_ports(*s.proto) && (s.sport || s.dport)) {
         const char *word = s.sport ? "sport" : "dport";
         return refuse(std::string(word) + " " + quoted(seen[word]) + ": proto " +
-                         quoted(seen["proto"]) + " has no ports (tcp, udp, sctp, udplite do)");
+                      quoted(seen["proto"]) + " has no ports (tcp, udp, sctp, udplite do)");
     }
     return out;
 }
@@ -245,7 +245,7 @@ Result<FilterSpec> parse_filter(std::span<const std::string> words) {
     if (!p) return p.failure();
     if (!p->spec.fields())
         return refuse(std::string("a filter needs at least one of ") + kFieldWords +
-                         " (unmatched traffic goes to the default class: pspxdp default)");
+                      " (unmatched traffic goes to the default class: pspxdp default)");
     if (!p->has_classid) return refuse("missing \"classid X:Y\": the class the filter sends to");
     return p->spec;
 }
@@ -275,7 +275,7 @@ Result<FilterSelect> parse_filter_select(std::span<const std::string> words) {
     sel.has_classid = p->has_classid;
     if (!sel.has_fields && !sel.has_pref)
         return refuse("which filter? give its words (" + std::string(kFieldWords) +
-                         ") or pref N");
+                      ") or pref N");
     return sel;
 }
 

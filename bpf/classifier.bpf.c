@@ -4,12 +4,13 @@
  * Parses the packet (parse.h), picks a class, and hands the packet to the
  * pacer:
  *
- *   class = port rule (dst port, then src port)
- *         → longest dst prefix → longest src prefix → pacer_state.default_classid
+ *   class = the best matching filter (match.h: lowest pref, then the one
+ *           added first) → pacer_state.default_classid
  *
  * A packet the parser cannot fully trust (truncated, garbled, too deep) goes
- * to the default class: we never match a rule on bytes we are not sure of.
- * Non-first fragments carry no L4 header, so they match address rules only.
+ * to the default class: we never match a filter on bytes we are not sure of.
+ * Non-first fragments carry no L4 header, so they match only filters without
+ * ports.
  *
  * Fail-open: if the daemon's heartbeat is stale, or the class has no pacer
  * queue, the packet continues untouched (TC_ACT_OK) and is counted.
@@ -77,85 +78,13 @@ struct {
     __type(value, __u64);
 } tc_stats SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
-    __uint(max_entries, PSPXDP_MAX_RULES);
-    __uint(map_flags, BPF_F_NO_PREALLOC); /* LPM tries require it */
-    __type(key, struct pspxdp_lpm_v4);
-    __type(value, __u32);
-} rules_dst_v4 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
-    __uint(max_entries, PSPXDP_MAX_RULES);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __type(key, struct pspxdp_lpm_v4);
-    __type(value, __u32);
-} rules_src_v4 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
-    __uint(max_entries, PSPXDP_MAX_RULES);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __type(key, struct pspxdp_lpm_v6);
-    __type(value, __u32);
-} rules_dst_v6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_LPM_TRIE);
-    __uint(max_entries, PSPXDP_MAX_RULES);
-    __uint(map_flags, BPF_F_NO_PREALLOC);
-    __type(key, struct pspxdp_lpm_v6);
-    __type(value, __u32);
-} rules_src_v6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, PSPXDP_MAX_RULES);
-    __type(key, struct pspxdp_port_key);
-    __type(value, __u32);
-} rules_port SEC(".maps");
-
 static __always_inline void count(__u32 counter) {
     __u64 *v = bpf_map_lookup_elem(&tc_stats, &counter);
     if (v) *v += 1;
 }
 
 #include "parse.h"
-
-/* Rule lookup in the documented order; 0 = nothing matched. Class id 0 is
- * never a valid target (tc's 0:0 is "unspecified"), so it doubles as "none". */
-static __always_inline __u32 match_rules(const struct flow *f) {
-    __u32 *classid;
-
-    if (f->has_ports) {
-        struct pspxdp_port_key pk = {.proto = f->l4_proto, .dir = PSPXDP_PORT_DST, .port = f->dport};
-        classid = bpf_map_lookup_elem(&rules_port, &pk);
-        if (classid && *classid) return *classid;
-        pk.dir = PSPXDP_PORT_SRC;
-        pk.port = f->sport;
-        classid = bpf_map_lookup_elem(&rules_port, &pk);
-        if (classid && *classid) return *classid;
-    }
-    if (f->family == 4) {
-        struct pspxdp_lpm_v4 k = {.prefixlen = 32};
-        __builtin_memcpy(k.addr, f->daddr, 4);
-        classid = bpf_map_lookup_elem(&rules_dst_v4, &k);
-        if (classid && *classid) return *classid;
-        __builtin_memcpy(k.addr, f->saddr, 4);
-        classid = bpf_map_lookup_elem(&rules_src_v4, &k);
-        if (classid && *classid) return *classid;
-    } else if (f->family == 6) {
-        struct pspxdp_lpm_v6 k = {.prefixlen = 128};
-        __builtin_memcpy(k.addr, f->daddr, 16);
-        classid = bpf_map_lookup_elem(&rules_dst_v6, &k);
-        if (classid && *classid) return *classid;
-        __builtin_memcpy(k.addr, f->saddr, 16);
-        classid = bpf_map_lookup_elem(&rules_src_v6, &k);
-        if (classid && *classid) return *classid;
-    }
-    return 0;
-}
+#include "match.h"
 
 static __always_inline void count_class(__u32 classid, __u64 len, __u32 segs, int outcome) {
     struct pspxdp_class_tc_stats *cs = bpf_map_lookup_elem(&class_stats, &classid);
@@ -193,8 +122,8 @@ int pspxdp_classify(struct __sk_buff *skb) {
     if (!st) return TC_ACT_OK;
 
     int why = parse(skb, &f);
-    if (why == PARSE_OK) classid = match_rules(&f);
-    else count(why);
+    if (why != PARSE_OK) count(why);
+    classid = filter_match(&f, why, skb->len);
     if (!classid) classid = pspxdp_classid_raw(st->default_classid);
 
     if (!pspxdp_pacer_alive(st, bpf_ktime_get_ns())) {

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* The TC classifier's packet parser: Ethernet, up to two VLAN tags
- * (802.1Q / 802.1ad), IPv4 (with options) or IPv6 (walking up to
- * PSPXDP_V6_EXT_MAX extension headers) and the TCP/UDP ports.
+ * (802.1Q / 802.1ad) in the data plus one offloaded to skb->vlan_tci, IPv4
+ * (with options) or IPv6 (walking up to PSPXDP_V6_EXT_MAX extension headers),
+ * DSCP, and the ports of TCP, UDP, SCTP and UDP-Lite.
  *
  * A packet the parser cannot fully trust (truncated, garbled, too deep) is
  * reported with the tc_stats counter that explains why, and the caller sends
- * it to the default class: no rule is ever matched on bytes we are not sure
- * of. Non-first fragments carry no L4 header, so they match address rules
- * only.
+ * it to the default class: no filter is ever matched on bytes we are not sure
+ * of. Non-first fragments carry no L4 header, so they match only filters
+ * without ports. A non-IP packet (PSPXDP_TC_NON_IP) still has its VLAN id.
  *
  * Headers are read with bpf_skb_load_bytes, not direct packet access: it
  * works on non-linear (GSO) skbs and checks every offset at run time, which
@@ -43,12 +44,15 @@ static __always_inline int load(struct __sk_buff *skb, __u32 off, void *to, __u3
 
 /* What the parser established. Only fields it vouches for are used. */
 struct flow {
-    __u8 family;    /* 4 or 6 */
-    __u8 l4_proto;  /* IPPROTO_*, valid with has_ports */
-    __u8 has_ports; /* TCP/UDP header present and complete, first fragment */
-    __u8 pad;
-    __u16 sport; /* host order */
+    __u8 family;    /* 4 or 6; 0 for a non-IP packet */
+    __u8 l4_proto;  /* IPv4 protocol, IPv6 next header after the extension headers */
+    __u8 has_ports; /* L4 header with ports present and complete, first fragment */
+    __u8 has_vlan;  /* vlan is the outer tag (offloaded or in the data) */
+    __u16 sport;    /* host order */
     __u16 dport;
+    __u16 vlan;     /* VLAN id of the outer tag, 0..4095 */
+    __u8 dscp;      /* IPv4 TOS >> 2, IPv6 traffic class >> 2 */
+    __u8 pad;
     __u8 saddr[16]; /* IPv4 uses the first 4 bytes */
     __u8 daddr[16];
 };
@@ -56,24 +60,27 @@ struct flow {
 /* Parse outcome: PARSE_OK or the tc_stats counter that explains the failure. */
 #define PARSE_OK 0
 
-/* TCP/UDP ports at l4_off; every byte of the L4 header must be there. */
+/* Ports at l4_off (TCP, UDP, SCTP, UDP-Lite: all start with sport, dport);
+ * every byte of the L4 header must be there. */
 static __always_inline int parse_l4(struct __sk_buff *skb, __u32 l4_off, struct flow *f) {
     __be16 ports[2];
+    __u8 last;
 
-    if (f->l4_proto != IPPROTO_TCP && f->l4_proto != IPPROTO_UDP) return PARSE_OK;
+    if (f->l4_proto != IPPROTO_TCP && f->l4_proto != IPPROTO_UDP &&
+        f->l4_proto != IPPROTO_SCTP && f->l4_proto != IPPROTO_UDPLITE)
+        return PARSE_OK;
     if (load(skb, l4_off, ports, sizeof(ports))) return PSPXDP_TC_TRUNCATED;
     if (f->l4_proto == IPPROTO_TCP) {
         __u8 doff_byte;
-        __u8 last;
 
         if (load(skb, l4_off + 12, &doff_byte, 1)) return PSPXDP_TC_TRUNCATED;
         __u32 hlen = (__u32)(doff_byte >> 4) * 4;
         if (hlen < 20) return PSPXDP_TC_BAD_HEADER;
         if (load(skb, l4_off + hlen - 1, &last, 1)) return PSPXDP_TC_TRUNCATED;
     } else {
-        __u8 last;
-
-        if (load(skb, l4_off + 7, &last, 1)) return PSPXDP_TC_TRUNCATED;
+        /* UDP, UDP-Lite: 8-byte header; SCTP: 12-byte common header. */
+        __u32 hlen = f->l4_proto == IPPROTO_SCTP ? 12 : 8;
+        if (load(skb, l4_off + hlen - 1, &last, 1)) return PSPXDP_TC_TRUNCATED;
     }
     f->sport = bpf_ntohs(ports[0]);
     f->dport = bpf_ntohs(ports[1]);
@@ -110,6 +117,7 @@ static __always_inline int parse_v4(struct __sk_buff *skb, __u32 off, struct flo
 
     f->family = 4;
     f->l4_proto = ip.protocol;
+    f->dscp = ip.tos >> 2;
     __builtin_memcpy(f->saddr, ip.saddr, 4);
     __builtin_memcpy(f->daddr, ip.daddr, 4);
     if (bpf_ntohs(ip.frag_off) & IP_OFFSET_MASK) {
@@ -136,6 +144,7 @@ static __always_inline int parse_v6(struct __sk_buff *skb, __u32 off, struct flo
     if (payload_len && off + sizeof(ip6) + payload_len > skb->len) return PSPXDP_TC_TRUNCATED;
 
     f->family = 6;
+    f->dscp = (bpf_ntohl(ip6.ver_tc_flow) >> 22) & 0x3f;
     __builtin_memcpy(f->saddr, ip6.saddr, 16);
     __builtin_memcpy(f->daddr, ip6.daddr, 16);
 
@@ -189,12 +198,24 @@ static __always_inline int parse(struct __sk_buff *skb, struct flow *f) {
 
     if (load(skb, 12, &proto, sizeof(proto))) return PSPXDP_TC_TRUNCATED;
     /* A tag offloaded to skb->vlan_tci is not in the data: what follows the
-     * MAC addresses is then already the inner ethertype. */
+     * MAC addresses is then already the inner ethertype. The offloaded tag
+     * is the outer one; otherwise the first tag in the data is. */
+    if (skb->vlan_present) {
+        f->vlan = skb->vlan_tci & 0x0fff;
+        f->has_vlan = 1;
+    }
     for (int i = 0; i < PSPXDP_VLAN_MAX; i++) {
+        __be16 tag[2]; /* TCI, then the next ethertype */
+
         if (proto != bpf_htons(ETH_P_8021Q) && proto != bpf_htons(ETH_P_8021AD) &&
             proto != bpf_htons(ETH_P_QINQ_OLD))
             break;
-        if (load(skb, off + 2, &proto, sizeof(proto))) return PSPXDP_TC_TRUNCATED;
+        if (load(skb, off, tag, sizeof(tag))) return PSPXDP_TC_TRUNCATED;
+        if (!f->has_vlan) {
+            f->vlan = bpf_ntohs(tag[0]) & 0x0fff;
+            f->has_vlan = 1;
+        }
+        proto = tag[1];
         off += 4;
     }
     if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD) ||

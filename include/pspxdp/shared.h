@@ -209,7 +209,7 @@ enum pspxdp_tc_counter {
     PSPXDP_TC_BAD_HEADER = 2,   /* IP version / IHL / length garbled: default class */
     PSPXDP_TC_VLAN_DEPTH = 3,   /* more than 2 VLAN tags: default class */
     PSPXDP_TC_EXT_DEPTH = 4,    /* more IPv6 extension headers than we walk: default class */
-    PSPXDP_TC_FRAGMENT = 5,     /* non-first fragment: no port rules, addresses only */
+    PSPXDP_TC_FRAGMENT = 5,     /* non-first fragment: matches only filters without ports */
     PSPXDP_TC_NON_IP = 6,       /* neither IPv4 nor IPv6: default class */
     PSPXDP_TC_PACER_DEAD = 7,   /* heartbeat stale or no pacer ifindex: passed */
     PSPXDP_TC_NO_SLOT = 8,      /* class not served by the daemon: passed */
@@ -242,24 +242,132 @@ struct pspxdp_pacer_stats {
     __u64 backlog;
 };
 
-/* ---- Filters (v1: one field per rule; replaced by conjunctive filters).
- * Lookup order in the TC program: port rules (proto + port), then longest
- * prefix on the destination, then on the source, then the default class.
- * Values are __u32 classids. */
-#define PSPXDP_MAX_RULES 16384
-struct pspxdp_lpm_v4 {
-    __u32 prefixlen;
-    __u8 addr[4];
+/* ---- Filters: tc-style conjunctive filters in tuple-space form.
+ *
+ * A filter is a conjunction of optional fields (src/dst prefix, proto, sport
+ * and dport ranges, outer VLAN id, DSCP) with a preference; among the filters
+ * that match a packet the lowest order = pref << PSPXDP_FILTER_SEQ_BITS | seq
+ * wins (equal pref: the one added first). Unmatched traffic goes to
+ * pacer_state.default_classid.
+ *
+ * The control plane expands every filter into exact-match entries: a port
+ * range becomes the minimal set of aligned power-of-two blocks, and each
+ * entry's "shape" (which fields, which prefix lengths) is part of its key.
+ * All entries of all filters live in one hash map (filter_entries); where two
+ * filters yield the same key the entry holds the lower order. The classifier
+ * walks the shape table (filter_shapes) in ascending order of each shape's
+ * best order, masks the packet's key with the shape's masks and looks it up;
+ * it stops at the first shape whose best order cannot beat what it found. A
+ * packet costs one lookup per shape at most, whatever the number of filters.
+ *
+ * Maps (pinned as named here):
+ *   filters         HASH  key __u32 filter id -> struct pspxdp_filter: the filter
+ *                         as the user wrote it (show, save, delete); CLI only
+ *   filter_entries  HASH  struct pspxdp_filter_key -> struct pspxdp_filter_entry
+ *   filter_shapes   ARRAY 2 sets of PSPXDP_FILTER_SET_SLOTS struct
+ *                         pspxdp_filter_shape_slot, each ended by a slot with
+ *                         no fields (so a zeroed map is two empty sets)
+ *   filter_state    ARRAY one struct pspxdp_filter_state: which set is live
+ *   filter_stats    PERCPU_ARRAY by filter id, struct pspxdp_filter_stats
+ * A change writes the idle set in full, then flips filter_state.active_set
+ * (one byte changes: no torn read), so the classifier never sees half a table. */
+#define PSPXDP_MAX_FILTERS 16384
+#define PSPXDP_MAX_FILTER_ENTRIES 131072
+#define PSPXDP_MAX_FILTER_SHAPES 255
+#define PSPXDP_FILTER_SET_SLOTS (PSPXDP_MAX_FILTER_SHAPES + 1) /* + the end slot */
+#define PSPXDP_FILTER_PREF_MIN 1
+#define PSPXDP_FILTER_PREF_MAX 65535    /* tc's preference is 16 bits */
+#define PSPXDP_FILTER_PREF_DEFAULT 49152 /* pref when omitted: tc's first auto pref */
+#define PSPXDP_FILTER_SEQ_BITS 48
+#define PSPXDP_FILTER_ORDER(pref, seq) (((__u64)(pref) << PSPXDP_FILTER_SEQ_BITS) | (seq))
+#define PSPXDP_FILTER_ORDER_NONE (~0ULL) /* "no filter" */
+
+/* Bits of pspxdp_filter.fields and pspxdp_filter_shape.fields. In the
+ * classifier's packet key the same bits say which fields the packet has
+ * (ports: TCP/UDP/SCTP/UDP-Lite first fragments; vlan: tagged). */
+enum pspxdp_filter_field {
+    PSPXDP_FF_SRC = 1 << 0,
+    PSPXDP_FF_DST = 1 << 1,
+    PSPXDP_FF_PROTO = 1 << 2,
+    PSPXDP_FF_SPORT = 1 << 3,
+    PSPXDP_FF_DPORT = 1 << 4,
+    PSPXDP_FF_VLAN = 1 << 5,
+    PSPXDP_FF_DSCP = 1 << 6,
 };
-struct pspxdp_lpm_v6 {
-    __u32 prefixlen;
-    __u8 addr[16];
+
+/* The shape of an entry: the first 8 bytes of its key. */
+struct pspxdp_filter_shape {
+    __u8 family;     /* 4 or 6 with src/dst; 0 (any packet) without */
+    __u8 fields;     /* enum pspxdp_filter_field bits */
+    __u8 src_plen;   /* prefix lengths, 0..32 / 0..128 */
+    __u8 dst_plen;
+    __u8 sport_plen; /* port block: the top sport_plen bits are matched, 0..16 */
+    __u8 dport_plen;
+    __u8 pad[2];
 };
-enum pspxdp_port_dir { PSPXDP_PORT_DST = 0, PSPXDP_PORT_SRC = 1 };
-struct pspxdp_port_key {
-    __u8 proto; /* IPPROTO_TCP / IPPROTO_UDP */
-    __u8 dir;   /* enum pspxdp_port_dir */
-    __u16 port; /* host byte order */
+
+/* filter_entries key. IPv4 addresses use the first 4 bytes of src/dst. Ports
+ * are in host byte order. Fields outside the shape, and bits below a prefix,
+ * are zero. */
+struct pspxdp_filter_key {
+    struct pspxdp_filter_shape shape;
+    __u8 src[16];
+    __u8 dst[16];
+    __u16 sport;
+    __u16 dport;
+    __u16 vlan; /* VLAN id, 0..4095 */
+    __u8 proto; /* IPv4 protocol / IPv6 upper-layer next header */
+    __u8 dscp;  /* 0..63 */
+};
+
+/* filter_entries value. */
+struct pspxdp_filter_entry {
+    __u64 order; /* PSPXDP_FILTER_ORDER(pref, seq) of the filter it came from */
+    struct pspxdp_classid classid;
+    __u32 filter_id; /* key of filters, index of filter_stats */
+};
+
+/* filter_shapes value. mask.shape is the shape itself (fields 0: the end of
+ * the set); the other fields of mask are all-ones over what the shape matches. */
+struct pspxdp_filter_shape_slot {
+    struct pspxdp_filter_key mask;
+    __u64 best_order; /* lowest order of the shape's entries */
+};
+
+/* filter_state: ARRAY, one entry, key 0. */
+struct pspxdp_filter_state {
+    __u32 active_set; /* 0 or 1: the set of filter_shapes the classifier walks */
+    __u32 pad;
+    __u64 next_seq;   /* CLI: sequence number of the next filter added */
+};
+
+/* filters value: one filter as the user wrote it. */
+struct pspxdp_filter {
+    __u32 pref;
+    struct pspxdp_classid classid;
+    __u64 seq; /* order of addition, breaks ties between equal prefs */
+    __u8 family; /* 4, 6 or 0 (no src/dst) */
+    __u8 fields; /* enum pspxdp_filter_field bits */
+    __u8 src_plen;
+    __u8 dst_plen;
+    __u8 proto;
+    __u8 dscp;
+    __u16 vlan;
+    __u8 src[16];
+    __u8 dst[16];
+    __u16 sport_min; /* inclusive ranges, host order */
+    __u16 sport_max;
+    __u16 dport_min;
+    __u16 dport_max;
+};
+
+/* filter_stats: PERCPU_ARRAY indexed by filter id. Written by TC for the
+ * filter that decided a packet's class; zeroed when an id is given out. */
+#define PSPXDP_FILTER_COUNTERS(X)                                                                  \
+    X(matched_packets, "packets this filter classified (it matched and won)")                      \
+    X(matched_skb_bytes, "skb bytes of those packets (a GSO packet counted whole, no FCS)")
+struct pspxdp_filter_stats {
+    PSPXDP_FILTER_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
 
 #ifdef __cplusplus
@@ -279,11 +387,22 @@ static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats l
 static_assert(sizeof(struct pspxdp_daemon_stats) == 19 * 8, "daemon_stats layout");
 static_assert(sizeof(struct pspxdp_class_slot) == 8, "class_slot layout");
 static_assert(sizeof(struct pspxdp_pacer_stats) == 40, "pacer_stats (v1) layout");
-static_assert(sizeof(struct pspxdp_lpm_v4) == 8, "lpm_v4 layout");
-static_assert(sizeof(struct pspxdp_lpm_v6) == 20, "lpm_v6 layout");
-static_assert(sizeof(struct pspxdp_port_key) == 4, "port_key layout");
-static_assert(__builtin_offsetof(struct pspxdp_port_key, port) == 2, "port_key layout");
-static_assert(__builtin_offsetof(struct pspxdp_lpm_v6, addr) == 4, "lpm_v6 layout");
+static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
+static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");
+/* The classifier masks a key as six __u64 words: the shape, then 5 words of fields. */
+static_assert(sizeof(struct pspxdp_filter_key) == 48, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, src) == 8, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, dst) == 24, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, sport) == 40, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, dscp) == 47, "filter key layout");
+static_assert(sizeof(struct pspxdp_filter_entry) == 16, "filter entry layout");
+static_assert(sizeof(struct pspxdp_filter_shape_slot) == 56, "filter shape slot layout");
+static_assert(sizeof(struct pspxdp_filter_state) == 16, "filter state layout");
+static_assert(sizeof(struct pspxdp_filter) == 64, "filter layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter, src) == 24, "filter layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter, sport_min) == 56, "filter layout");
+static_assert(sizeof(struct pspxdp_filter_stats) == 2 * 8, "filter_stats layout");
+static_assert(PSPXDP_FILTER_PREF_MAX < (1u << (64 - PSPXDP_FILTER_SEQ_BITS)), "pref fits the order");
 static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
 static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");
 #endif

@@ -12,7 +12,9 @@
 #include <catch2/catch.hpp>
 
 #include "classifier.skel.h"
+#include "control/filter.hpp"
 #include "redirect.skel.h"
+#include "fixture.hpp"
 #include "pspxdp/shared.h"
 
 #include <arpa/inet.h>
@@ -37,219 +39,9 @@
 #include <string>
 #include <vector>
 
+using namespace psptest;
+
 namespace {
-
-using Bytes = std::vector<uint8_t>;
-
-// ---------------------------------------------------------------- skip
-
-void require_root_or_skip() {
-    if (geteuid() != 0) {
-        std::fprintf(stderr, "bpf_tests: not root, skipping\n");
-        std::exit(77);
-    }
-    static bool probed = false;
-    if (probed) return;
-    probed = true;
-    // BPF available at all? A trivial array map answers that without
-    // involving the code under test (whose load failures are real failures).
-    int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "psp_probe", 4, 4, 1, nullptr);
-    if (fd < 0) {
-        std::fprintf(stderr, "bpf_tests: BPF unavailable (%s), skipping\n", std::strerror(errno));
-        std::exit(77);
-    }
-    close(fd);
-    if (std::system("ip netns list >/dev/null 2>&1") != 0) {
-        std::fprintf(stderr, "bpf_tests: iproute2 netns unavailable, skipping\n");
-        std::exit(77);
-    }
-}
-
-// ---------------------------------------------------------------- netns
-
-void sh(const std::string &cmd) {
-    if (std::system((cmd + " >/dev/null 2>&1").c_str()) != 0)
-        throw std::runtime_error("command failed: " + cmd);
-}
-
-class PrivateNetns {
-  public:
-    PrivateNetns() {
-        static int counter = 0;
-        name_ = "psp-bpf-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
-        orig_ = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (orig_ < 0) throw std::runtime_error("open own netns");
-        try {
-            sh("ip netns add " + name_);
-            created_ = true;
-            sh("ip -n " + name_ +
-               " link add psp0 numtxqueues 8 numrxqueues 8 type veth peer name psp1"
-               " numtxqueues 8 numrxqueues 8");
-            sh("ip -n " + name_ + " link set psp0 up");
-            sh("ip -n " + name_ + " link set psp1 up");
-            int fd = open(("/run/netns/" + name_).c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd < 0) throw std::runtime_error("open /run/netns/" + name_);
-            int rc = setns(fd, CLONE_NEWNET);
-            close(fd);
-            if (rc != 0) throw std::runtime_error("setns " + name_);
-            entered_ = true;
-            psp0 = if_nametoindex("psp0");
-            psp1 = if_nametoindex("psp1");
-            if (!psp0 || !psp1) throw std::runtime_error("veth pair missing in " + name_);
-        } catch (...) {
-            cleanup();
-            throw;
-        }
-    }
-    ~PrivateNetns() { cleanup(); }
-    PrivateNetns(const PrivateNetns &) = delete;
-    PrivateNetns &operator=(const PrivateNetns &) = delete;
-
-    unsigned psp0 = 0, psp1 = 0;
-
-  private:
-    void cleanup() {
-        if (entered_ && setns(orig_, CLONE_NEWNET) != 0) std::perror("setns back");
-        entered_ = false;
-        if (created_) std::system(("ip netns del " + name_ + " >/dev/null 2>&1").c_str());
-        created_ = false;
-        if (orig_ >= 0) close(orig_);
-        orig_ = -1;
-    }
-    std::string name_;
-    int orig_ = -1;
-    bool created_ = false, entered_ = false;
-};
-
-// ---------------------------------------------------------------- packets
-
-void put16(Bytes &b, uint16_t v) {
-    b.push_back(uint8_t(v >> 8));
-    b.push_back(uint8_t(v));
-}
-
-Bytes eth(uint16_t ethertype, std::initializer_list<uint16_t> tpids = {}) {
-    Bytes b = {0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1};
-    uint16_t vid = 100;
-    for (uint16_t tpid : tpids) {
-        put16(b, tpid);
-        put16(b, vid++);
-    }
-    put16(b, ethertype);
-    return b;
-}
-
-Bytes v4addr(const char *s) {
-    Bytes a(4);
-    REQUIRE(inet_pton(AF_INET, s, a.data()) == 1);
-    return a;
-}
-Bytes v6addr(const char *s) {
-    Bytes a(16);
-    REQUIRE(inet_pton(AF_INET6, s, a.data()) == 1);
-    return a;
-}
-
-Bytes udp(uint16_t sport, uint16_t dport, size_t payload = 18) {
-    Bytes b;
-    put16(b, sport);
-    put16(b, dport);
-    put16(b, uint16_t(8 + payload));
-    put16(b, 0);
-    b.resize(b.size() + payload, 0xab);
-    return b;
-}
-
-Bytes tcp(uint16_t sport, uint16_t dport, uint8_t doff_words = 5) {
-    Bytes b;
-    put16(b, sport);
-    put16(b, dport);
-    b.resize(12, 0);
-    b.push_back(uint8_t(doff_words << 4));
-    b.push_back(0x10); // ACK
-    b.resize(20, 0);
-    if (doff_words > 5) b.resize(size_t(doff_words) * 4, 1); // NOP options
-    return b;
-}
-
-struct V4 {
-    const char *src = "10.0.0.1";
-    const char *dst = "8.8.8.8";
-    uint8_t proto = IPPROTO_UDP;
-    Bytes options;          // multiple of 4
-    uint16_t frag_field = 0; // flags + offset (host order)
-    int version = 4;
-    int ihl_override = -1;
-    int tot_len_override = -1;
-};
-
-Bytes ipv4(const V4 &h, const Bytes &l4) {
-    Bytes b;
-    const size_t ihl = h.ihl_override >= 0 ? size_t(h.ihl_override) : 5 + h.options.size() / 4;
-    b.push_back(uint8_t(h.version << 4 | ihl));
-    b.push_back(0);
-    const size_t tot = 20 + h.options.size() + l4.size();
-    put16(b, uint16_t(h.tot_len_override >= 0 ? h.tot_len_override : int(tot)));
-    put16(b, 0x1234);
-    put16(b, h.frag_field);
-    b.push_back(64);
-    b.push_back(h.proto);
-    put16(b, 0);
-    Bytes s = v4addr(h.src), d = v4addr(h.dst);
-    b.insert(b.end(), s.begin(), s.end());
-    b.insert(b.end(), d.begin(), d.end());
-    b.insert(b.end(), h.options.begin(), h.options.end());
-    b.insert(b.end(), l4.begin(), l4.end());
-    return b;
-}
-
-Bytes ipv6(uint8_t nexthdr, const char *src, const char *dst, const Bytes &payload,
-           int version = 6) {
-    Bytes b;
-    b.push_back(uint8_t(version << 4));
-    b.push_back(0);
-    put16(b, 0);
-    put16(b, uint16_t(payload.size()));
-    b.push_back(nexthdr);
-    b.push_back(64);
-    Bytes s = v6addr(src), d = v6addr(dst);
-    b.insert(b.end(), s.begin(), s.end());
-    b.insert(b.end(), d.begin(), d.end());
-    b.insert(b.end(), payload.begin(), payload.end());
-    return b;
-}
-
-// An 8-byte-unit extension header (hop-by-hop, routing, dest opts) of
-// (len_units + 1) * 8 bytes, then the rest.
-Bytes ext(uint8_t nexthdr, uint8_t len_units, const Bytes &rest) {
-    Bytes b = {nexthdr, len_units};
-    b.resize(size_t(len_units + 1) * 8, 0);
-    if (b.size() >= 4) b[2] = 1, b[3] = 0; // PadN-ish filler, content irrelevant
-    b.insert(b.end(), rest.begin(), rest.end());
-    return b;
-}
-
-// AH: length in 4-byte units minus 2.
-Bytes ah(uint8_t nexthdr, uint8_t len_field, const Bytes &rest) {
-    Bytes b = {nexthdr, len_field};
-    b.resize(size_t(len_field + 2) * 4, 0x5a);
-    b.insert(b.end(), rest.begin(), rest.end());
-    return b;
-}
-
-Bytes frag6(uint8_t nexthdr, uint16_t offset_units, bool more, const Bytes &rest) {
-    Bytes b = {nexthdr, 0};
-    put16(b, uint16_t(offset_units << 3 | (more ? 1 : 0)));
-    put16(b, 0xbeef);
-    put16(b, 0x0001);
-    b.insert(b.end(), rest.begin(), rest.end());
-    return b;
-}
-
-Bytes cat(Bytes a, const Bytes &b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
 
 // ---------------------------------------------------------------- fixture
 
@@ -313,44 +105,53 @@ class Classifier {
         s.queue = queue;
         REQUIRE(bpf_map_update_elem(fd(skel_->maps.class_slot), &classid, &s, BPF_ANY) == 0);
     }
-    void v4rule(bpf_map *m, const char *addr, uint32_t len, uint32_t classid) {
-        pspxdp_lpm_v4 k{};
-        k.prefixlen = len;
-        std::memcpy(k.addr, v4addr(addr).data(), 4);
-        REQUIRE(bpf_map_update_elem(fd(m), &k, &classid, BPF_ANY) == 0);
+    pspxdp::control::FilterMaps filter_maps() const {
+        pspxdp::control::FilterMaps m;
+        m.filters = fd(skel_->maps.filters);
+        m.entries = fd(skel_->maps.filter_entries);
+        m.shapes = fd(skel_->maps.filter_shapes);
+        m.state = fd(skel_->maps.filter_state);
+        m.stats = fd(skel_->maps.filter_stats);
+        return m; // no class_config: the classes here are not configured
     }
-    void v6rule(bpf_map *m, const char *addr, uint32_t len, uint32_t classid) {
-        pspxdp_lpm_v6 k{};
-        k.prefixlen = len;
-        std::memcpy(k.addr, v6addr(addr).data(), 16);
-        REQUIRE(bpf_map_update_elem(fd(m), &k, &classid, BPF_ANY) == 0);
-    }
-    void port_rule(uint8_t proto, uint8_t dir, uint16_t port, uint32_t classid) {
-        pspxdp_port_key k{};
-        k.proto = proto;
-        k.dir = dir;
-        k.port = port;
-        REQUIRE(bpf_map_update_elem(fd(skel_->maps.rules_port), &k, &classid, BPF_ANY) == 0);
+    // Replaces the filters with these lines (filter add's words after DEV).
+    void filters(std::initializer_list<const char *> lines) {
+        std::vector<pspxdp::control::FilterSpec> specs;
+        for (const char *line : lines) {
+            auto spec = pspxdp::control::parse_filter(pspxdp::control::split_words(line));
+            INFO(line << ": " << spec.error());
+            REQUIRE(spec);
+            specs.push_back(*spec);
+        }
+        auto r = pspxdp::control::replace_filters(filter_maps(), specs);
+        INFO(r.error());
+        REQUIRE(r);
     }
 
     // The standard configuration every test starts from.
     void standard(unsigned pacer_ifindex) {
+        // The v1 lookup order as prefs: dport rules, sport rules, the longest
+        // dst prefix, the longest src prefix.
+        filters({
+            "pref 1 proto udp dport 5001 classid 1:1",
+            "pref 1 proto tcp dport 22 classid 1:1",
+            "pref 2 proto tcp sport 80 classid 1:2",
+            "pref 1 proto udp dport 7000 classid 1:5",
+            "pref 176 dst 192.168.2.0/24 classid 1:2",
+            "pref 175 dst 192.168.2.128/25 classid 1:1",
+            "pref 184 dst 10.9.0.0/16 classid 1:4",
+            "pref 388 src 172.16.0.0/12 classid 1:1",
+            "pref 168 dst 2001:db8::/32 classid 1:2",
+            "pref 152 dst 2001:db8:1::/48 classid 1:1",
+            "pref 392 src fd00::/8 classid 1:1",
+        });
+        // After the filters: a change waits for RCU grace periods, and this
+        // heartbeat is written once.
         state(now_ns(), pacer_ifindex, C3);
         slot(C1, 1);
         slot(C2, 2);
         slot(C3, 3);
         slot(C5, 0);
-        port_rule(IPPROTO_UDP, PSPXDP_PORT_DST, 5001, C1);
-        port_rule(IPPROTO_TCP, PSPXDP_PORT_DST, 22, C1);
-        port_rule(IPPROTO_TCP, PSPXDP_PORT_SRC, 80, C2);
-        port_rule(IPPROTO_UDP, PSPXDP_PORT_DST, 7000, C5);
-        v4rule(skel_->maps.rules_dst_v4, "192.168.2.0", 24, C2);
-        v4rule(skel_->maps.rules_dst_v4, "192.168.2.128", 25, C1);
-        v4rule(skel_->maps.rules_dst_v4, "10.9.0.0", 16, C4);
-        v4rule(skel_->maps.rules_src_v4, "172.16.0.0", 12, C1);
-        v6rule(skel_->maps.rules_dst_v6, "2001:db8::", 32, C2);
-        v6rule(skel_->maps.rules_dst_v6, "2001:db8:1::", 48, C1);
-        v6rule(skel_->maps.rules_src_v6, "fd00::", 8, C1);
     }
 
     Verdict run(const Bytes &pkt) {
@@ -823,64 +624,19 @@ TEST_CASE("redirect: frames go to their rx queue's socket, others are dropped an
 
 #include "control/control.hpp"
 
-#include <sys/stat.h>
-#include <sys/vfs.h>
-
 namespace {
 
 using pspxdp::control::Device;
-using pspxdp::control::Selector;
+using pspxdp::control::FilterSpec;
 
-constexpr long kBpfFsMagic = 0xcafe4a11;
-
-// The classifier's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;
-// unpinned and removed by the destructor.
-class Pins {
-  public:
-    Pins(classifier_bpf *skel, std::string dev) : dev_(std::move(dev)) {
-        mkdir(PSPXDP_PIN_ROOT, 0755); // may exist
-        dir_ = pspxdp::control::pin_dir(dev_);
-        REQUIRE(mkdir(dir_.c_str(), 0755) == 0);
-        bpf_map *m;
-        bpf_object__for_each_map(m, skel->obj) {
-            if (std::strchr(bpf_map__name(m), '.')) continue; // .rodata
-            std::string path = dir_ + "/" + bpf_map__name(m);
-            REQUIRE(bpf_map__pin(m, path.c_str()) == 0);
-            pinned_.push_back(m);
-        }
-    }
-    ~Pins() {
-        for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
-        rmdir(dir_.c_str());
-    }
-    Pins(const Pins &) = delete;
-    Pins &operator=(const Pins &) = delete;
-
-  private:
-    std::string dev_, dir_;
-    std::vector<bpf_map *> pinned_;
-};
-
-bool bpffs_mounted() {
-    struct statfs fs {};
-    return statfs("/sys/fs/bpf", &fs) == 0 && long(fs.f_type) == kBpfFsMagic;
+FilterSpec spec(const std::string &text) {
+    auto s = pspxdp::control::parse_filter(pspxdp::control::split_words(text));
+    REQUIRE(s);
+    return *s;
 }
 
-std::vector<std::string> split(const std::string &text) {
-    std::vector<std::string> out;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t sp = text.find(' ', pos);
-        if (sp == std::string::npos) sp = text.size();
-        out.push_back(text.substr(pos, sp - pos));
-        pos = sp + 1;
-    }
-    return out;
-}
-
-Selector sel(const std::string &text) {
-    auto words = split(text);
-    auto s = pspxdp::control::parse_selector(std::span<const std::string>(words));
+pspxdp::control::FilterSelect select(const std::string &text) {
+    auto s = pspxdp::control::parse_filter_select(pspxdp::control::split_words(text));
     REQUIRE(s);
     return *s;
 }
@@ -900,7 +656,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
 
-    Pins pins(c.skel_, dev);
+    Pins pins(c.skel_->obj, dev);
     c.alive(ns.psp0, C3);
     {
         // The line rate is written at attach; the test plays attach.
@@ -960,29 +716,32 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         CHECK(rate_of(C1) == UINT64_MAX);
     }
     SECTION("filters need an existing class; classes in use cannot be deleted") {
-        auto orphan = d.filter_add(sel("dst 192.168.2.0/24"), C1);
+        auto orphan = d.filter_add(spec("dst 192.168.2.0/24 classid 1:1"));
         REQUIRE_FALSE(orphan);
-        CHECK_THAT(orphan.error(), Catch::Contains("does not exist"));
+        CHECK_THAT(orphan.error(), Catch::Contains("no such class"));
+        CHECK(orphan.exit_code() == 2);
         auto f0 = d.filters();
         REQUIRE(f0);
         CHECK(f0->empty());
 
         REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
         REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0));
-        REQUIRE(d.filter_add(sel("dst 192.168.2.0/24"), C1));
-        REQUIRE(d.filter_add(sel("src 2001:db8::/32"), C1));
-        REQUIRE(d.filter_add(sel("proto udp dport 5001"), C1));
-        auto dup = d.filter_add(sel("dst 192.168.2.0/24"), C3);
+        REQUIRE(d.filter_add(spec("dst 192.168.2.0/24 classid 1:1")));
+        REQUIRE(d.filter_add(spec("src 2001:db8::/32 classid 1:1")));
+        REQUIRE(d.filter_add(spec("proto udp dport 5001 classid 1:1")));
+        auto dup = d.filter_add(spec("dst 192.168.2.0/24 classid 1:3"));
         REQUIRE_FALSE(dup);
-        CHECK_THAT(dup.error(), Catch::Contains("already exists"));
+        CHECK_THAT(dup.error(), Catch::Contains("duplicate"));
+        CHECK(dup.exit_code() == 2);
 
         auto fl = d.filters();
         REQUIRE(fl);
         REQUIRE(fl->size() == 3);
-        CHECK(pspxdp::control::format_selector((*fl)[0].selector) == "proto udp dport 5001");
-        CHECK(pspxdp::control::format_selector((*fl)[1].selector) == "dst 192.168.2.0/24");
-        CHECK(pspxdp::control::format_selector((*fl)[2].selector) == "src 2001:db8::/32");
-        for (const auto &f : *fl) CHECK(f.classid == C1);
+        // Equal (default) prefs: in the order they were added.
+        CHECK(pspxdp::control::format_filter((*fl)[0]) == "pref 49152 dst 192.168.2.0/24 classid 1:1");
+        CHECK(pspxdp::control::format_filter((*fl)[1]) == "pref 49152 src 2001:db8::/32 classid 1:1");
+        CHECK(pspxdp::control::format_filter((*fl)[2]) ==
+              "pref 49152 proto udp dport 5001 classid 1:1");
 
         auto busy = d.class_del(C1);
         REQUIRE_FALSE(busy);
@@ -990,13 +749,13 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         auto def = d.class_del(C3);
         REQUIRE_FALSE(def);
         CHECK_THAT(def.error(), Catch::Contains("default class"));
-        auto none = d.filter_del(sel("dst 192.168.3.0/24"));
+        auto none = d.filter_del(select("dst 192.168.3.0/24"));
         REQUIRE_FALSE(none);
-        CHECK_THAT(none.error(), Catch::Contains("no filter"));
+        CHECK_THAT(none.error(), Catch::Contains("no filter matches"));
 
-        REQUIRE(d.filter_del(sel("dst 192.168.2.0/24")));
-        REQUIRE(d.filter_del(sel("src 2001:db8::/32")));
-        REQUIRE(d.filter_del(sel("proto udp dport 5001")));
+        REQUIRE(d.filter_del(select("dst 192.168.2.0/24")));
+        REQUIRE(d.filter_del(select("src 2001:db8::/32")));
+        REQUIRE(d.filter_del(select("proto udp dport 5001")));
         REQUIRE(d.class_del(C1));
         CHECK(rate_of(C1) == UINT64_MAX);
         REQUIRE_FALSE(d.class_del(C1));
@@ -1007,9 +766,9 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         c.slot(C1, 1); // the daemon's part
         c.slot(C2, 2);
         c.slot(C3, 3);
-        REQUIRE(d.filter_add(sel("proto tcp sport 80"), C2));
-        REQUIRE(d.filter_add(sel("dst 192.168.2.128/25"), C1));
-        REQUIRE(d.filter_add(sel("dst 2001:db8:1::/48"), C2));
+        REQUIRE(d.filter_add(spec("proto tcp sport 80 classid 1:2")));
+        REQUIRE(d.filter_add(spec("dst 192.168.2.128/25 classid 1:1")));
+        REQUIRE(d.filter_add(spec("dst 2001:db8:1::/48 classid 1:2")));
         REQUIRE_PACED(c.run(tcp4("8.8.8.8", 80, 1000)), C2, 2u);
         REQUIRE_PACED(c.run(udp4("192.168.2.200", 1, 2)), C1, 1u);
         REQUIRE_PACED(c.run(udp4("192.168.2.100", 1, 2)), C3, 3u);

@@ -1,7 +1,9 @@
-// pspxdp filter add|del|show: the rules_* maps of an attached device.
+// pspxdp filter add|del|show: conjunctive filters (control/filter*.hpp).
 #include "cli/command.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <span>
@@ -10,85 +12,117 @@
 
 namespace pspxdp::cli {
 
-static bool is_selector_word(const std::string &w) {
-    return w == "dst" || w == "src" || w == "proto" || w == "dport" || w == "sport" ||
-           w == "classid" || w == "flowid";
+namespace {
+
+// Prints the error; returns its exit code (2: refused input, nothing changed).
+template <class R> int failed(const R &r) {
+    fail(r.error());
+    return r.exit_code();
 }
 
-static int show(const control::Device &dev, bool json) {
-    auto filters = dev.filters();
-    if (!filters) return fail(filters.error());
-    if (json) std::printf("[");
-    bool first = true;
-    for (const auto &f : *filters) {
-        const std::string sel = control::format_selector(f.selector);
-        const std::string cls = format_classid(ClassId::from_raw(f.classid));
-        if (json)
-            std::printf("%s{\"selector\":\"%s\",\"map\":\"%s\",\"classid\":\"%s\"}",
-                        first ? "" : ",", sel.c_str(), f.selector.map_name(), cls.c_str());
-        else
-            std::printf("%s classid %s\n", sel.c_str(), cls.c_str());
-        first = false;
+nlohmann::json to_json(const control::FilterInfo &info, bool with_stats) {
+    const control::FilterSpec &s = info.filter.spec;
+    nlohmann::json j;
+    j["id"] = info.filter.id;
+    j["pref"] = s.pref;
+    if (s.src) j["src"] = control::format_prefix(*s.src);
+    if (s.dst) j["dst"] = control::format_prefix(*s.dst);
+    if (s.proto) j["proto"] = *s.proto;
+    if (s.sport) j["sport_min"] = s.sport->min, j["sport_max"] = s.sport->max;
+    if (s.dport) j["dport_min"] = s.dport->min, j["dport_max"] = s.dport->max;
+    if (s.vlan) j["vlan"] = *s.vlan;
+    if (s.dscp) j["dscp"] = *s.dscp;
+    j["classid"] = format_classid(s.classid);
+    j["filter"] = control::format_filter(s);
+    if (with_stats) {
+#define PSPXDP_JSON(name, help) j[#name] = info.stats.name;
+        PSPXDP_FILTER_COUNTERS(PSPXDP_JSON)
+#undef PSPXDP_JSON
     }
-    if (json) std::printf("]\n");
-    return 0;
+    return j;
 }
 
-static int run(const Args &args) {
-    const auto &p = args.positional;
-    const std::string verb = p[0];
-    if (verb != "add" && verb != "del" && verb != "delete" && verb != "show" && verb != "list")
-        return fail("filter: unknown action \"" + verb + "\" (add, del, show)");
-    std::vector<std::string> words(p.begin() + 1, p.end());
-    // DEV is the first word unless that word already starts the selector;
-    // it may be left out when exactly one device is attached.
-    const bool has_dev = !words.empty() && !is_selector_word(words[0]);
-    auto dev = control::open_device(has_dev ? &words[0] : nullptr);
-    if (!dev) return fail(dev.error());
-    if (has_dev) words.erase(words.begin());
-
-    if (verb == "show" || verb == "list") {
-        if (!words.empty()) return fail("filter show: unexpected \"" + words[0] + "\"");
-        return show(*dev, args.has("json"));
-    }
-
-    if (verb == "add") {
-        // "classid X" (tc's "flowid X" too) ends the selector.
-        if (words.size() < 2 || (words[words.size() - 2] != "classid" &&
-                                 words[words.size() - 2] != "flowid"))
-            return fail("filter add: usage: pspxdp filter add [DEV] SELECTOR classid CLASSID");
-        auto id = parse_classid(words.back());
-        if (!id) return fail(id.error());
-        words.resize(words.size() - 2);
-        auto sel = control::parse_selector(std::span<const std::string>(words));
-        if (!sel) return fail(sel.error());
-        if (auto r = dev.value().filter_add(*sel, id->raw()); !r) return fail(r.error());
+int show(const control::Device &dev, bool with_stats, bool json) {
+    auto infos = dev.filter_infos(with_stats);
+    if (!infos) return failed(infos);
+    if (json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto &info : *infos) out.push_back(to_json(info, with_stats));
+        std::printf("%s\n", out.dump().c_str());
         return 0;
     }
-    // del: "classid X" is accepted and ignored, so an add line can be reused.
-    if (words.size() >= 2 &&
-        (words[words.size() - 2] == "classid" || words[words.size() - 2] == "flowid"))
-        words.resize(words.size() - 2);
-    auto sel = control::parse_selector(std::span<const std::string>(words));
-    if (!sel) return fail(sel.error());
-    if (auto r = dev.value().filter_del(*sel); !r) return fail(r.error());
+    for (const auto &info : *infos) {
+        std::printf("%s\n", control::format_filter(info.filter.spec).c_str());
+        if (with_stats) {
+            std::string line;
+#define PSPXDP_TEXT(name, help) line += " " #name " " + std::to_string(info.stats.name);
+            PSPXDP_FILTER_COUNTERS(PSPXDP_TEXT)
+#undef PSPXDP_TEXT
+            std::printf(" %s\n", line.c_str());
+        }
+    }
     return 0;
 }
+
+int run(const Args &args) {
+    const auto &p = args.positional;
+    const std::string verb = p[0];
+    if (verb != "add" && verb != "del" && verb != "delete" && verb != "show" && verb != "list") {
+        fail("filter: unknown action \"" + verb + "\" (add, del, show)");
+        return 2;
+    }
+    std::vector<std::string> words(p.begin() + 1, p.end());
+    // DEV is the first word unless that word already starts the filter; it
+    // may be left out when exactly one device is attached.
+    const bool has_dev = !words.empty() && !control::is_filter_word(words[0]);
+    auto dev = control::open_device(has_dev ? &words[0] : nullptr);
+    if (!dev) return failed(dev);
+    if (has_dev) words.erase(words.begin());
+    const std::span<const std::string> rest(words);
+
+    if (verb == "show" || verb == "list") {
+        if (!words.empty()) {
+            fail("filter show: unexpected \"" + words[0] + "\"");
+            return 2;
+        }
+        return show(*dev, args.has("stats"), args.has("json"));
+    }
+    if (verb == "add") {
+        auto spec = control::parse_filter(rest);
+        if (!spec) return failed(spec);
+        if (auto r = dev.value().filter_add(*spec); !r) return failed(r);
+        return 0;
+    }
+    auto sel = control::parse_filter_select(rest);
+    if (!sel) return failed(sel);
+    if (auto r = dev.value().filter_del(*sel); !r) return failed(r);
+    return 0;
+}
+
+} // namespace
 
 const Command kFilter = {
     "filter",
-    "add [DEV] SELECTOR classid CLASSID | del [DEV] SELECTOR | show [DEV] [-j]",
+    "add [DEV] [pref N] FIELD... classid X:Y | del [DEV] (FIELD... | pref N) | show [DEV] [-s] [-j]",
     "steer traffic of an attached device into classes",
-    "SELECTOR is one of:\n"
-    "  dst PREFIX | src PREFIX          IPv4 or IPv6, e.g. 192.168.2.0/24, 2001:db8::/32\n"
-    "  proto tcp|udp dport|sport PORT   e.g. proto udp dport 5001\n"
-    "The classifier tries port rules (dport, then sport), then the longest dst\n"
-    "prefix, then the longest src prefix, then the default class. Non-first IP\n"
-    "fragments match prefixes only. The class must exist (pspxdp class set).\n"
-    "DEV may be left out when exactly one device is attached.",
-    {{"json", 'j', nullptr, "show: print JSON"}},
+    "FIELDs (any combination, at least one; src and dst of one family):\n"
+    "  src PREFIX | dst PREFIX      IPv4 or IPv6, e.g. 10.1.2.0/24, 2001:db8::/32\n"
+    "  proto NAME|NUMBER            tcp udp icmp icmpv6 sctp udplite gre esp ah igmp, 0..255\n"
+    "  sport PORT[-PORT]            ranges inclusive; TCP, UDP, SCTP, UDP-Lite only\n"
+    "  dport PORT[-PORT]\n"
+    "  vlan ID                      the outer tag, 0..4095 (also on non-IP frames)\n"
+    "  dscp N                       0..63 (IPv4 TOS, IPv6 traffic class, upper 6 bits)\n"
+    "Among the filters that match a packet the lowest pref wins; equal prefs: the\n"
+    "filter added first wins. pref defaults to 49152. Unmatched traffic goes to the\n"
+    "default class. Non-first IP fragments match only filters without ports.\n"
+    "show prints every filter in the words filter add takes, in the order they are\n"
+    "tried; del takes those words (pref and classid optional) or pref N alone (every\n"
+    "filter of that pref). The class must exist. DEV may be left out when exactly\n"
+    "one device is attached. Refused input: one line on stderr, exit code 2.",
+    {{"json", 'j', nullptr, "show: print JSON"},
+     {"stats", 's', nullptr, "show: counters of each filter (packets and bytes it classified)"}},
     1,
-    16,
+    24,
     run,
 };
 

@@ -114,11 +114,12 @@ Result<Device> Device::open(const std::string &dev) {
     const Want want[] = {
         {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), true},
         {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true},
-        {&d.dst_v4_, "rules_dst_v4", sizeof(pspxdp_lpm_v4), 4, true},
-        {&d.src_v4_, "rules_src_v4", sizeof(pspxdp_lpm_v4), 4, true},
-        {&d.dst_v6_, "rules_dst_v6", sizeof(pspxdp_lpm_v6), 4, true},
-        {&d.src_v6_, "rules_src_v6", sizeof(pspxdp_lpm_v6), 4, true},
-        {&d.port_, "rules_port", sizeof(pspxdp_port_key), 4, true},
+        {&d.filters_, "filters", 4, sizeof(pspxdp_filter), true},
+        {&d.filter_entries_, "filter_entries", sizeof(pspxdp_filter_key),
+         sizeof(pspxdp_filter_entry), true},
+        {&d.filter_shapes_, "filter_shapes", 4, sizeof(pspxdp_filter_shape_slot), true},
+        {&d.filter_state_, "filter_state", 4, sizeof(pspxdp_filter_state), true},
+        {&d.filter_stats_, "filter_stats", 4, sizeof(pspxdp_filter_stats), true},
         // Only for `show`: a missing one prints as zeros.
         {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), false},
         {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
@@ -216,8 +217,8 @@ Result<void> Device::class_del(uint32_t classid) {
     size_t used = 0;
     std::string first;
     for (const auto &f : *fl) {
-        if (f.classid != classid) continue;
-        if (!used++) first = format_selector(f.selector);
+        if (f.classid.raw() != classid) continue;
+        if (!used++) first = format_filter(f);
     }
     if (used)
         return err("class " + cls(classid) + " is used by " + std::to_string(used) +
@@ -273,115 +274,42 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     return out;
 }
 
-int Device::rules_fd(const Selector &s) const {
-    switch (s.kind) {
-    case Selector::Kind::Dst: return s.family == 4 ? dst_v4_.get() : dst_v6_.get();
-    case Selector::Kind::Src: return s.family == 4 ? src_v4_.get() : src_v6_.get();
-    case Selector::Kind::Port: return port_.get();
-    }
-    return -1;
+FilterMaps Device::filter_maps() const {
+    FilterMaps m;
+    m.filters = filters_.get();
+    m.entries = filter_entries_.get();
+    m.shapes = filter_shapes_.get();
+    m.state = filter_state_.get();
+    m.stats = filter_stats_.get();
+    m.class_config = class_config_.get();
+    return m;
 }
 
-// The key bytes of a selector in its map.
-static std::vector<uint8_t> key_bytes(const Selector &s) {
-    std::vector<uint8_t> k;
-    auto put = [&](const auto &v) {
-        const auto *p = reinterpret_cast<const uint8_t *>(&v);
-        k.assign(p, p + sizeof(v));
-    };
-    if (s.kind == Selector::Kind::Port) put(s.port_key());
-    else if (s.family == 4) put(s.lpm_v4());
-    else put(s.lpm_v6());
-    return k;
-}
-
-Result<void> Device::filter_add(const Selector &selector, uint32_t classid) {
-    if (auto r = check_classid(classid); !r) return r;
-    if (auto r = lock(); !r) return r;
-    auto exists = class_exists(classid);
-    if (!exists) return Error{exists.error()};
-    if (!*exists)
-        return err("class " + cls(classid) + " does not exist on " + dev_ +
-                   " (create it with: pspxdp class set " + dev_ + " " + cls(classid) + " RATE)");
-    const auto key = key_bytes(selector);
-    const int fd = rules_fd(selector);
-    if (bpf_map_update_elem(fd, key.data(), &classid, BPF_NOEXIST) != 0) {
-        int e = errno;
-        if (e == EEXIST) {
-            uint32_t old = 0;
-            bpf_map_lookup_elem(fd, key.data(), &old);
-            return err("filter \"" + format_selector(selector) + "\" already exists (classid " +
-                       cls(old) + "): delete it first");
-        }
-        if (e == E2BIG || e == ENOMEM || e == ENOSPC)
-            return err(std::string(selector.map_name()) + " is full (" +
-                       std::to_string(PSPXDP_MAX_RULES) + " rules)");
-        return err(dev_ + ": write " + selector.map_name() + ": " + errno_text(e));
-    }
-    return {};
-}
-
-Result<void> Device::filter_del(const Selector &selector) {
-    if (auto r = lock(); !r) return r;
-    const auto key = key_bytes(selector);
-    if (bpf_map_delete_elem(rules_fd(selector), key.data()) != 0) {
-        int e = errno;
-        if (e == ENOENT) return err("no filter \"" + format_selector(selector) + "\" on " + dev_);
-        return err(dev_ + ": delete from " + selector.map_name() + ": " + errno_text(e));
-    }
-    return {};
-}
-
-Result<std::vector<FilterInfo>> Device::filters() const {
-    std::vector<FilterInfo> out;
-    int fd = port_.get();
-    int rc = for_each_key<pspxdp_port_key>(fd, [&](const pspxdp_port_key &k) {
-        FilterInfo f;
-        f.selector.kind = Selector::Kind::Port;
-        f.selector.proto = k.proto;
-        f.selector.dir = k.dir;
-        f.selector.port = k.port;
-        if (bpf_map_lookup_elem(fd, &k, &f.classid) == 0) out.push_back(f);
-        return true;
-    });
-    if (rc) return err(dev_ + ": read rules_port: " + errno_text(rc));
-    // Port rules: dst before src, as the classifier tries them.
-    std::stable_sort(out.begin(), out.end(), [](const FilterInfo &a, const FilterInfo &b) {
-        return std::tie(a.selector.dir, a.selector.proto, a.selector.port) <
-               std::tie(b.selector.dir, b.selector.proto, b.selector.port);
-    });
-
-    auto lpm = [&](int mfd, Selector::Kind kind, int family) -> int {
-        const size_t first = out.size();
-        auto add = [&](const auto &k) {
-            FilterInfo f;
-            f.selector.kind = kind;
-            f.selector.family = family;
-            f.selector.prefixlen = k.prefixlen;
-            std::memcpy(f.selector.addr, k.addr, sizeof(k.addr));
-            if (bpf_map_lookup_elem(mfd, &k, &f.classid) == 0) out.push_back(f);
-            return true;
-        };
-        int r = family == 4 ? for_each_key<pspxdp_lpm_v4>(mfd, add)
-                            : for_each_key<pspxdp_lpm_v6>(mfd, add);
-        // Longest prefix first: the one that wins is listed first.
-        std::stable_sort(out.begin() + long(first), out.end(),
-                         [](const FilterInfo &a, const FilterInfo &b) {
-                             if (a.selector.prefixlen != b.selector.prefixlen)
-                                 return a.selector.prefixlen > b.selector.prefixlen;
-                             return std::memcmp(a.selector.addr, b.selector.addr, 16) < 0;
-                         });
-        return r;
-    };
-    if ((rc = lpm(dst_v4_.get(), Selector::Kind::Dst, 4)))
-        return err(dev_ + ": read rules_dst_v4: " + errno_text(rc));
-    if ((rc = lpm(dst_v6_.get(), Selector::Kind::Dst, 6)))
-        return err(dev_ + ": read rules_dst_v6: " + errno_text(rc));
-    if ((rc = lpm(src_v4_.get(), Selector::Kind::Src, 4)))
-        return err(dev_ + ": read rules_src_v4: " + errno_text(rc));
-    if ((rc = lpm(src_v6_.get(), Selector::Kind::Src, 6)))
-        return err(dev_ + ": read rules_src_v6: " + errno_text(rc));
+Result<std::vector<FilterSpec>> Device::filters() const {
+    auto stored = read_filters(filter_maps());
+    if (!stored) return stored.failure();
+    std::vector<FilterSpec> out;
+    for (const StoredFilter &f : *stored) out.push_back(f.spec);
     return out;
+}
+
+Result<std::vector<FilterInfo>> Device::filter_infos(bool with_stats) const {
+    return read_filter_infos(filter_maps(), with_stats);
+}
+
+Result<void> Device::filter_add(const FilterSpec &spec) {
+    if (auto r = lock(); !r) return r;
+    return add_filter(filter_maps(), spec);
+}
+
+Result<std::vector<FilterSpec>> Device::filter_del(const FilterSelect &sel) {
+    if (auto r = lock(); !r) return r.failure();
+    return delete_filters(filter_maps(), sel);
+}
+
+Result<void> Device::replace_filters(const std::vector<FilterSpec> &specs) {
+    if (auto r = lock(); !r) return r;
+    return control::replace_filters(filter_maps(), specs);
 }
 
 Result<Device> open_device(const std::string *dev) {

@@ -6,7 +6,7 @@
 // concurrent `pspxdp class set` cannot both pass the line-rate check.
 #pragma once
 
-#include "control/selector.hpp"
+#include "control/filter.hpp"
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
 
@@ -48,11 +48,6 @@ struct ClassInfo {
     pspxdp_pacer_stats pacer{};
 };
 
-struct FilterInfo {
-    Selector selector;
-    uint32_t classid = 0;
-};
-
 // The pin directory of a device, e.g. "/sys/fs/bpf/pspxdp/eth0".
 std::string pin_dir(const std::string &dev);
 // Devices with a pin directory, sorted.
@@ -75,20 +70,25 @@ class Device {
     // (e.g. an unconfigured default class), sorted by class id.
     Result<std::vector<ClassInfo>> classes() const;
 
-    Result<void> filter_add(const Selector &selector, uint32_t classid);
-    Result<void> filter_del(const Selector &selector);
-    // Port rules first, then prefixes (the classifier's lookup order).
-    Result<std::vector<FilterInfo>> filters() const;
+    // Filters (filter.hpp), in evaluation order: lowest pref first, equal
+    // prefs in the order they were added.
+    Result<std::vector<FilterSpec>> filters() const;
+    Result<std::vector<FilterInfo>> filter_infos(bool with_stats) const;
+    Result<void> filter_add(const FilterSpec &spec);
+    // Returns the filters deleted.
+    Result<std::vector<FilterSpec>> filter_del(const FilterSelect &sel);
+    // Atomic: validates all, writes a diff, rolls back on a map error.
+    Result<void> replace_filters(const std::vector<FilterSpec> &specs);
 
   private:
     Result<void> lock();
     Result<bool> class_exists(uint32_t classid) const;
-    int rules_fd(const Selector &s) const;
+    FilterMaps filter_maps() const;
 
     std::string dev_;
     Fd dir_;
     Fd class_config_, class_slot_, class_stats_, pacer_stats_, pacer_state_;
-    Fd dst_v4_, src_v4_, dst_v6_, src_v6_, port_;
+    Fd filters_, filter_entries_, filter_shapes_, filter_state_, filter_stats_;
 };
 
 // DEV given: opens it. DEV omitted (nullptr): opens the only attached

@@ -4,11 +4,13 @@
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
+#include "datapath/xsk.hpp"
 #include "setup/loader.hpp"
 #include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -74,11 +76,21 @@ static int run(const Args &args) {
         if (c->minor == 0) return fail("attach: --default-class: minor 0 is not a class");
         default_class = *c;
     }
-    uint64_t queues = 16;
-    if (args.has("queues")) {
-        auto q = parse_u64("--queues", args.get("queues"), 1, PSPXDP_MAX_QUEUES);
+    // One pacer queue and AF_XDP RX socket per core by default: classes are
+    // not sockets (any number of classes share them). --queues is the old name.
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t queues = std::clamp<uint64_t>(cpus > 0 ? uint64_t(cpus) : 1, 1, PSPXDP_MAX_SOCKETS);
+    for (const char *name : {"queues", "sockets"}) {
+        if (!args.has(name)) continue;
+        auto q = parse_u64(std::string("--") + name, args.get(name), 1, PSPXDP_MAX_SOCKETS);
         if (!q) return fail("attach: " + q.error());
         queues = *q;
+    }
+    uint64_t buffer = datapath::kDefaultBufferBytes;
+    if (args.has("buffer")) {
+        auto b = parse_u64("--buffer", args.get("buffer"), 1ull << 20, 64ull << 30);
+        if (!b) return fail("attach: " + b.error());
+        buffer = *b;
     }
     uint64_t window = EngineConfig{}.window_bytes;
     if (args.has("window")) {
@@ -141,7 +153,7 @@ static int run(const Args &args) {
         return fail("attach: " + st.error());
     }
     std::printf(
-        "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
+        "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer sockets on %s/%s\n",
         dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
         st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
     std::fflush(stdout);
@@ -159,6 +171,7 @@ static int run(const Args &args) {
         { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
         daemon::DaemonConfig cfg;
         cfg.dev = dev;
+        cfg.buffer_bytes = buffer;
         if (args.has("spin")) cfg.sleep_min_ns = 0;
         int rc = daemon::run(cfg);
         auto l2 = dp::DevLock::acquire(paths, false);
@@ -173,8 +186,8 @@ static int run(const Args &args) {
         return rc;
     }
 
-    std::vector<std::string> dargs;
-    if (args.has("spin")) dargs = {"--sleep-min-us", "0"};
+    std::vector<std::string> dargs = {"--buffer", std::to_string(buffer)};
+    if (args.has("spin")) dargs.insert(dargs.end(), {"--sleep-min-us", "0"});
     auto pid = daemon::spawn(paths, dargs);
     if (!pid) {
         (void)dp::detach(paths, *st);
@@ -205,7 +218,12 @@ const Command kAttach = {
     {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
         {"window", 'w', "BYTES", "how far the schedule may run ahead of real time (default 65536)"},
-        {"queues", 'q', "N", "pacer queues = max classes served (default 16)"},
+        {"sockets", 's', "N",
+         "pacer queues, one AF_XDP RX socket each (default: online CPUs; any number of classes "
+         "share them)"},
+        {"queues", 'q', "N", "old name of --sockets"},
+        {"buffer", 'b', "BYTES",
+         "the pacer's buffer (UMEM) shared by all classes' queues (default 64 MiB)"},
         {"default-class", 'd', "CLASSID",
          "class of unclassified traffic (default 1:ffff, a normal class)"},
         {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},

@@ -41,11 +41,11 @@ static int show(const control::Device &dev, bool json) {
                     (unsigned long long)paced_sum, def.c_str(), alive ? "true" : "false");
         bool first = true;
         for (const auto &c : *classes) {
-            std::printf("%s{\"class\":\"%s\",\"kind\":\"%s\",\"rate_bps\":%llu,\"queue\":%u,"
+            std::printf("%s{\"class\":\"%s\",\"kind\":\"%s\",\"rate_bps\":%llu,\"slot\":%u,"
                         "\"packets\":%llu,\"bytes\":%llu,\"pass_packets\":%llu,"
                         "\"redirect_errors\":%llu",
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
-                        kind_name(c), (unsigned long long)c.config.rate_bps, c.queue,
+                        kind_name(c), (unsigned long long)c.config.rate_bps, c.config.slot,
                         (unsigned long long)c.tc.tc_packets, (unsigned long long)c.tc.tc_skb_bytes,
                         (unsigned long long)c.tc.tc_passed,
                         (unsigned long long)c.tc.tc_errors);
@@ -55,7 +55,8 @@ static int show(const control::Device &dev, bool json) {
                             (unsigned long long)c.pacer.tx_frames,
                             (unsigned long long)c.pacer.tx_bytes,
                             (unsigned long long)c.pacer.rx_frames,
-                            (unsigned long long)c.pacer.drops, (unsigned long long)c.pacer.backlog);
+                            (unsigned long long)control::total_drops(c.pacer),
+                            (unsigned long long)c.pacer.backlog_frames);
             std::printf("}");
             first = false;
         }
@@ -67,7 +68,7 @@ static int show(const control::Device &dev, bool json) {
                 st->line_rate_bps ? format_rate(st->line_rate_bps).c_str() : "unknown",
                 format_rate(paced_sum).c_str(), def.c_str(), alive ? "alive" : "NOT RUNNING");
     std::printf("%-11s %-12s %-10s %5s %12s %14s %10s %12s %14s %10s %8s\n", "class", "kind",
-                "rate", "queue", "packets", "bytes", "passed", "tx_frames", "tx_bytes", "drops",
+                "rate", "slot", "packets", "bytes", "passed", "tx_frames", "tx_bytes", "drops",
                 "backlog");
     for (const auto &c : *classes) {
         const std::string rate = c.configured && c.config.kind == PSPXDP_CLASS_PACED
@@ -75,10 +76,11 @@ static int show(const control::Device &dev, bool json) {
                                      : std::string("-");
         std::printf("%-11s %-12s %-10s %5u %12llu %14llu %10llu %12llu %14llu %10llu %8llu\n",
                     format_classid(ClassId::from_raw(c.classid)).c_str(), kind_name(c),
-                    rate.c_str(), c.queue, (unsigned long long)c.tc.tc_packets,
+                    rate.c_str(), c.config.slot, (unsigned long long)c.tc.tc_packets,
                     (unsigned long long)c.tc.tc_skb_bytes, (unsigned long long)c.tc.tc_passed,
                     (unsigned long long)c.pacer.tx_frames, (unsigned long long)c.pacer.tx_bytes,
-                    (unsigned long long)c.pacer.drops, (unsigned long long)c.pacer.backlog);
+                    (unsigned long long)control::total_drops(c.pacer),
+                            (unsigned long long)c.pacer.backlog_frames);
     }
     return 0;
 }

@@ -1,5 +1,7 @@
 #include "control/control.hpp"
 
+#include "control/config_map.hpp"
+#include "control/slots.hpp"
 #include "core/units.hpp"
 
 #include <bpf/bpf.h>
@@ -114,15 +116,14 @@ Result<Device> Device::open(const std::string &dev) {
     const Want want[] = {
         {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), true},
         {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true},
+        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_class_counters), true},
         {&d.dst_v4_, "rules_dst_v4", sizeof(pspxdp_lpm_v4), 4, true},
         {&d.src_v4_, "rules_src_v4", sizeof(pspxdp_lpm_v4), 4, true},
         {&d.dst_v6_, "rules_dst_v6", sizeof(pspxdp_lpm_v6), 4, true},
         {&d.src_v6_, "rules_src_v6", sizeof(pspxdp_lpm_v6), 4, true},
         {&d.port_, "rules_port", sizeof(pspxdp_port_key), 4, true},
         // Only for `show`: a missing one prints as zeros.
-        {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), false},
         {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
-        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_pacer_stats), false},
     };
     for (const Want &w : want) {
         auto fd = open_map(dev, w.name, w.key, w.value, w.required);
@@ -194,10 +195,20 @@ Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bp
         }
     }
     pspxdp_class_config cfg{};
+    if (bpf_map_lookup_elem(class_config_.get(), &classid, &cfg) != 0) {
+        if (errno != ENOENT) return err(dev_ + ": read class_config: " + errno_text(errno));
+        auto slots = SlotAllocator::open(class_config_.get(), pacer_stats_.get());
+        if (!slots) return err(dev_ + ": " + slots.error());
+        auto slot = slots.value().allocate();
+        if (!slot) return err(dev_ + ": class " + cls(classid) + ": " + slot.error());
+        cfg = pspxdp_class_config{};
+        cfg.slot = *slot;
+    }
     cfg.rate_bps = rate_bps;
     cfg.kind = pspxdp_class_kind(kind);
     if (bpf_map_update_elem(class_config_.get(), &classid, &cfg, BPF_ANY) != 0)
         return err(dev_ + ": write class_config: " + errno_text(errno));
+    if (auto r = bump_config_gen(pacer_state_.get()); !r) return err(dev_ + ": " + r.error());
     return {};
 }
 
@@ -225,6 +236,7 @@ Result<void> Device::class_del(uint32_t classid) {
                    "\"): delete them first");
     if (bpf_map_delete_elem(class_config_.get(), &classid) != 0)
         return err(dev_ + ": delete from class_config: " + errno_text(errno));
+    if (auto r = bump_config_gen(pacer_state_.get()); !r) return err(dev_ + ": " + r.error());
     return {};
 }
 
@@ -261,13 +273,14 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     }
     std::vector<ClassInfo> out;
     for (auto &[id, ci] : by_id) {
-        uint32_t key = id;
-        pspxdp_class_slot slot{};
-        if (class_slot_.valid() && bpf_map_lookup_elem(class_slot_.get(), &key, &slot) == 0)
-            ci.queue = slot.queue;
-        if (pacer_stats_.valid() &&
-            bpf_map_lookup_elem(pacer_stats_.get(), &key, &ci.pacer) == 0)
+        uint32_t slot = ci.config.slot;
+        pspxdp_class_counters pc{};
+        if (ci.configured && slot &&
+            bpf_map_lookup_elem(pacer_stats_.get(), &slot, &pc) == 0 &&
+            pc.state != PSPXDP_SLOT_FREE && pspxdp_classid_raw(pc.classid) == id) {
+            ci.pacer = pc;
             ci.has_pacer = true;
+        }
         out.push_back(ci);
     }
     return out;

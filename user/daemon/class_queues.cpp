@@ -81,24 +81,40 @@ void ClassQueues::transmit_head(uint32_t handle) {
     head_changed(slot, c);
 }
 
-void ClassQueues::sent(const std::vector<datapath::XskPlane::Sent> &sent) {
+void ClassQueues::sent(uint32_t frame, uint32_t len) {
     pspxdp_daemon_stats &d = maps_.daemon();
-    for (const auto &s : sent) {
-        const uint32_t wire = framing_.wire_bytes(s.len);
-        if (s.frame == datapath::XskPlane::kGap) {
-            ++d.gap_frames;
-            d.gap_bytes += wire;
-            continue;
-        }
-        pspxdp_class_counters &pc = maps_.slot(plane_.meta(s.frame).owner);
-        const uint32_t l2 = framing_.l2_bytes(s.len);
-        ++pc.tx_frames;
-        pc.tx_bytes += l2;
-        --pc.backlog_frames;
-        pc.backlog_bytes -= l2;
-        ++d.wire_frames;
-        d.wire_frame_bytes += wire;
+    const uint32_t wire = framing_.wire_bytes(len);
+    if (frame == datapath::XskPlane::kGap) {
+        ++d.gap_frames;
+        d.gap_bytes += wire;
+        return;
     }
+    pspxdp_class_counters &pc = maps_.slot(plane_.meta(frame).owner);
+    const uint32_t l2 = framing_.l2_bytes(len);
+    ++pc.tx_frames;
+    pc.tx_bytes += l2;
+    --pc.backlog_frames;
+    pc.backlog_bytes -= l2;
+    ++d.wire_frames;
+    d.wire_frame_bytes += wire;
+}
+
+void ClassQueues::unsent(uint32_t frame, uint32_t len) {
+    pspxdp_daemon_stats &d = maps_.daemon();
+    const uint32_t wire = framing_.wire_bytes(len);
+    if (frame == datapath::XskPlane::kGap) {
+        --d.gap_frames;
+        d.gap_bytes -= wire;
+        return;
+    }
+    pspxdp_class_counters &pc = maps_.slot(plane_.meta(frame).owner);
+    const uint32_t l2 = framing_.l2_bytes(len);
+    --pc.tx_frames;
+    pc.tx_bytes -= l2;
+    ++pc.backlog_frames;
+    pc.backlog_bytes += l2;
+    --d.wire_frames;
+    d.wire_frame_bytes -= wire;
 }
 
 uint64_t ClassQueues::drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause) {

@@ -31,7 +31,7 @@
 
 namespace pspxdp::daemon {
 
-class ClassQueues {
+class ClassQueues final : public datapath::XskPlane::TxObserver {
   public:
     ClassQueues(datapath::XskPlane &plane, Engine &engine, ClassTable &table, PacerMaps &maps,
                 const Framing &framing)
@@ -41,8 +41,9 @@ class ClassQueues {
     void receive(uint32_t frame);
     // The engine decided on this class's head frame: onto the TX ring.
     void transmit_head(uint32_t handle);
-    // What the kernel took from the TX ring (XskPlane::kick).
-    void sent(const std::vector<datapath::XskPlane::Sent> &sent);
+    // What the kernel takes from the TX ring (XskPlane::kick).
+    void sent(uint32_t frame, uint32_t len) override;
+    void unsent(uint32_t frame, uint32_t len) override;
     // Drops from the longest backlogs when the buffer cannot refill the
     // sockets' fill rings. Returns the frames dropped.
     uint64_t relieve_overflow();

@@ -171,7 +171,7 @@ void Loop::schedule(uint64_t now) {
 }
 
 void Loop::kick() {
-    queues_->sent(plane_->kick());
+    plane_->kick(*queues_);
 }
 
 void Loop::publish_counts() {

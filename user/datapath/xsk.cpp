@@ -289,37 +289,56 @@ uint32_t XskPlane::tx_unsent() const {
     return tx_->tx.cached_prod - __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
 }
 
-const std::vector<XskPlane::Sent> &XskPlane::kick(uint32_t max_kicks) {
-    sent_.clear();
+// One copy-mode sendto() sends at most this many descriptors (kernel-facts §4).
+static constexpr uint32_t kDescsPerKick = 32;
+
+void XskPlane::report(TxObserver &o, uint32_t from, uint32_t to, bool sent) {
+    for (uint32_t i = from; i != to; ++i) {
+        const xdp_desc *d = xsk_ring_prod__tx_desc(&tx_->tx, i);
+        uint32_t f = frame_of(d->addr);
+        bool gap = f == frames_;
+        if (sent) {
+            if (!gap) --frames_unsent_;
+            o.sent(gap ? kGap : f, d->len);
+        } else {
+            if (!gap) ++frames_unsent_;
+            o.unsent(gap ? kGap : f, d->len);
+        }
+    }
+}
+
+// Copy mode consumes TX descriptors only inside our own sendto(), so the
+// descriptors between the consumer and tx_reported_ are still ours to read.
+void XskPlane::kick(TxObserver &o, uint32_t max_kicks) {
     for (uint32_t k = 0; k < max_kicks && tx_unsent() > 0; ++k) {
+        uint32_t cons = __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
+        uint32_t batch = std::min(tx_->tx.cached_prod - cons, kDescsPerKick);
+        uint32_t credit_to = cons + batch;
+        report(o, tx_reported_, credit_to, true);
+        tx_reported_ = credit_to;
         ++counters_.kicks;
-        if (sendto(tx_fd(), nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) continue;
-        if (errno == EAGAIN || errno == EBUSY || errno == ENOBUFS || errno == EINTR) {
+        int rc = int(sendto(tx_fd(), nullptr, 0, MSG_DONTWAIT, nullptr, 0));
+        int e = errno;
+        uint32_t now_cons = __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
+        if (int32_t(now_cons - tx_reported_) > 0) { // took more than one batch
+            report(o, tx_reported_, now_cons, true);
+            tx_reported_ = now_cons;
+        } else if (now_cons != tx_reported_) { // took fewer: still on the ring
+            report(o, now_cons, tx_reported_, false);
+            tx_reported_ = now_cons;
+        }
+        if (rc >= 0) continue;
+        if (e == EAGAIN || e == EBUSY || e == ENOBUFS || e == EINTR) {
             // EAGAIN: more than one batch (32) left; EBUSY/ENOBUFS: the
             // device or skb allocation is busy. Retried on the next round.
             ++counters_.kick_transient;
-            if (errno != EAGAIN) break;
+            if (e != EAGAIN) break;
             continue;
         }
         ++counters_.kick_errors;
-        last_kick_errno_ = errno;
+        last_kick_errno_ = e;
         break;
     }
-    collect_sent();
-    return sent_;
-}
-
-// Copy mode consumes TX descriptors only inside our own sendto(), so nothing
-// reserves the consumed slots again before this runs at the end of kick().
-void XskPlane::collect_sent() {
-    uint32_t cons = __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
-    for (uint32_t i = tx_reported_; i != cons; ++i) {
-        const xdp_desc *d = xsk_ring_prod__tx_desc(&tx_->tx, i);
-        uint32_t f = frame_of(d->addr);
-        if (f != frames_) --frames_unsent_;
-        sent_.push_back(Sent{f == frames_ ? kGap : f, d->len});
-    }
-    tx_reported_ = cons;
 }
 
 uint32_t XskPlane::reap() {

@@ -20,10 +20,11 @@
 // at shutdown, tests after every run. It is what shows that no frame was
 // lost without a counter.
 //
-// Sent is when the kernel consumed the TX descriptor (copy mode transmits
-// inside our sendto()): kick() reports each frame and gap then, so a
-// counter of sent frames never includes a descriptor a killed daemon left
-// unsent on its ring.
+// Sent is when the kernel consumes the TX descriptor (copy mode transmits
+// inside our sendto()). kick() reports each frame and gap as sent just
+// before the sendto() that sends it and takes back what that call did not
+// take: a counter of sent frames is then exact even for a daemon killed
+// with descriptors still on its ring, or right as a sendto() returns.
 #pragma once
 
 #include "core/framing.hpp"
@@ -130,17 +131,23 @@ class XskPlane {
     bool tx_gap(uint32_t len);
     // Descriptors on the TX ring the kernel has not consumed yet.
     uint32_t tx_unsent() const;
-    // What the kernel consumed from the TX ring: a frame (by index), or a gap
-    // (frame kGap) of len bytes.
-    struct Sent {
-        uint32_t frame;
-        uint32_t len;
+    // Told what the kernel takes from the TX ring: a frame (by index), or a
+    // gap (frame kGap) of len bytes.
+    struct TxObserver {
+        virtual void sent(uint32_t frame, uint32_t len) = 0;
+        // A descriptor reported sent that the kernel did not take after all
+        // (the sendto() stopped early): it is still on the ring.
+        virtual void unsent(uint32_t frame, uint32_t len) = 0;
+
+      protected:
+        ~TxObserver() = default;
     };
     // sendto() kicks until the ring is consumed, at most max_kicks (each kick
     // sends <= 32 in copy mode); transient errors end the attempt, counted.
-    // Returns every descriptor the kernel consumed meanwhile, in ring order
-    // (valid until the next kick).
-    const std::vector<Sent> &kick(uint32_t max_kicks = 4);
+    // The descriptors a kick will send are reported sent *before* it, and
+    // taken back if it did not: a daemon killed at the end of the syscall
+    // (where a signal strikes) has counted exactly what the kernel sent.
+    void kick(TxObserver &observer, uint32_t max_kicks = 4);
     // Completions -> frames Free; returns how many.
     uint32_t reap();
     // Pool -> fill rings, each socket up to fill_target().
@@ -165,7 +172,7 @@ class XskPlane {
     XskPlane() = default;
     bool transition(uint32_t frame, State from, State to);
     uint32_t frame_of(uint64_t addr) const { return uint32_t(addr / frame_size_); }
-    void collect_sent();
+    void report(TxObserver &o, uint32_t from, uint32_t to, bool sent);
 
     PlaneConfig cfg_;
     uint32_t frame_size_ = 0;
@@ -190,8 +197,7 @@ class XskPlane {
     uint64_t held_ = 0, in_tx_ = 0; // frames Held, Tx
     uint64_t frames_unsent_ = 0;
     uint64_t tx_submitted_ = 0, tx_completed_ = 0, gaps_in_flight_ = 0;
-    uint32_t tx_reported_ = 0; // TX ring index up to which kick() reported
-    std::vector<Sent> sent_;
+    uint32_t tx_reported_ = 0; // TX ring index up to which kick() reported sent
     PlaneCounters counters_;
     int last_kick_errno_ = 0;
 };

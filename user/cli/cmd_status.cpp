@@ -46,10 +46,13 @@ static pspxdp_daemon_stats read_daemon_stats(const dp::Paths &paths) {
     return ds;
 }
 
-// The class's pacer counters, as JSON members.
-static std::string class_counters_json(const pspxdp_class_counters &c) {
+// The class's TC and pacer counters, as JSON members.
+static std::string class_counters_json(const control::ClassInfo &c) {
     std::string out;
-#define PSPXDP_JSON(name, help) out += ",\"" #name "\":" + std::to_string(c.name);
+#define PSPXDP_JSON(name, help) out += ",\"" #name "\":" + std::to_string(c.tc.name);
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_JSON)
+#undef PSPXDP_JSON
+#define PSPXDP_JSON(name, help) out += ",\"" #name "\":" + std::to_string(c.pacer.name);
     PSPXDP_CLASS_COUNTERS(PSPXDP_JSON)
 #undef PSPXDP_JSON
     return out;
@@ -126,19 +129,19 @@ static int run(const Args &args) {
             u(xdp_redirected), u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
         bool first = true;
         for (const auto &c : *classes) {
-            // "drops" (all drop_* causes) and "backlog" (frames) for readers
-            // of the first format; every counter is there by its own name too.
+            // "drops" (all drop_* causes), "backlog" (frames) and "tc_bytes"
+            // for readers of the first format; every counter is there by its
+            // own name too.
             std::printf("%s{\"class\":\"%s\",\"configured\":%s,\"kind\":\"%s\",\"rate_bps\":%llu,"
-                        "\"slot\":%u,\"served\":%s,\"tc_packets\":%llu,\"tc_bytes\":%llu,"
-                        "\"tc_passed\":%llu,\"drops\":%llu,\"backlog\":%llu%s}",
+                        "\"slot\":%u,\"served\":%s,\"tc_bytes\":%llu,\"drops\":%llu,"
+                        "\"backlog\":%llu%s}",
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
                         c.configured ? "true" : "false",
                         c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal",
                         u(c.config.rate_bps), c.config.slot,
                         c.has_pacer && c.pacer.state == PSPXDP_SLOT_SERVED ? "true" : "false",
-                        u(c.tc.tc_packets), u(c.tc.tc_skb_bytes), u(c.tc.tc_passed),
-                        u(control::total_drops(c.pacer)), u(c.pacer.backlog_frames),
-                        class_counters_json(c.pacer).c_str());
+                        u(c.tc.tc_skb_bytes), u(control::total_drops(c.pacer)),
+                        u(c.pacer.backlog_frames), class_counters_json(c).c_str());
             first = false;
         }
         // daemon.rx.kernel_lost: the first format's name for the kernel's drops.

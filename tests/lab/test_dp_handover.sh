@@ -18,36 +18,15 @@ PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_dp_handover "$PSPXDP" "$TRAFFIC" -- ip iperf3 tcpdump ethtool python3 nsenter timeout
 
-TAG=psp-hnd$$
-SRC=$TAG-s DST=$TAG-d
-DEV=psh$$a PEER=psh$$b
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d /tmp/psp-hnd.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
-
-psp_make_wire $SRC $DST $DEV $PEER 10.81.0 || exit 1
+psp_lab_begin hnd 10.81.0
 $N ethtool -K $DEV tso on gso on >/dev/null 2>&1
-check "TSO on DEV (TC sees GSO packets)" bash -c "$N ethtool -k $DEV | grep -q '^tcp-segmentation-offload: on'"
-check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
-check "class 1:1 200mbit" $N "$PSPXDP" class set $DEV 1:1 200mbit
-check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
+psp_check "TSO on DEV (TC sees GSO packets)" bash -c "$N ethtool -k $DEV | grep -q '^tcp-segmentation-offload: on'"
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "class 1:1 200mbit" $N "$PSPXDP" class set $DEV 1:1 200mbit
+psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
 sleep 0.2
 PACER_A=$($N "$PSPXDP" status $DEV -j | python3 -c "import json,sys; print(json.load(sys.stdin)['pacer'][0])")
-check "the pacer veth segments (TSO off on $PACER_A)" \
+psp_check "the pacer veth segments (TSO off on $PACER_A)" \
     bash -c "$N ethtool -k $PACER_A | grep -q '^tcp-segmentation-offload: off'"
 
 $D tcpdump -i $PEER -Q in -s 64 -B 65536 -w "$TMP/cap.pcap" >/dev/null 2>"$TMP/tcpdump.log" &
@@ -58,7 +37,7 @@ PIDS+=($!)
 for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
 sleep 0.5 # tcpdump up
 $N timeout 15 iperf3 -c 10.81.0.2 -p 5201 -t 2 -J >"$TMP/iperf3.json" 2>/dev/null
-check "iperf3 through 1:1" test $? -eq 0
+psp_check "iperf3 through 1:1" test $? -eq 0
 sleep 0.3
 kill -INT $TCPDUMP; wait $TCPDUMP 2>/dev/null
 $N "$PSPXDP" status $DEV -j >"$TMP/status.json"
@@ -99,14 +78,14 @@ print("RESULT", c["tc_packets"], c["tc_frames"], c["rx_frames"], d["unknown_clas
 PY
 sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
 read -r _ packets segs rx unknown invalid kdrops captured bad longest <<<"$(grep RESULT "$TMP/verdict")"
-check "GSO: TC saw $packets packets carrying $segs segments" test "$segs" -gt "$packets"
-check "every segment reached the pacer tagged with its class ($rx of $segs)" \
+psp_check "GSO: TC saw $packets packets carrying $segs segments" test "$segs" -gt "$packets"
+psp_check "every segment reached the pacer tagged with its class ($rx of $segs)" \
     test "$((rx + kdrops))" -eq "$segs"
-check "no unknown tag, no invalid frame ($unknown, $invalid)" test "$unknown" -eq 0 -a "$invalid" -eq 0
-check "nothing on the wire with a tag: $bad of $captured frames not for the receiver" \
+psp_check "no unknown tag, no invalid frame ($unknown, $invalid)" test "$unknown" -eq 0 -a "$invalid" -eq 0
+psp_check "nothing on the wire with a tag: $bad of $captured frames not for the receiver" \
     test "$bad" -eq 0 -a "$captured" -gt 1000
-check "no frame longer than 1514 B on the wire ($longest)" test "$longest" -le 1514
+psp_check "no frame longer than 1514 B on the wire ($longest)" test "$longest" -le 1514
 
-check "detach" $N "$PSPXDP" detach $DEV
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_check "detach" $N "$PSPXDP" detach $DEV
+echo "$PSP_FAILS failure(s)"
+[[ $PSP_FAILS -eq 0 ]]

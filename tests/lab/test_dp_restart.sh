@@ -24,32 +24,10 @@ PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_dp_restart "$PSPXDP" "$TRAFFIC" -- ip nstat python3 nsenter timeout
 
-TAG=psp-rst$$
-SRC=$TAG-s DST=$TAG-d
-DEV=psr$$a PEER=psr$$b
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d /tmp/psp-rst.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
-gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* ([^)]*) Z' /proc/$1/stat 2>/dev/null; }
-
-psp_make_wire $SRC $DST $DEV $PEER 10.79.0 || exit 1
-check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
-check "class 1:1 5mbit" $N "$PSPXDP" class set $DEV 1:1 5mbit
-check "filter udp dport 5002" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:1
+psp_lab_begin rst 10.79.0
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "class 1:1 5mbit" $N "$PSPXDP" class set $DEV 1:1 5mbit
+psp_check "filter udp dport 5002" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:1
 sleep 0.2
 
 # Drops the sender's namespace counted on its links: DEV and the pacer veth
@@ -77,12 +55,12 @@ SEND=$!
 PIDS+=($SEND)
 sleep 2.5
 DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
-check "daemon pid known ($DPID)" test -n "$DPID"
+psp_check "daemon pid known ($DPID)" test -n "$DPID"
 [[ -n $DPID ]] && kill -9 "$DPID"
-for _ in $(seq 100); do gone "$DPID" && break; sleep 0.01; done
-check "daemon dead after kill -9" gone "$DPID"
+for _ in $(seq 100); do psp_gone "$DPID" && break; sleep 0.01; done
+psp_check "daemon dead after kill -9" psp_gone "$DPID"
 sleep 0.5
-check "attach replaces the dead attachment" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "attach replaces the dead attachment" $N "$PSPXDP" attach $DEV --line-rate 1gbit
 wait $SEND
 # The class drains its backlog at 5 Mbit/s: wait until it is empty.
 for _ in $(seq 100); do
@@ -122,11 +100,11 @@ print(f"RESULT {sent} {accounted} {d['restarts']} {c['drop_died']} {d['died_in_r
 PY
 sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
 read -r _ sent accounted restarts died died_rings acct <<<"$(grep RESULT "$TMP/verdict")"
-check "every datagram sent is received or counted ($sent sent, $accounted accounted)" \
+psp_check "every datagram sent is received or counted ($sent sent, $accounted accounted)" \
     test "$sent" -eq "$accounted"
-check "the restart is counted (restarts $restarts)" test "$restarts" -eq 1
-check "the killed daemon's backlog is counted as drop_died ($died)" test "$died" -gt 0
-check "UMEM accounting balanced in the new daemon" test "$acct" -eq 0
-check "detach" $N "$PSPXDP" detach $DEV
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_check "the restart is counted (restarts $restarts)" test "$restarts" -eq 1
+psp_check "the killed daemon's backlog is counted as drop_died ($died)" test "$died" -gt 0
+psp_check "UMEM accounting balanced in the new daemon" test "$acct" -eq 0
+psp_check "detach" $N "$PSPXDP" detach $DEV
+echo "$PSP_FAILS failure(s)"
+[[ $PSP_FAILS -eq 0 ]]

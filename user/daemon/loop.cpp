@@ -170,7 +170,12 @@ void Loop::schedule(uint64_t now) {
     }
 }
 
-void Loop::kick() {
+void Loop::move_frames(uint64_t now) {
+    plane_->reap();
+    receive();
+    queues_->relieve_overflow();
+    plane_->refill();
+    schedule(now);
     plane_->kick(*queues_);
 }
 
@@ -248,12 +253,7 @@ int Loop::run(const volatile sig_atomic_t &stop) {
             config_gen_ = gen;
             table_->reconcile(now);
         }
-        plane_->reap();
-        receive();
-        queues_->relieve_overflow();
-        plane_->refill();
-        schedule(now);
-        kick();
+        move_frames(now);
         if (now >= next_tick_ns_) {
             tick(now);
             int e = plane_->last_kick_errno();
@@ -287,19 +287,14 @@ void Loop::shutdown() {
     const uint64_t t0 = mono_ns();
     for (;;) {
         uint64_t now = mono_ns();
-        plane_->reap();
-        receive();
-        queues_->relieve_overflow();
-        plane_->refill();
-        schedule(now);
-        kick();
+        move_frames(now);
         bool busy = engine_->backlogged() || plane_->tx_in_flight() || plane_->tx_unsent();
         if (!busy && now - t0 >= kShutdownLateFramesNs) break;
         if (now - t0 > kShutdownDrainNs) break;
     }
     uint64_t dropped = queues_->drop_all_queued();
     for (int i = 0; i < 20 && plane_->tx_in_flight(); ++i) {
-        kick();
+        plane_->kick(*queues_);
         plane_->reap();
         usleep(1000);
     }

@@ -38,9 +38,10 @@ class Loop {
     int run(const volatile sig_atomic_t &stop);
 
   private:
+    // One pass over the frames: completions, RX, overflow, refill, engine, kick.
+    void move_frames(uint64_t now);
     void receive();
     void schedule(uint64_t now);
-    void kick();
     void tick(uint64_t now);
     void publish_counts();
     void check_accounting(const char *when);

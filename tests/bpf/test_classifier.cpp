@@ -1041,6 +1041,29 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(d.class_set(C4, PSPXDP_CLASS_NORMAL, 0));
         CHECK(slot_of(C4) == 1);
     }
+    SECTION("many classes at once: one check for all, slots in order, nothing on refusal") {
+        std::vector<Device::ClassSpec> specs;
+        for (uint16_t m = 1; m <= 1000; ++m)
+            specs.push_back({PSPXDP_CLASSID(2, m), PSPXDP_CLASS_PACED, 1000000}); // 1 Gbit/s in all
+        REQUIRE(d.class_set_many(specs));
+        auto classes = d.classes();
+        REQUIRE(classes);
+        REQUIRE(classes->size() == 1000);
+        for (const auto &ci : *classes)
+            CHECK(ci.config.slot == (ci.classid & 0xffff)); // 2:1 -> slot 1, ...
+        // One more bit/s of paced rate, in a batch that also lowers nothing: refused whole.
+        std::vector<Device::ClassSpec> more = {{C1, PSPXDP_CLASS_NORMAL, 0},
+                                               {C2, PSPXDP_CLASS_PACED, 1}};
+        auto over = d.class_set_many(more);
+        REQUIRE_FALSE(over);
+        CHECK_THAT(over.error(), Catch::Contains("2 classes: paced rates would sum to"));
+        CHECK(rate_of(C1) == UINT64_MAX);
+        // Lowering one class in the same batch makes room.
+        more.push_back({PSPXDP_CLASSID(2, 7), PSPXDP_CLASS_PACED, 999999});
+        REQUIRE(d.class_set_many(more));
+        CHECK(rate_of(C2) == 1);
+        CHECK(rate_of(PSPXDP_CLASSID(2, 7)) == 999999);
+    }
     SECTION("bad class ids and unknown line rate are refused") {
         auto minor0 = d.class_set(PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
         REQUIRE_FALSE(minor0);

@@ -1,6 +1,7 @@
 // pspxdp attach DEV: set up the pacer on DEV and start its daemon.
 #include "cli/command.hpp"
 #include "core/engine.hpp"
+#include "core/framing.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
@@ -92,12 +93,33 @@ static int run(const Args &args) {
         if (!b) return fail("attach: " + b.error());
         buffer = *b;
     }
+    // The window: how far the schedule may run ahead of the wire. A NIC's TX
+    // ring holds that much already (full frames), so it sizes the window; a
+    // veth has no ring and gets the default.
     uint64_t window = EngineConfig{}.window_bytes;
+    std::string window_source = "default";
     if (args.has("window")) {
         auto w = parse_u64("--window", args.get("window"), 1514, 64ull << 20);
         if (!w) return fail("attach: " + w.error());
         window = *w;
+        window_source = "--window";
+    } else if (auto ring = dp::get_tx_ring(dev)) {
+        const uint64_t frame = link->mtu + kEthHeaderBytes + kEthOverheadBytes;
+        window = std::clamp<uint64_t>(*ring * frame, window, 64ull << 20);
+        window_source = "TX ring of " + std::to_string(*ring);
     }
+    daemon::DaemonConfig dcfg;
+    dcfg.dev = dev;
+    dcfg.buffer_bytes = buffer;
+    if (args.has("spin")) dcfg.sleep_min_ns = 0;
+    if (args.has("cpu")) {
+        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        auto c = parse_u64("--cpu", args.get("cpu"), 0, uint64_t(std::max(cpus, 1L) - 1));
+        if (!c) return fail("attach: " + c.error());
+        dcfg.cpu = int(*c);
+    }
+    dcfg.realtime = args.has("rt");
+    dcfg.busy_poll = args.has("busy-poll");
     uint64_t line = 0;
     std::string source;
     if (args.has("line-rate")) {
@@ -152,10 +174,10 @@ static int run(const Args &args) {
         dp::remove_run_files(paths); // attach undid the rest
         return fail("attach: " + st.error());
     }
-    std::printf(
-        "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer sockets on %s/%s\n",
-        dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
-        st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
+    std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B (%s), %u pacer sockets "
+                "on %s/%s\n",
+                dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
+                window_source.c_str(), st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
     std::fflush(stdout);
 
     if (args.has("foreground")) {
@@ -169,11 +191,7 @@ static int run(const Args &args) {
             std::fclose(f);
         }
         { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
-        daemon::DaemonConfig cfg;
-        cfg.dev = dev;
-        cfg.buffer_bytes = buffer;
-        if (args.has("spin")) cfg.sleep_min_ns = 0;
-        int rc = daemon::run(cfg);
+        int rc = daemon::run(dcfg);
         auto l2 = dp::DevLock::acquire(paths, false);
         if (!l2) return rc; // detach is running and will clean up
         auto s2 = dp::read_state(paths);
@@ -186,9 +204,7 @@ static int run(const Args &args) {
         return rc;
     }
 
-    std::vector<std::string> dargs = {"--buffer", std::to_string(buffer)};
-    if (args.has("spin")) dargs.insert(dargs.end(), {"--sleep-min-us", "0"});
-    auto pid = daemon::spawn(paths, dargs);
+    auto pid = daemon::spawn(paths, daemon::to_args(dcfg));
     if (!pid) {
         (void)dp::detach(paths, *st);
         dp::remove_run_files(paths);
@@ -217,7 +233,9 @@ const Command kAttach = {
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
-        {"window", 'w', "BYTES", "how far the schedule may run ahead of real time (default 65536)"},
+        {"window", 'w', "BYTES",
+         "how far the schedule may run ahead of real time (default: DEV's TX ring of full "
+         "frames; 65536 on a veth)"},
         {"sockets", 's', "N",
          "pacer queues, one AF_XDP RX socket each (default: online CPUs; any number of classes "
          "share them)"},
@@ -230,6 +248,12 @@ const Command kAttach = {
         {"spin", 0, nullptr,
          "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
          "(default: sleep through waits > 50 us)"},
+        {"cpu", 0, "N", "pin the daemon to CPU N"},
+        {"rt", 0, nullptr,
+         "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "
+         "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
+         "(sched_rt_runtime_us)"},
+        {"busy-poll", 0, nullptr, "SO_PREFER_BUSY_POLL on the pacer sockets"},
     },
     1,
     1,

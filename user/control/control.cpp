@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <unordered_map>
 #include <tuple>
 
 namespace pspxdp::control {
@@ -161,53 +163,91 @@ static Result<void> check_classid(uint32_t classid) {
 }
 
 Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps) {
-    if (auto r = check_classid(classid); !r) return r;
-    if (kind == PSPXDP_CLASS_PACED && rate_bps == 0) return err("a paced class needs a rate > 0");
-    if (kind != PSPXDP_CLASS_PACED && kind != PSPXDP_CLASS_NORMAL)
-        return err("unknown class kind " + std::to_string(kind));
-    if (kind == PSPXDP_CLASS_NORMAL) rate_bps = 0;
+    return class_set_many({ClassSpec{classid, kind, rate_bps}});
+}
+
+Result<void> Device::class_set_many(std::vector<ClassSpec> specs) {
+    for (auto &s : specs) {
+        if (auto r = check_classid(s.classid); !r) return r;
+        if (s.kind == PSPXDP_CLASS_PACED && s.rate_bps == 0)
+            return err("class " + cls(s.classid) + ": a paced class needs a rate > 0");
+        if (s.kind != PSPXDP_CLASS_PACED && s.kind != PSPXDP_CLASS_NORMAL)
+            return err("unknown class kind " + std::to_string(s.kind));
+        if (s.kind == PSPXDP_CLASS_NORMAL) s.rate_bps = 0;
+    }
     if (auto r = lock(); !r) return r;
 
-    if (kind == PSPXDP_CLASS_PACED) {
+    // One pass over class_config for any number of classes (lookup_batch).
+    auto all = read_class_configs(class_config_.get());
+    if (!all) return err(dev_ + ": " + all.error());
+    std::unordered_map<uint32_t, pspxdp_class_config> config;
+    config.reserve(all->size() + specs.size());
+    for (const auto &e : *all)
+        config[e.classid] = e.config;
+    std::unordered_map<uint32_t, size_t> last; // a class given twice: the last one counts
+    for (size_t i = 0; i < specs.size(); ++i)
+        last[specs[i].classid] = i;
+
+    // Sum in 128 bits: a hand-written huge rate must not wrap the check.
+    unsigned __int128 sum = 0;
+    bool paced = false;
+    for (const auto &[id, cfg] : config)
+        if (!last.count(id) && cfg.kind == PSPXDP_CLASS_PACED) sum += cfg.rate_bps;
+    for (const auto &[id, i] : last) {
+        sum += specs[i].rate_bps;
+        paced = paced || specs[i].kind == PSPXDP_CLASS_PACED;
+    }
+    if (paced) {
         auto st = state();
         if (!st) return Error{st.error()};
         const uint64_t line = st->line_rate_bps;
         if (line == 0)
             return err(dev_ + ": line rate unknown (pacer_state.line_rate_bps is 0), "
                               "cannot check paced rates against it");
-        // Sum in 128 bits: a hand-written huge rate must not wrap the check.
-        unsigned __int128 sum = rate_bps;
-        const int fd = class_config_.get();
-        int rc = for_each_key<uint32_t>(fd, [&](uint32_t key) {
-            pspxdp_class_config cfg{};
-            if (key != classid && bpf_map_lookup_elem(fd, &key, &cfg) == 0 &&
-                cfg.kind == PSPXDP_CLASS_PACED)
-                sum += cfg.rate_bps;
-            return true;
-        });
-        if (rc) return err(dev_ + ": read class_config: " + errno_text(rc));
         if (sum > line) {
             const std::string total =
                 sum > UINT64_MAX ? std::string("more than 2^64 bit/s") : format_rate(uint64_t(sum));
-            return err("class " + cls(classid) + " " + format_rate(rate_bps) +
-                       ": paced rates would sum to " + total + ", above the line rate " +
+            const std::string who =
+                specs.size() == 1 ? "class " + cls(specs[0].classid) + " " + format_rate(specs[0].rate_bps)
+                                  : std::to_string(specs.size()) + " classes";
+            return err(who + ": paced rates would sum to " + total + ", above the line rate " +
                        format_rate(line) + " of " + dev_);
         }
     }
-    pspxdp_class_config cfg{};
-    if (bpf_map_lookup_elem(class_config_.get(), &classid, &cfg) != 0) {
-        if (errno != ENOENT) return err(dev_ + ": read class_config: " + errno_text(errno));
-        auto slots = SlotAllocator::open(class_config_.get(), pacer_stats_.get());
-        if (!slots) return err(dev_ + ": " + slots.error());
-        auto slot = slots.value().allocate();
-        if (!slot) return err(dev_ + ": class " + cls(classid) + ": " + slot.error());
-        cfg = pspxdp_class_config{};
-        cfg.slot = *slot;
+    // New classes get slots; existing ones keep theirs.
+    std::optional<SlotAllocator> slots;
+    std::vector<uint32_t> keys;
+    std::vector<pspxdp_class_config> values;
+    for (size_t i = 0; i < specs.size(); ++i) { // slots in the order given
+        const uint32_t id = specs[i].classid;
+        if (last[id] != i) continue;
+        pspxdp_class_config cfg{};
+        if (auto it = config.find(id); it != config.end()) {
+            cfg = it->second;
+        } else {
+            if (!slots) {
+                auto opened = SlotAllocator::open(class_config_.get(), pacer_stats_.get());
+                if (!opened) return err(dev_ + ": " + opened.error());
+                slots.emplace(std::move(opened.value()));
+            }
+            auto slot = slots->allocate();
+            if (!slot) return err(dev_ + ": class " + cls(id) + ": " + slot.error());
+            cfg.slot = *slot;
+        }
+        cfg.rate_bps = specs[i].rate_bps;
+        cfg.kind = pspxdp_class_kind(specs[i].kind);
+        keys.push_back(id);
+        values.push_back(cfg);
     }
-    cfg.rate_bps = rate_bps;
-    cfg.kind = pspxdp_class_kind(kind);
-    if (bpf_map_update_elem(class_config_.get(), &classid, &cfg, BPF_ANY) != 0)
-        return err(dev_ + ": write class_config: " + errno_text(errno));
+    uint32_t count = uint32_t(keys.size());
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (count && bpf_map_update_batch(class_config_.get(), keys.data(), values.data(), &count,
+                                      &opts) != 0) {
+        int e = errno;
+        (void)bump_config_gen(pacer_state_.get()); // whatever was written must be applied
+        return err(dev_ + ": write class_config: " + errno_text(e) + " (" + std::to_string(count) +
+                   " of " + std::to_string(keys.size()) + " classes written)");
+    }
     if (auto r = bump_config_gen(pacer_state_.get()); !r) return err(dev_ + ": " + r.error());
     return {};
 }

@@ -79,6 +79,15 @@ class Device {
     // A new class gets a slot (slots.hpp); an existing one keeps its own.
     // Every change bumps pacer_state.config_gen, so the daemon applies it.
     Result<void> class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps);
+    // Any number of classes in one go: one lock, one read of class_config,
+    // one line-rate check for all, one batched write, one config_gen bump.
+    // Nothing is written when a check fails.
+    struct ClassSpec {
+        uint32_t classid;
+        uint32_t kind;
+        uint64_t rate_bps;
+    };
+    Result<void> class_set_many(std::vector<ClassSpec> specs);
     Result<void> class_del(uint32_t classid);
     // Configured classes plus any class that only appears in class_stats
     // (e.g. an unconfigured default class), sorted by class id.

@@ -10,6 +10,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -54,7 +57,55 @@ void remove_pidfile(const setup::Paths &paths) {
     if (pid == getpid()) unlink(paths.pid.c_str());
 }
 
+// --cpu / --rt. RT throttling (sched_rt_runtime_us, 950 ms of every 1 s by
+// default) already keeps a CPU from being taken whole by a FIFO task: no
+// watchdog of our own; the loop sleeps whenever nothing is due anyway.
+bool set_realtime(const DaemonConfig &cfg) {
+    if (cfg.cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cfg.cpu, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+            logf("cannot pin to CPU %d: %s", cfg.cpu, std::strerror(errno));
+            return false;
+        }
+    }
+    if (!cfg.realtime) return true;
+    // Page faults are the slowest thing a real-time loop can hit.
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
+        logf("warning: mlockall: %s (continuing unlocked)", std::strerror(errno));
+    sched_param sp{};
+    sp.sched_priority = kRealtimePriority;
+    if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) {
+        logf("cannot run SCHED_FIFO: %s", std::strerror(errno));
+        return false;
+    }
+    FILE *f = std::fopen("/proc/sys/kernel/sched_rt_runtime_us", "r");
+    long runtime = -2;
+    if (f) {
+        if (std::fscanf(f, "%ld", &runtime) != 1) runtime = -2;
+        std::fclose(f);
+    }
+    logf("SCHED_FIFO priority %d%s; RT throttling: %s", kRealtimePriority,
+         cfg.cpu >= 0 ? (" on CPU " + std::to_string(cfg.cpu)).c_str() : "",
+         runtime == -1 ? "off (sched_rt_runtime_us -1): a spinning pacer can take a CPU whole"
+                       : ("at most " + std::to_string(runtime / 1000) + " ms of every second")
+                             .c_str());
+    return true;
+}
+
 } // namespace
+
+std::vector<std::string> to_args(const DaemonConfig &cfg) {
+    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min-us",
+                                  std::to_string(cfg.sleep_min_ns / 1000)};
+    if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
+    if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
+    if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
+    if (cfg.realtime) a.push_back("--rt");
+    if (cfg.busy_poll) a.push_back("--busy-poll");
+    return a;
+}
 
 void request_stop() {
     g_stop = 1;
@@ -73,7 +124,12 @@ int run(const DaemonConfig &cfg) {
 
     auto paths = setup::paths_for(cfg.dev);
     if (cfg.write_pidfile && !write_pidfile(paths)) return 1;
+    if (!set_realtime(cfg)) {
+        if (cfg.write_pidfile) remove_pidfile(paths);
+        return 1;
+    }
     int rc;
+    timespec t0{}, t1{};
     {
         Loop loop;
         auto r = loop.init(cfg);
@@ -83,9 +139,12 @@ int run(const DaemonConfig &cfg) {
         } else {
             rc = loop.run(g_stop);
         }
+        clock_gettime(CLOCK_MONOTONIC, &t0);
     } // the loop's destructor releases the sockets and the UMEM
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (cfg.write_pidfile) remove_pidfile(paths);
-    logf("exited (%d)", rc);
+    logf("exited (%d); sockets and buffer released in %ld ms", rc,
+         long((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
     return rc;
 }
 

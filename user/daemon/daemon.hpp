@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pspxdp::daemon {
 
@@ -30,7 +31,17 @@ struct DaemonConfig {
     // rings keep its classes backlogged, and an oversleep costs only real
     // time (counted as an underrun), never the byte clock's precision.
     uint64_t sleep_min_ns = 50'000;
+    int cpu = -1;          // pin to this CPU; -1: anywhere
+    bool realtime = false; // SCHED_FIFO at kRealtimePriority, memory locked
+    bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
 };
+
+// SCHED_FIFO priority of --rt: above every normal task, below threaded IRQ
+// handlers (50), so the NIC interrupts that feed the pacer still preempt it.
+inline constexpr int kRealtimePriority = 10;
+
+// The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
+std::vector<std::string> to_args(const DaemonConfig &cfg);
 
 // Runs until SIGTERM/SIGINT (or a fatal error). Returns the exit code. Logs
 // to stderr, one line per event.

@@ -98,6 +98,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     pc.mac = dev->mac;
     pc.framing = framing_;
     pc.xsks_map_fd = maps_->xsks_map_fd();
+    pc.busy_poll = cfg.busy_poll;
     auto plane = datapath::XskPlane::create(pc);
     if (!plane) return err(plane.error());
     plane_ = std::move(plane.value());
@@ -128,6 +129,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
 void Loop::receive() {
     uint32_t frames[kRxBurst];
     for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
+        if (cfg_.busy_poll) plane_->busy_poll(q);
         if (!plane_->rx_ready(q)) continue;
         uint32_t n = plane_->rx_burst(q, frames, kRxBurst);
         for (uint32_t i = 0; i < n; ++i)
@@ -301,7 +303,8 @@ void Loop::shutdown() {
     plane_->reap();
     publish_counts();
     check_accounting("shutdown");
-    if (dropped) logf("%llu queued frames dropped at shutdown", (unsigned long long)dropped);
+    logf("shutdown: drained in %llu ms, %llu queued frames dropped",
+         (unsigned long long)((mono_ns() - t0) / kNsPerMs), (unsigned long long)dropped);
 }
 
 } // namespace pspxdp::daemon

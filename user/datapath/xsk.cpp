@@ -201,6 +201,10 @@ bool XskPlane::transition(uint32_t frame, State from, State to) {
     return true;
 }
 
+void XskPlane::busy_poll(uint32_t q) {
+    recvfrom(xsk_socket__fd(rx_[q].xsk), nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+}
+
 bool XskPlane::rx_ready(uint32_t q) const {
     const auto &rx = rx_[q].rings->rx;
     // Same test as xsk_cons_nb_avail, without touching the cached index.

@@ -109,6 +109,9 @@ class XskPlane {
     const FrameMeta &meta(uint32_t frame) const { return table_[frame]; }
     uint8_t *data(uint32_t frame) { return area_ + uint64_t(frame) * frame_size_ + table_[frame].offset; }
 
+    // busy_poll: recvfrom() on socket q, which runs the device's NAPI poll
+    // for its queue here, now (SO_PREFER_BUSY_POLL), instead of in softirq.
+    void busy_poll(uint32_t q);
     // Cheap: does RX ring q have descriptors we have not taken?
     bool rx_ready(uint32_t q) const;
     // Takes up to max frames from RX ring q; they become Held.

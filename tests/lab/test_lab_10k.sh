@@ -55,8 +55,10 @@ add_filters() {
     bpftool batch file "$TMP/filters.batch" >/dev/null
 }
 
-psp_check "attach (buffer 192 MiB: every class holds a few frames)" \
-    $N "$PSPXDP" attach $DEV --line-rate 1gbit --buffer $((192 << 20))
+# --rt: on a loaded machine (CI runs other tests, builds) a normal-priority
+# daemon starved past the heartbeat timeout lets TC pass frames unpaced.
+psp_check "attach (buffer 192 MiB: every class holds a few frames; SCHED_FIFO)" \
+    $N "$PSPXDP" attach $DEV --line-rate 1gbit --buffer $((192 << 20)) --rt
 for ((i = 1; i <= CLASSES; ++i)); do echo "$(classid $i) $RATE"; done >"$TMP/classes"
 psp_check "class set --file: $CLASSES classes at $RATE" $N "$PSPXDP" class set $DEV --file "$TMP/classes"
 psp_check "$CLASSES port filters" add_filters
@@ -67,6 +69,7 @@ import json, sys; d = json.load(open('$TMP/s0.json'))
 served = sum(1 for c in d['classes'] if c['class'].startswith('2:') and c['served'])
 sys.exit(served != $CLASSES)"
 echo "     set-up done at $(elapsed) s"
+$N ip -s -j link show $DEV >"$TMP/dev0.json" # what DEV sent before (the wire's own ping)
 
 # Prefill: PREFILL_FRAMES per class as fast as the pacer takes them, then the
 # steady offer and the greedy flow; the capture starts after the warm-up.
@@ -118,7 +121,8 @@ import json, re, sys
 tmp, n, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 a = json.load(open(f"{tmp}/analyze.json"))
 st = json.load(open(f"{tmp}/s1.json"))
-dev = json.load(open(f"{tmp}/dev.json"))[0]["stats64"]["tx"]
+dev0 = json.load(open(f"{tmp}/dev0.json"))[0]["stats64"]["tx"]
+dev = {k: v - dev0[k] for k, v in json.load(open(f"{tmp}/dev.json"))[0]["stats64"]["tx"].items()}
 m = re.search(r"(\d+) packets? dropped by kernel", open(f"{tmp}/tcpdump.log").read())
 capture_drops = int(m.group(1)) if m else -1
 flows = {f["name"]: f for f in a["flows"]}
@@ -153,23 +157,38 @@ print(f"TC handed over {tc} frames; pacer took {rx} (+ kernel drops {kernel}, un
 print(f"DEV sent {dev['packets']} frames (+ {dev['dropped']} dropped); the pacer counted "
       f"{d['wire_frames']} frames + {d['gap_frames']} gaps, TC passed {passed} unpaced; UMEM "
       f"accounting failures {d['accounting_failures']}")
+# The measurement needs every class backlogged: a sender that fell behind
+# (an overloaded machine) leaves classes idle, and then no pacer is judged.
+steady = json.load(open(f"{tmp}/steady.json"))
+behind = steady["offered_bps"] < n * rate
+print(f"steady offer: {steady['offered_bps'] / 1e6:.2f} Mbit/s for {n * rate / 1e6:.0f} Mbit/s "
+      f"of classes{' - FELL BEHIND' if behind else ''}")
 ok_cap = capture_drops == 0 and not missing
 ok_judge = not bad
 ok_counts = (tc == rx + kernel and d["rx_frames"] == rx + d["unknown_class"]
              and rx == tx + sum(drops.values()) + backlog
              and dev["packets"] + dev["dropped"] == d["wire_frames"] + d["gap_frames"] + passed
              and d["accounting_failures"] == 0)
-print(f"RESULT {int(ok_cap)} {int(ok_judge)} {int(ok_counts)}")
+print(f"RESULT {int(ok_cap)} {int(ok_judge)} {int(ok_counts)} {int(behind)}")
 PY
 sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
-read -r _ ok_cap ok_judge ok_counts <<<"$(grep RESULT "$TMP/verdict")"
+read -r _ ok_cap ok_judge ok_counts behind <<<"$(grep RESULT "$TMP/verdict")"
 psp_check "complete capture, every class in it" test "${ok_cap:-0}" = 1
-psp_check "every class: byte-clock rate error <= 0.01 %, burstiness <= 2 MTU at $RATE" \
-    test "${ok_judge:-0}" = 1
+if [[ ${behind:-1} == 1 ]]; then
+    echo "     the senders could not keep the classes backlogged (machine overloaded):" \
+        "precision not judged"
+else
+    psp_check "every class: byte-clock rate error <= 0.01 %, burstiness <= 2 MTU at $RATE" \
+        test "${ok_judge:-0}" = 1
+fi
 psp_check "nothing lost uncounted (TC -> pacer -> DEV)" test "${ok_counts:-0}" = 1
 t_detach=$(date +%s.%N)
+DPID=$(cat /run/pspxdp/$DEV.pid)
+cp /run/pspxdp/$DEV.log "$TMP/daemon.log" # detach removes it
+tail -f --pid="$DPID" /run/pspxdp/$DEV.log >"$TMP/daemon-end.log" 2>/dev/null &
 psp_check "detach" $N "$PSPXDP" detach $DEV
-echo "     detach took $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t_detach") s"
+echo "     detach took $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$t_detach") s;" \
+    "daemon: $(grep -ho 'shutdown:.*\|released in.*' "$TMP/daemon-end.log" | tr '\n' ' ')"
 psp_check "nothing left: no pins, no pacer veths, no run files" bash -c \
     "test ! -e /sys/fs/bpf/pspxdp/$DEV && ! $N ip -br link | grep -q '^psp' && ! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
 echo "     total $(elapsed) s"

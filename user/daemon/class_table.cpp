@@ -57,7 +57,7 @@ bool ClassTable::reconcile(uint64_t now) {
         const uint32_t slot = e.config.slot;
         if (slot == 0 || slot >= PSPXDP_MAX_CLASSES) {
             // Not the control plane's doing; nothing to serve it with.
-            logf("class %s: slot %u out of range: not served", classid_text(e.classid).c_str(),
+            log_.add("class %s: slot %u out of range: not served", classid_text(e.classid).c_str(),
                  slot);
             continue;
         }
@@ -85,6 +85,7 @@ bool ClassTable::reconcile(uint64_t now) {
         else if (c.life == ClassLife::Refused) c = ClassState{};
     }
     configured_ = std::move(configured);
+    log_.flush("class changes");
     return true;
 }
 
@@ -120,7 +121,7 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     }
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
-    logf("class %s: %s%s on slot %u%s", classid_text(classid).c_str(),
+    log_.add("class %s: %s%s on slot %u%s", classid_text(classid).c_str(),
          rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
          adopted ? " (taken over, counters continue)" : "");
 }
@@ -133,12 +134,12 @@ void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
         auto r = engine_.set_rate(c.handle, rate);
         if (!r) {
             if (changed) {
-                logf("class %s: rate %s refused, keeping %s: %s", classid_text(c.classid).c_str(),
+                log_.add("class %s: rate %s refused, keeping %s: %s", classid_text(c.classid).c_str(),
                      format_rate(rate).c_str(), format_rate(c.rate_bps).c_str(), r.error().c_str());
                 ++maps_.daemon().config_refused;
             }
         } else {
-            logf("class %s: rate %s -> %s", classid_text(c.classid).c_str(),
+            log_.add("class %s: rate %s -> %s", classid_text(c.classid).c_str(),
                  format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
             c.rate_bps = rate;
         }
@@ -163,7 +164,7 @@ void ClassTable::refuse(uint32_t slot, uint32_t classid, const pspxdp_class_conf
         c.life = ClassLife::Refused;
     }
     if (!logged) {
-        logf("class %s: not served: %s", classid_text(classid).c_str(), why.c_str());
+        log_.add("class %s: not served: %s", classid_text(classid).c_str(), why.c_str());
         ++maps_.daemon().config_refused;
     }
 }
@@ -177,7 +178,7 @@ void ClassTable::start_drain(uint32_t slot, uint64_t now) {
         now + (c.rate_bps ? PSPXDP_DELETE_DRAIN_CAP * PSPXDP_DELETE_DRAIN_NS : PSPXDP_DELETE_DRAIN_NS);
     draining_.push_back(slot);
     --served_;
-    logf("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",
+    log_.add("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",
          classid_text(c.classid).c_str(), c.fifo.frames,
          (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
 }
@@ -195,7 +196,7 @@ uint32_t ClassTable::finish_drains(uint64_t now) {
             ++i;
             continue;
         }
-        logf("class %s removed: sent %llu frames, dropped %llu when deleted",
+        log_.add("class %s removed: sent %llu frames, dropped %llu when deleted",
              classid_text(c.classid).c_str(), (unsigned long long)pc.tx_frames,
              (unsigned long long)pc.drop_deleted);
         maps_.set_state(slot, PSPXDP_SLOT_FREE); // the control plane may give it out again
@@ -204,6 +205,7 @@ uint32_t ClassTable::finish_drains(uint64_t now) {
         draining_.pop_back();
         ++done;
     }
+    log_.flush("classes removed");
     return done;
 }
 

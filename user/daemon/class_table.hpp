@@ -14,6 +14,7 @@
 #pragma once
 
 #include "core/engine.hpp"
+#include "daemon/log.hpp"
 #include "daemon/pacer_maps.hpp"
 #include "datapath/frame_fifo.hpp"
 #include "pspxdp/shared.h"
@@ -110,6 +111,7 @@ class ClassTable {
     std::vector<uint32_t> backlogged_;
     uint32_t gen_ = 0;
     uint32_t served_ = 0;
+    LogBatch log_;
 };
 
 } // namespace pspxdp::daemon

@@ -32,6 +32,27 @@ void logf(const char *fmt, ...) {
     std::fflush(stderr);
 }
 
+void LogBatch::add(const char *fmt, ...) {
+    if (lines_.size() >= kLines) {
+        ++more_;
+        return;
+    }
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    lines_.emplace_back(buf);
+}
+
+void LogBatch::flush(const char *what) {
+    for (const auto &l : lines_)
+        logf("%s", l.c_str());
+    if (more_) logf("... and %zu more %s", more_, what);
+    lines_.clear();
+    more_ = 0;
+}
+
 std::string classid_text(uint32_t classid) {
     return format_classid(ClassId::from_raw(classid));
 }

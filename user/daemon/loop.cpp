@@ -24,7 +24,7 @@ constexpr uint64_t kTicksPerCheck = 100;     // 1 s: accounting, TX errors
 // Shutdown sends what is queued (still paced) for at most this long, and
 // keeps taking frames for at least the second: packets TC handed over just
 // before the heartbeat stopped are still on their way.
-constexpr uint64_t kShutdownDrainNs = 500 * kNsPerMs;
+constexpr uint64_t kShutdownDrainNs = 200 * kNsPerMs;
 constexpr uint64_t kShutdownLateFramesNs = 20 * kNsPerMs;
 constexpr uint32_t kRxBurst = 256;
 // Descriptors one sendto() sends in copy mode (kernel-facts §4).

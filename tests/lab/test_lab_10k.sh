@@ -14,7 +14,7 @@
 #     sent plus its counted drops, and what it sent is what left DEV;
 #   - detach afterwards leaves nothing.
 # Set-up writes the classes in one `class set --file` and the 10,000 port
-# filters in one bpftool batch (add_filters: the one place filters are made).
+# filters in one bpftool batch (psp_port_filters in lab/netns.sh).
 # Exit 77 = skipped.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -41,27 +41,13 @@ psp_lab_begin tk 10.83.0
 # class i (1-based): 2:<i in hex>, UDP destination port FIRST_PORT + i - 1.
 classid() { printf '2:%x' "$1"; }
 
-# The one place filters are made: UDP dport -> class, for every class. One
-# bpftool batch (rules_port: key {proto, dir, port (host order)}, value the
-# class id): 10,000 `pspxdp filter add` calls would take minutes. To be
-# replaced by the filter command's own batch form when it has one.
-add_filters() {
-    local pin=/sys/fs/bpf/pspxdp/$DEV/rules_port i port
-    for ((i = 1; i <= CLASSES; ++i)); do
-        port=$((FIRST_PORT + i - 1))
-        printf 'map update pinned %s key 17 0 %d %d value %d %d 2 0\n' \
-            "$pin" $((port & 255)) $((port >> 8)) $((i & 255)) $((i >> 8))
-    done >"$TMP/filters.batch"
-    bpftool batch file "$TMP/filters.batch" >/dev/null
-}
-
 # --rt: on a loaded machine (CI runs other tests, builds) a normal-priority
 # daemon starved past the heartbeat timeout lets TC pass frames unpaced.
 psp_check "attach (buffer 192 MiB: every class holds a few frames; SCHED_FIFO)" \
     $N "$PSPXDP" attach $DEV --line-rate 1gbit --buffer $((192 << 20)) --rt
 for ((i = 1; i <= CLASSES; ++i)); do echo "$(classid $i) $RATE"; done >"$TMP/classes"
 psp_check "class set --file: $CLASSES classes at $RATE" $N "$PSPXDP" class set $DEV --file "$TMP/classes"
-psp_check "$CLASSES port filters" add_filters
+psp_check "$CLASSES port filters" psp_port_filters $DEV $FIRST_PORT $CLASSES 2 1
 sleep 0.3
 $N "$PSPXDP" status $DEV -j >"$TMP/s0.json"
 psp_check "the daemon serves all $CLASSES classes" python3 -c "

@@ -19,11 +19,13 @@ void set_log_device(const std::string &dev) {
 
 void logf(const char *fmt, ...) {
     char ts[32];
-    time_t t = time(nullptr);
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
     tm tmv;
-    localtime_r(&t, &tmv);
+    localtime_r(&now.tv_sec, &tmv);
     strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tmv);
-    std::fprintf(stderr, "%s pspxdp daemon %s: ", ts, g_dev.c_str());
+    // Milliseconds: how fast a configuration change takes effect shows here.
+    std::fprintf(stderr, "%s.%03ld pspxdp daemon %s: ", ts, now.tv_nsec / 1'000'000, g_dev.c_str());
     va_list ap;
     va_start(ap, fmt);
     std::vfprintf(stderr, fmt, ap);

@@ -29,6 +29,9 @@
 #
 # How each figure is taken:
 #  - bare: bench_dp_txloop, PAUSE frames of 1514 B (and 60 B), pinned to C.
+#    Both it and the daemon flat out run SCHED_FIFO 10 (chrt, attach --rt):
+#    on a machine busy with other work the comparison is then one of code
+#    paths, not of how much CPU each happened to get.
 #  - daemon flat out: line rate 100gbit, so the wire position runs away from
 #    anything the daemon can emit and it never waits; one class backlogged.
 #    Frames counted on the veth (tx_packets). ratio = daemon / bare 1514 B,
@@ -80,7 +83,7 @@ PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
 source "$HERE/../lab/netns.sh"
-psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip tc taskset python3 nsenter bpftool
+psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip tc taskset chrt python3 nsenter bpftool
 
 TAG=psp-bdp$$
 SRC=$TAG-s
@@ -231,7 +234,7 @@ detach() { # (detach removes the daemon's log: keep a copy)
 bare() { # bare LEN
     local i
     for i in 1 2 3 4 5; do
-        if $N taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" --json \
+        if $N chrt -f 10 taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" --json \
             >"$WORK/bare.json" 2>"$WORK/bare.err"; then
             python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['kind']='bare$1'; print(json.dumps(d))" \
                 "$WORK/bare.json" >>"$RESULTS"
@@ -267,7 +270,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     bare 60
 
     say "round $r/$REPEAT: daemon flat out (line 100gbit, one class 4gbit offered 1500mbit)"
-    attach 100gbit
+    attach 100gbit --rt
     paced_class 4gbit
     sender 5001 1500mbit $((SECS + 4))
     sleep 1.5 # backlogged from here on
@@ -313,7 +316,7 @@ done
 for n in ${SCALE//,/ }; do
     say "scaling: $n classes configured, 256 backlogged (line 100gbit)"
     t=$(now)
-    attach 100gbit --buffer $((128 << 20))
+    attach 100gbit --buffer $((128 << 20)) --rt
     t_attach=$(since "$t")
     for ((i = 1; i <= n; ++i)); do printf '2:%x 500kbit\n' $(((i - 1) % 65535 + 1)); done |
         awk -v n="$n" 'NR <= 65535 {print; next} {split($1, a, ":"); printf "3:%s %s\n", a[2], $2}' \
@@ -333,7 +336,7 @@ for n in ${SCALE//,/ }; do
     kill -9 "$(daemon_pid)"
     sleep 0.3
     t=$(now)
-    attach 100gbit --buffer $((128 << 20))
+    attach 100gbit --buffer $((128 << 20)) --rt
     t_reattach=$(since "$t")
     t=$(now)
     detach

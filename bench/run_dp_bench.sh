@@ -1,83 +1,67 @@
 #!/usr/bin/env bash
-# The data-path benchmark: frames per second the pacer daemon emits (real +
-# PAUSE gap frames) on one core, against a bare AF_XDP TX loop on the same
-# veth in the same run; the daemon's CPU per paced Gbit/s; its memory (RSS)
-# with 8 and with 256 classes. A benchmark prints figures, it is not a test:
-# it never fails on a figure, only when it cannot run.
+# The data-path benchmark (issue 7), side by side in one run:
+#  1. frames per second: the pacer daemon flat out (real + PAUSE gap frames)
+#     against a bare AF_XDP TX loop on the same veth and core;
+#  2. CPU per paced Gbit/s on the 1 Gbit/s lab wire: pspxdp (default, and
+#     spinning) next to tbf and htb at the same rate and offered load;
+#  3. class scaling: 10 / 1,000 / 10,000 / 100,000 classes configured, a few
+#     hundred of them backlogged: daemon fps and CPU flat out, RSS, and how
+#     long attach, re-attach after kill -9, and detach take.
+# A benchmark prints figures, it is not a test: it never fails on a figure,
+# only when it cannot run.
 #
 #   sudo bench/run_dp_bench.sh [--seconds S] [--repeat N] [--cpu C] [--json]
-#                              [--max-rate RATE] [--max-offer RATE]
-#                              [--max-window BYTES] [--no-rss] [--keep DIR]
+#                              [--scale LIST] [--no-scale] [--keep DIR]
 #
-#   --seconds S       length of each measured interval (default 3, 1..30)
-#   --repeat N        repeats of the bare/daemon/CPU rounds; medians are
-#                     reported (default 3, 1..10)
-#   --cpu C           the one core the bare loop and the daemon are pinned to
-#                     (default 1); the traffic senders run on the other cores
-#   --max-rate RATE   the backlogged class's rate in the max-fps run (default
-#                     4gbit of a 100gbit line: 4 % of the wire bytes are real
-#                     frames, the rest gap frames)
-#   --max-offer RATE  what is offered to that class (default 1500mbit)
-#   --max-window B    attach --window for the max-fps run (default: attach's,
-#                     64 KiB: at 100 Gbit/s that is ~43 frames per clock
-#                     reading, so the daemon runs one loop pass per ~43
-#                     frames; a deeper window shows the loop's cost per pass)
-#   --json            one JSON object on stdout instead of the table
-#   --keep DIR        keep the logs and the raw samples in DIR
+#   --seconds S     length of each measured interval (default 3, 1..30)
+#   --repeat N      rounds of parts 1 and 2; medians are reported (default 3)
+#   --cpu C         the core the bare loop and the daemon are pinned to
+#                   (default 1); the senders run on the other cores
+#   --scale LIST    class counts of part 3 (default 10,1000,10000,100000)
+#   --no-scale      skip part 3
+#   --json          one JSON object on stdout instead of the tables
+#   --keep DIR      keep the logs and the raw samples in DIR
 #
-# Needs root, a build (BUILD_DIR, default build/; `ninja -C build` builds
-# bench_dp_txloop), python3, ip, taskset. Everything it creates lives in two
-# network namespaces psp-bdp$$-s / -d joined by one veth "wire" (bdp$$a ->
-# bdp$$b), and is removed on exit, even on failure; a watchdog ends the run
-# after 15 minutes. Nothing touches the machine's own interfaces.
+# Needs root, a build (BUILD_DIR, default build/), python3, ip, tc, taskset,
+# bpftool. Everything lives in two network namespaces psp-bdp$$-s/-d joined by
+# one veth wire and is removed on exit, even on failure; a watchdog ends the
+# run after 20 minutes. Nothing touches the machine's own interfaces.
 #
-# What is measured, per round (rounds interleave, so load from elsewhere on
-# the machine hits both sides alike):
-#  1. bare: bench_dp_txloop on the wire veth, pinned to C: PAUSE frames of
-#     1514 B and of 60 B, tight loop, kicks, completions. Mpps.
-#  2. daemon max: `pspxdp attach DEV --line-rate 100gbit`, daemon pinned to C
-#     (taskset on its pid), one paced class offered more than its rate. The
-#     wire position at 100 Gbit/s runs away from anything the daemon can
-#     emit, so it never waits: it emits as fast as it can, mostly 1514-byte
-#     gaps (the bare loop's 1514 B case is the reference). Frames counted on
-#     the veth (tx_packets over the interval). ratio = daemon / bare 1514,
-#     the mean of the round's bare runs just before and just after it.
-#     The real frames go to a MAC nobody has (static neighbour), so the
-#     receiving veth drops them as early as it drops the PAUSE frames: the
-#     receiver's cost, which lands on the daemon's core (veth delivers in the
-#     sender's context), is the same per frame on both sides.
-#  3. CPU per paced Gbit/s: line rate 1gbit, class 500mbit offered 650mbit;
-#     daemon CPU from /proc/PID/stat (utime+stime) over the interval divided
-#     by the class's paced rate (its L2 bytes incl. FCS, from pspxdp status).
-#     Twice: the default daemon (sleeps through waits > 50 us while a batch
-#     ahead of the wire) and one restarted with --sleep-min-us 0 (spins
-#     whenever backlogged).
-#  4. RSS: attach --queues 8 / 256, then N-1 paced classes (1:1..) plus the
-#     default normal class 1:ffff = N classes on N queues, one UDP port per
-#     class, every class offered more than its rate. VmRSS / VmHWM at start,
-#     after the traffic, and the UMEM size the daemon logged.
+# How each figure is taken:
+#  - bare: bench_dp_txloop, PAUSE frames of 1514 B (and 60 B), pinned to C.
+#    Both it and the daemon flat out run SCHED_FIFO 10 (chrt, attach --rt):
+#    on a machine busy with other work the comparison is then one of code
+#    paths, not of how much CPU each happened to get.
+#  - daemon flat out: line rate 100gbit, so the wire position runs away from
+#    anything the daemon can emit and it never waits; one class backlogged.
+#    Frames counted on the veth (tx_packets). ratio = daemon / bare 1514 B,
+#    the round's bare runs before and after it averaged. The real frames go
+#    to a MAC nobody has, so the receiving veth drops them as early as PAUSE
+#    frames: the receiver's cost (on the sender's core) is alike per frame.
+#  - CPU per paced Gbit/s: line 1gbit, one class 500mbit offered 650mbit UDP
+#    (psp_traffic on the other cores). "machine" = busy time of all CPUs
+#    (/proc/stat) over the interval, minus the same interval's idle baseline;
+#    "daemon" = the daemon's utime+stime. tbf/htb: the same sender, the qdisc
+#    on DEV at 500mbit (burst 32kb); paced rate = DEV's L2 bytes (+FCS).
+#  - scaling: N classes at 500kbit (class set --file), 256 of them with a UDP
+#    flow offered 1.2 Mbit/s each; line 100gbit, the daemon flat out.
 set -u
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 
 SECS=3
 REPEAT=3
 CPU=1
 JSON=0
-MAX_RATE=4gbit
-MAX_OFFER=1500mbit
-MAX_WINDOW=
-RSS=1
+SCALE=10,1000,10000,100000
 KEEP=
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
     --repeat) REPEAT=${2:?}; shift 2 ;;
     --cpu) CPU=${2:?}; shift 2 ;;
-    --max-rate) MAX_RATE=${2:?}; shift 2 ;;
-    --max-offer) MAX_OFFER=${2:?}; shift 2 ;;
-    --max-window) MAX_WINDOW=${2:?}; shift 2 ;;
-    --no-rss) RSS=0; shift ;;
+    --scale) SCALE=${2:?}; shift 2 ;;
+    --no-scale) SCALE=; shift ;;
     --json) JSON=1; shift ;;
     --keep) KEEP=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
@@ -86,6 +70,7 @@ while (($#)); do
 done
 [[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 1 && SECS <= 30)) || { echo "--seconds: 1..30" >&2; exit 2; }
 [[ $REPEAT =~ ^[0-9]+$ ]] && ((REPEAT >= 1 && REPEAT <= 10)) || { echo "--repeat: 1..10" >&2; exit 2; }
+[[ -z $SCALE || $SCALE =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "--scale: N[,N...]" >&2; exit 2; }
 NCPU=$(nproc)
 [[ $CPU =~ ^[0-9]+$ ]] && ((CPU < NCPU)) || { echo "--cpu: 0..$((NCPU - 1))" >&2; exit 2; }
 # The senders' cores: every core but C (on a 1-core machine they share it).
@@ -98,7 +83,7 @@ PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
 source "$HERE/../lab/netns.sh"
-psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip taskset python3 nsenter
+psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip tc taskset chrt python3 nsenter bpftool
 
 TAG=psp-bdp$$
 SRC=$TAG-s
@@ -125,117 +110,99 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-# Bounded in time whatever happens.
-(sleep 900 && echo "run_dp_bench: watchdog: 15 minutes, stopping" >&2 && kill -TERM $$) \
+(sleep 1200 && echo "run_dp_bench: watchdog: 20 minutes, stopping" >&2 && kill -TERM $$) \
     </dev/null >/dev/null 2>&1 &
 WATCHDOG=$!
 
 die() { echo "run_dp_bench: $*" >&2; exit 1; }
 say() { ((JSON)) || echo "$*" >&2; }
 
-# --- helpers in python: sampling counters, the sender for many ports, report
+# --- sampling: counters over one interval, as one JSON line
 cat >"$WORK/dp.py" <<'PY'
-import json, os, socket, subprocess, sys, time
+import json, os, subprocess, sys, time
 
-def link_stats(ns, dev):
+def link_tx(ns, dev):
     out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev],
                          capture_output=True, text=True, check=True).stdout
     tx = json.loads(out)[0]["stats64"]["tx"]
     return tx["packets"], tx["bytes"]
 
-def cpu_ticks(pid):
+def proc_ticks(pid):
+    if not pid:
+        return 0, 0
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])  # utime, stime (fields 14, 15)
+    return int(fields[11]), int(fields[12])  # utime, stime
 
-def status(nscmd, pspxdp, dev):
-    out = subprocess.run(nscmd + [pspxdp, "status", dev, "-j"], capture_output=True,
-                         text=True, timeout=10).stdout
-    return json.loads(out)
+def machine_ticks():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
 
-def class_of(st, cid):
-    for c in st.get("classes", []):
-        if c["class"] == cid:
-            return c
-    return {}
+def daemon_stats(dev):
+    out = subprocess.run(["bpftool", "-j", "map", "lookup", "pinned",
+                          f"/sys/fs/bpf/pspxdp/{dev}/daemon_stats", "key", "0", "0", "0", "0"],
+                         capture_output=True, text=True, timeout=10).stdout
+    try:
+        return json.loads(out)["formatted"]["value"]
+    except (ValueError, KeyError):
+        return {}
 
-def synced_status(nscmd, pspxdp, dev, cid):
-    # The daemon publishes class counters every 100 ms: wait for a fresh
-    # publication so the interval's ends are both "just published".
-    st = status(nscmd, pspxdp, dev)
-    first = class_of(st, cid).get("tx_frames")
-    end = time.monotonic() + 0.3
-    while time.monotonic() < end:
-        st = status(nscmd, pspxdp, dev)
-        if class_of(st, cid).get("tx_frames") != first:
-            break
-    return st
+def class_tx_bytes(ns, pspxdp, dev, cid):
+    out = subprocess.run(["nsenter", f"--net=/run/netns/{ns}", pspxdp, "status", dev, "-j"],
+                         capture_output=True, text=True, timeout=20).stdout
+    try:
+        return sum(c["tx_bytes"] for c in json.loads(out)["classes"] if c["class"] == cid)
+    except (ValueError, KeyError):
+        return 0
 
-def sample(ns, dev, pid, seconds, pspxdp, cid, label):
-    nscmd = ["nsenter", f"--net=/run/netns/{ns}"]
-    hz = os.sysconf("SC_CLK_TCK")
-    s0 = synced_status(nscmd, pspxdp, dev, cid)
-    t0 = time.monotonic(); p0, b0 = link_stats(ns, dev); u0, k0_ = cpu_ticks(pid)
-    time.sleep(seconds)
-    s1 = synced_status(nscmd, pspxdp, dev, cid)
-    t1 = time.monotonic(); p1, b1 = link_stats(ns, dev); u1, k1_ = cpu_ticks(pid)
-    dt = t1 - t0
-    k0, k1 = class_of(s0, cid), class_of(s1, cid)
-    d0, d1 = s0.get("daemon") or {}, s1.get("daemon") or {}
-    frames = k1.get("tx_frames", 0) - k0.get("tx_frames", 0)
-    l2 = k1.get("tx_bytes", 0) - k0.get("tx_bytes", 0)
-    r = {"kind": label, "seconds": dt, "tx_packets": p1 - p0, "fps": (p1 - p0) / dt,
-         "wire_gbit": ((b1 - b0) + 24 * (p1 - p0)) * 8 / dt / 1e9,
-         "cpu_pct": (u1 - u0 + k1_ - k0_) / hz / dt * 100,
-         "user_pct": (u1 - u0) / hz / dt * 100, "sys_pct": (k1_ - k0_) / hz / dt * 100,
-         "class_frames": frames, "class_fps": frames / dt, "paced_gbit": l2 * 8 / dt / 1e9,
-         "class_drops": k1.get("drops", 0) - k0.get("drops", 0),
-         "class_backlog": k1.get("backlog", 0),
-         "kicks": (d1.get("tx", {}).get("kicks", 0) - d0.get("tx", {}).get("kicks", 0)),
-         "stats_frames": (d1.get("tx", {}).get("frames", 0) - d0.get("tx", {}).get("frames", 0)),
-         "stats_gaps": (d1.get("tx", {}).get("gaps", 0) - d0.get("tx", {}).get("gaps", 0))}
-    print(json.dumps(r))
-
-def mem(pid):
+def rss(pid):
+    if not pid:
+        return {}
     r = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM", "VmSize", "RssAnon", "RssFile", "RssShmem"):
+            if k in ("VmRSS", "VmHWM"):
                 r[k] = int(v.split()[0])
     return r
 
-def blast(dst, port0, nports, size, pps, seconds):
-    # Round robin over nports UDP ports, rate limited, bounded in time.
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
-    payload = b"x" * size
-    t0 = time.monotonic(); end = t0 + seconds; sent = 0
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        due = int((now - t0) * pps)
-        if sent >= due:
-            time.sleep(0.0005)
-            continue
-        for _ in range(min(due - sent, 256)):
-            try:
-                s.sendto(payload, (dst, port0 + sent % nports))
-            except OSError:
-                pass
-            sent += 1
-    print(json.dumps({"sent": sent}))
+def sample(ns, dev, pid, seconds, pspxdp, label, extra):
+    hz = os.sysconf("SC_CLK_TCK")
+    pid = int(pid) if pid else 0
+    paced = label.startswith("cpu_pspxdp")  # one class, 1:1: its own byte count
+    d0 = daemon_stats(dev) if pid else {}
+    c0 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0
+    t0 = time.monotonic(); p0, b0 = link_tx(ns, dev); u0, k0 = proc_ticks(pid); m0, a0 = machine_ticks()
+    time.sleep(seconds)
+    t1 = time.monotonic(); p1, b1 = link_tx(ns, dev); u1, k1 = proc_ticks(pid); m1, a1 = machine_ticks()
+    d1 = daemon_stats(dev) if pid else {}
+    c1 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0
+    dt = t1 - t0
+    dd = lambda k: d1.get(k, 0) - d0.get(k, 0)
+    real = dd("wire_frames")
+    r = {"kind": label, "seconds": dt, "tx_packets": p1 - p0, "fps": (p1 - p0) / dt,
+         # DEV's L2 bytes with FCS: what a class rate counts (real frames only
+         # without the daemon; with it, real = wire_frames' share below)
+         "dev_l2_gbit": ((b1 - b0) + 4 * (p1 - p0)) * 8 / dt / 1e9,
+         "daemon_cpu_pct": (u1 - u0 + k1 - k0) / hz / dt * 100,
+         "daemon_user_pct": (u1 - u0) / hz / dt * 100,
+         "machine_cpu_pct": (m1 - m0) / (a1 - a0) * 100 * os.cpu_count() if a1 > a0 else 0,
+         "real_fps": real / dt,
+         "paced_gbit": (c1 - c0) * 8 / dt / 1e9,
+         "kicks_per_frame": dd("kicks") / (p1 - p0) if p1 > p0 else None,
+         "underrun_s": dd("underrun_bytes") * 8 / 1e9 / dt if pid else None,
+         "rss": rss(pid)}
+    r.update(json.loads(extra))
+    print(json.dumps(r))
 
 cmd = sys.argv[1]
 if cmd == "sample":
-    sample(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6],
-           sys.argv[7], sys.argv[8])
-elif cmd == "mem":
-    print(json.dumps(mem(int(sys.argv[2]))))
-elif cmd == "blast":
-    blast(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]),
-          float(sys.argv[6]), float(sys.argv[7]))
+    sample(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6], sys.argv[7],
+           sys.argv[8] if len(sys.argv) > 8 else "{}")
+elif cmd == "rss":
+    print(json.dumps(rss(int(sys.argv[2]))))
 PY
 
 # --- the wire: two namespaces, one veth
@@ -245,9 +212,11 @@ psp_make_wire $SRC $DST $DEV $PEER 10.88.0 || die "cannot build the wire"
 ip -n $SRC neigh replace 10.88.0.2 lladdr 02:00:00:00:bd:01 dev $DEV nud permanent
 
 daemon_pid() { cat /run/pspxdp/$DEV.pid 2>/dev/null; }
+now() { date +%s.%N; }
+since() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.3f}')" "$1"; }
 
-attach() { # attach RATE QUEUES [ATTACH-ARGS...]: attach and pin the daemon to CPU
-    $N "$PSPXDP" attach $DEV --line-rate "$1" --queues "$2" "${@:3}" >>"$WORK/attach.log" 2>&1 ||
+attach() { # attach RATE [ATTACH-ARGS...]: attach, the daemon pinned to C
+    $N "$PSPXDP" attach $DEV --line-rate "$1" "${@:2}" >>"$WORK/attach.log" 2>&1 ||
         die "attach failed: $(tail -5 "$WORK/attach.log")"
     local pid
     pid=$(daemon_pid)
@@ -255,11 +224,9 @@ attach() { # attach RATE QUEUES [ATTACH-ARGS...]: attach and pin the daemon to C
     taskset -a -pc "$CPU" "$pid" >/dev/null || die "cannot pin the daemon"
 }
 
-detach() { # (detach removes the daemon's log: keep a copy, then the shutdown's lines)
+detach() { # (detach removes the daemon's log: keep a copy)
     cp /run/pspxdp/$DEV.log "$WORK/daemon.tmp" 2>/dev/null
-    local t0=$SECONDS
     $N "$PSPXDP" detach $DEV >>"$WORK/attach.log" 2>&1
-    echo "detach took $((SECONDS - t0)) s" >>"$WORK/attach.log"
     cat "$WORK/daemon.tmp" >>"$WORK/daemon.log" 2>/dev/null
     sleep 0.3 # the TX socket's queue is released asynchronously
 }
@@ -267,7 +234,7 @@ detach() { # (detach removes the daemon's log: keep a copy, then the shutdown's 
 bare() { # bare LEN
     local i
     for i in 1 2 3 4 5; do
-        if $N taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" --json \
+        if $N chrt -f 10 taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" --json \
             >"$WORK/bare.json" 2>"$WORK/bare.err"; then
             python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['kind']='bare$1'; print(json.dumps(d))" \
                 "$WORK/bare.json" >>"$RESULTS"
@@ -278,46 +245,48 @@ bare() { # bare LEN
     die "bare loop failed: $(cat "$WORK/bare.err")"
 }
 
-sender() { # sender PORT RATE SECONDS: psp_traffic on the other cores
+sender() { # sender PORT RATE SECONDS [PORTS]: psp_traffic on the other cores
     $N taskset -c "$OTHER_CPUS" "$TRAFFIC" send 10.88.0.2 "$1" --rate "$2" --size 1472 \
-        --seconds "$3" >/dev/null 2>>"$WORK/sender.err" &
+        --seconds "$3" --ports "${4:-1}" >/dev/null 2>>"$WORK/sender.err" &
     PIDS+=($!)
     SENDER=$!
 }
 
-sample() { # sample LABEL: one interval on the running daemon, class 1:1
-    python3 "$WORK/dp.py" sample $SRC $DEV "$(daemon_pid)" "$SECS" "$PSPXDP" 1:1 "$1" >>"$RESULTS" ||
-        die "sampling failed"
+sample() { # sample LABEL [EXTRA-JSON]: one interval (the daemon's, if one runs)
+    python3 "$WORK/dp.py" sample $SRC $DEV "$(daemon_pid)" "$SECS" "$PSPXDP" "$1" "${2:-{\}}" \
+        >>"$RESULTS" || die "sampling failed"
 }
 
-say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, pinned to CPU $CPU (senders on $OTHER_CPUS); $(uptime)"
+paced_class() { # paced_class RATE: class 1:1 at RATE, UDP dport 5001 to it
+    $N "$PSPXDP" class set $DEV 1:1 "$1" >/dev/null || die "class set failed"
+    $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1 >/dev/null || die "filter failed"
+}
+
+say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, daemon on CPU $CPU (senders on $OTHER_CPUS); $(uptime)"
+sample idle # the machine's own load, for the CPU figures
 for ((r = 1; r <= REPEAT; r++)); do
     say "round $r/$REPEAT: bare loop 1514 B, 60 B"
     bare 1514
     bare 60
 
-    say "round $r/$REPEAT: daemon at its maximum (line 100gbit, class $MAX_RATE offered $MAX_OFFER)"
-    attach 100gbit 8 ${MAX_WINDOW:+--window "$MAX_WINDOW"}
-    $N "$PSPXDP" class set $DEV 1:1 "$MAX_RATE" >/dev/null || die "class set failed"
-    $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1 >/dev/null || die "filter failed"
-    sender 5001 "$MAX_OFFER" $((SECS + 4))
-    sleep 1.5 # the class's ring fills: backlogged from here on
+    say "round $r/$REPEAT: daemon flat out (line 100gbit, one class 4gbit offered 1500mbit)"
+    attach 100gbit --rt
+    paced_class 4gbit
+    sender 5001 1500mbit $((SECS + 4))
+    sleep 1.5 # backlogged from here on
     sample daemon_max
     kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
     detach
-    # The bare loop again: the round's reference is the mean of before and
-    # after, so drift in what else the machine does cancels out.
-    bare 1514
+    bare 1514 # the round's reference: the mean of before and after
 
-    say "round $r/$REPEAT: CPU per paced Gbit/s (line 1gbit, class 500mbit offered 650mbit)"
-    attach 1gbit 8
-    $N "$PSPXDP" class set $DEV 1:1 500mbit >/dev/null || die "class set failed"
-    $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1 >/dev/null || die "filter failed"
+    say "round $r/$REPEAT: CPU per paced Gbit/s: pspxdp, tbf, htb at 500mbit offered 650mbit"
+    attach 1gbit
+    paced_class 500mbit
     sender 5001 650mbit $((2 * SECS + 8))
     sleep 1.5
-    sample cpu_default
-    # The same with a daemon that spins whenever backlogged: stop the
-    # one attach started (by its pid) and run one by hand, pinned alike.
+    sample cpu_pspxdp
+    # The same with a daemon that spins whenever backlogged: stop the one
+    # attach started (by its pid) and run one by hand, pinned alike.
     pid=$(daemon_pid)
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -326,133 +295,128 @@ for ((r = 1; r <= REPEAT; r++)); do
     for _ in $(seq 50); do [[ $(daemon_pid) == "$!" ]] && break; sleep 0.1; done
     [[ $(daemon_pid) == "$!" ]] || die "the spinning daemon did not start: $(tail -3 "$WORK/daemon-spin.log")"
     sleep 1.5
-    sample cpu_spin
+    sample cpu_pspxdp_spin
     kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
     detach
+    for q in tbf htb; do
+        if [[ $q == tbf ]]; then
+            $N tc qdisc add dev $DEV root tbf rate 500mbit burst 32kb latency 10ms
+        else
+            $N tc qdisc add dev $DEV root handle 1: htb default 10
+            $N tc class add dev $DEV parent 1: classid 1:10 htb rate 500mbit ceil 500mbit burst 32kb
+        fi
+        sender 5001 650mbit $((SECS + 3))
+        sleep 1
+        sample cpu_$q
+        kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
+        $N tc qdisc del dev $DEV root
+    done
 done
 
-if ((RSS)); then
-    for q in 8 256; do
-        say "memory: $q classes on $q queues (line 1gbit)"
-        attach 1gbit $q
-        pid=$(daemon_pid)
-        rate=$((q <= 8 ? 10 : 1))mbit
-        for ((k = 1; k < q; k++)); do
-            cid=$(printf '1:%x' $k)
-            $N "$PSPXDP" class set $DEV "$cid" $rate >/dev/null || die "class set $cid failed"
-            $N "$PSPXDP" filter add $DEV proto udp dport $((6000 + k)) classid "$cid" >/dev/null ||
-                die "filter for $cid failed"
-        done
-        sleep 0.5
-        start=$(python3 "$WORK/dp.py" mem "$pid")
-        st=$($N "$PSPXDP" status $DEV -j)
-        # Every class offered more than its rate (round robin over its ports).
-        $N taskset -c "$OTHER_CPUS" python3 "$WORK/dp.py" blast 10.88.0.2 6001 $((q - 1)) 1400 30000 \
-            $((SECS + 2)) >"$WORK/blast.json" &
-        PIDS+=($!)
-        blast=$!
-        sleep 1
-        mid=$(python3 "$WORK/dp.py" mem "$pid")
-        wait $blast
-        sleep 0.3
-        after=$(python3 "$WORK/dp.py" mem "$pid")
-        st2=$($N "$PSPXDP" status $DEV -j)
-        umem=$(grep -o '[0-9]* queues x [0-9]* frames of [0-9]* B' /run/pspxdp/$DEV.log | tail -1)
-        python3 - "$q" "$start" "$mid" "$after" "$umem" "$st" "$st2" >>"$RESULTS" <<'PY'
-import json, sys
-q, start, mid, after, umem = int(sys.argv[1]), *map(json.loads, sys.argv[2:5]), sys.argv[5]
-st, st2 = json.loads(sys.argv[6]), json.loads(sys.argv[7])
-parts = umem.split()
-umem_bytes = int(parts[0]) * int(parts[3]) * int(parts[6]) if len(parts) >= 7 else None
-served = [c for c in st2.get("classes", []) if c.get("queue")]
-print(json.dumps({"kind": "rss", "classes": q, "served": len(served),
-                  "configured": len(st2.get("classes", [])),
-                  "umem": umem, "umem_bytes": umem_bytes,
-                  "start": start, "during": mid, "after": after,
-                  "tx_frames": sum(c.get("tx_frames", 0) for c in served),
-                  "backlogged": sum(1 for c in served if c.get("backlog", 0) > 0),
-                  "drops": sum(c.get("drops", 0) for c in served)}))
-PY
-        detach
-    done
-fi
+for n in ${SCALE//,/ }; do
+    say "scaling: $n classes configured, 256 backlogged (line 100gbit)"
+    t=$(now)
+    attach 100gbit --buffer $((128 << 20)) --rt
+    t_attach=$(since "$t")
+    for ((i = 1; i <= n; ++i)); do printf '2:%x 500kbit\n' $(((i - 1) % 65535 + 1)); done |
+        awk -v n="$n" 'NR <= 65535 {print; next} {split($1, a, ":"); printf "3:%s %s\n", a[2], $2}' \
+            >"$WORK/classes"
+    t=$(now)
+    $N "$PSPXDP" class set $DEV --file "$WORK/classes" || die "class set --file ($n) failed"
+    t_classes=$(since "$t")
+    backlogged=$((n < 256 ? n : 256))
+    psp_port_filters $DEV 20001 $backlogged 2 1 || die "filters failed"
+    sleep 1 # the daemon takes the classes
+    rss0=$(python3 "$WORK/dp.py" rss "$(daemon_pid)")
+    sender 20001 $((backlogged * 1200))kbit $((SECS + 4)) $backlogged
+    sleep 1.5
+    sample scale "{\"classes\": $n, \"backlogged\": $backlogged, \"rss_idle\": $rss0, \"attach_s\": $t_attach, \"class_set_s\": $t_classes}"
+    kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
+    # kill -9 and attach again: the new daemon takes over n classes.
+    kill -9 "$(daemon_pid)"
+    sleep 0.3
+    t=$(now)
+    attach 100gbit --buffer $((128 << 20)) --rt
+    t_reattach=$(since "$t")
+    t=$(now)
+    detach
+    t_detach=$(since "$t")
+    echo "{\"kind\": \"scale_times\", \"classes\": $n, \"reattach_s\": $t_reattach, \"detach_s\": $t_detach}" >>"$RESULTS"
+done
 
 # --- report: medians over rounds
-python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" "${MAX_WINDOW:-65536}" <<'PY'
+python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-as_json, cpu, up, window = sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+as_json, cpu, up = sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+def of(kind, key):
+    return [r[key] for r in rows if r["kind"] == kind and r.get(key) is not None]
 def med(kind, key):
-    v = [r[key] for r in rows if r["kind"] == kind]
+    v = of(kind, key)
     return statistics.median(v) if v else None
-def all_of(kind, key):
-    return [r[key] for r in rows if r["kind"] == kind]
-bare60 = med("bare60", "fps")
-dmax = med("daemon_max", "fps")
-bare1514 = None
-# The ratio per round (same round's bare loop), then the median.
-b2 = all_of("bare1514", "fps"); d = all_of("daemon_max", "fps")
+b2, d = of("bare1514", "fps"), of("daemon_max", "fps")
 b = [(b2[2 * i] + b2[2 * i + 1]) / 2 for i in range(len(b2) // 2)]  # before/after each round
 ratios = [x / y for x, y in zip(d, b) if y]
-ratio = statistics.median(ratios) if ratios else None
-bare1514 = statistics.median(b) if b else None
-def per_gbit(kind):
-    v = [r["cpu_pct"] / r["paced_gbit"] for r in rows if r["kind"] == kind and r["paced_gbit"] > 0]
-    return statistics.median(v) if v else None
-summary = {
-    "cpu": cpu, "uptime": up.strip(), "max_window_bytes": window,
-    "bare_1514_mpps": bare1514 and bare1514 / 1e6, "bare_60_mpps": bare60 and bare60 / 1e6,
-    "daemon_mpps": dmax and dmax / 1e6, "ratio": ratio, "target_ratio": 0.8,
-    "ratios": ratios,
-    "daemon_real_fps": med("daemon_max", "class_fps"),
-    "daemon_cpu_pct": med("daemon_max", "cpu_pct"),
-    "daemon_user_pct": med("daemon_max", "user_pct"),
-    "daemon_kicks_per_frame": (lambda v: statistics.median(v) if v else None)(
-        [r["kicks"] / r["tx_packets"] for r in rows if r["kind"] == "daemon_max" and r["tx_packets"]]),
-    "cpu_spin": {"cpu_pct": med("cpu_spin", "cpu_pct"), "paced_gbit": med("cpu_spin", "paced_gbit"),
-                 "cpu_pct_per_gbit": per_gbit("cpu_spin")},
-    "cpu_default": {"cpu_pct": med("cpu_default", "cpu_pct"),
-                    "paced_gbit": med("cpu_default", "paced_gbit"),
-                    "cpu_pct_per_gbit": per_gbit("cpu_default")},
-    "rss": [r for r in rows if r["kind"] == "rss"],
-    "samples": [r for r in rows if r["kind"] != "rss"],
-}
+idle = med("idle", "machine_cpu_pct") or 0
+cpu_rows = {}
+for k in ("cpu_pspxdp", "cpu_pspxdp_spin", "cpu_tbf", "cpu_htb"):
+    paced = "paced_gbit" if k.startswith("cpu_pspxdp") else "dev_l2_gbit"
+    per = [(r["machine_cpu_pct"] - idle) / r[paced] for r in rows if r["kind"] == k and r[paced] > 0]
+    cpu_rows[k] = {"paced_gbit": med(k, paced), "machine_cpu_pct": med(k, "machine_cpu_pct"),
+                   "daemon_cpu_pct": med(k, "daemon_cpu_pct") if k.startswith("cpu_pspxdp") else None,
+                   "machine_cpu_pct_per_gbit": statistics.median(per) if per else None}
+scale = {}
+for r in rows:
+    if r["kind"] in ("scale", "scale_times"):
+        scale.setdefault(r["classes"], {}).update(r)
+summary = {"cpu": cpu, "uptime": up.strip(), "idle_machine_cpu_pct": idle,
+           "bare_1514_mpps": statistics.median(b) / 1e6 if b else None,
+           "bare_60_mpps": (med("bare60", "fps") or 0) / 1e6,
+           "daemon_mpps": (med("daemon_max", "fps") or 0) / 1e6,
+           "ratio": statistics.median(ratios) if ratios else None, "ratios": ratios,
+           "target_ratio": 0.95, "daemon_max_cpu_pct": med("daemon_max", "daemon_cpu_pct"),
+           "daemon_max_kicks_per_frame": med("daemon_max", "kicks_per_frame"),
+           "cpu": cpu_rows, "scale": [scale[k] for k in sorted(scale)],
+           "samples": rows}
 if as_json:
     print(json.dumps(summary))
     sys.exit(0)
 f = lambda v, fmt: "-" if v is None else fmt.format(v)
-n = len(b)
-print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {n} rounds")
-print(f"{'':34} {'Mpps':>8}  per round")
-print(f"{'bare AF_XDP TX loop, 1514 B':34} {f(bare1514 and bare1514/1e6, '{:.3f}'):>8}  "
+print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {len(b)} rounds")
+print(f"{'':36} {'Mpps':>8}  per round")
+print(f"{'bare AF_XDP TX loop, 1514 B':36} {f(summary['bare_1514_mpps'], '{:.3f}'):>8}  "
       + " ".join(f"{x/1e6:.3f}" for x in b) + "  (mean of before/after the daemon)")
-print(f"{'bare AF_XDP TX loop, 60 B':34} {f(bare60 and bare60/1e6, '{:.3f}'):>8}  "
-      + " ".join(f"{x/1e6:.3f}" for x in all_of('bare60', 'fps')))
-print(f"{'daemon, real + gap frames':34} {f(dmax and dmax/1e6, '{:.3f}'):>8}  "
+print(f"{'bare AF_XDP TX loop, 60 B':36} {f(summary['bare_60_mpps'], '{:.3f}'):>8}")
+print(f"{'daemon flat out, real + gap frames':36} {f(summary['daemon_mpps'], '{:.3f}'):>8}  "
       + " ".join(f"{x/1e6:.3f}" for x in d))
-print(f"{'ratio daemon / bare 1514 (>= 0.80)':34} {f(ratio, '{:.2f}'):>8}  "
-      + " ".join(f"{x:.2f}" for x in ratios))
-print(f"  daemon (line rate 100gbit, window {window} B): "
-      f"{f(summary['daemon_real_fps'], '{:.0f}')} real frames/s among them, "
-      f"{f(summary['daemon_cpu_pct'], '{:.0f}')}% CPU "
-      f"({f(summary['daemon_user_pct'], '{:.0f}')}% in user space), "
-      f"{f(summary['daemon_kicks_per_frame'], '{:.3f}')} kicks per frame")
+print(f"{'ratio daemon / bare 1514 (>= 0.95)':36} {f(summary['ratio'], '{:.3f}'):>8}  "
+      + " ".join(f"{x:.3f}" for x in ratios))
+print(f"  daemon: {f(summary['daemon_max_cpu_pct'], '{:.0f}')}% CPU, "
+      f"{f(summary['daemon_max_kicks_per_frame'], '{:.3f}')} kicks per frame")
 print()
-print("CPU per paced Gbit/s (line rate 1gbit, one class 500mbit, offered 650mbit)")
-for k, what in (("cpu_default", "default daemon (sleeps through waits > 50 us)"),
-                ("cpu_spin", "daemon --sleep-min-us 0 (spins)")):
-    s = summary[k]
-    print(f"  {what:42} {f(s['cpu_pct'], '{:.1f}'):>6}% CPU at {f(s['paced_gbit'], '{:.3f}')} Gbit/s "
-          f"= {f(s['cpu_pct_per_gbit'], '{:.0f}')}% CPU per paced Gbit/s")
-if summary["rss"]:
+print(f"CPU per paced Gbit/s: line 1gbit, one class 500mbit offered 650mbit; machine CPU is the "
+      f"busy % of all cores minus the idle baseline ({idle:.0f}%)")
+print(f"  {'':38} {'paced Gbit/s':>12} {'machine %':>10} {'daemon %':>9} {'machine % per Gbit/s':>21}")
+for k, what in (("cpu_pspxdp", "pspxdp (sleeps through waits > 50 us)"),
+                ("cpu_pspxdp_spin", "pspxdp --spin"), ("cpu_tbf", "tbf burst 32kb"),
+                ("cpu_htb", "htb burst 32kb")):
+    s = cpu_rows[k]
+    print(f"  {what:38} {f(s['paced_gbit'], '{:.3f}'):>12} {f(s['machine_cpu_pct'], '{:.0f}'):>10} "
+          f"{f(s['daemon_cpu_pct'], '{:.0f}'):>9} {f(s['machine_cpu_pct_per_gbit'], '{:.0f}'):>21}")
+if summary["scale"]:
     print()
-    print("daemon memory (kB)      UMEM                                    "
-          "VmRSS start  during  after   VmHWM after  classes served/backlogged")
-    for r in summary["rss"]:
-        mb = f"{r['umem_bytes']/2**20:.0f} MiB" if r["umem_bytes"] else "?"
-        print(f"  {r['classes']:>3} classes          {r['umem'] + ' = ' + mb:40} "
-              f"{r['start'].get('VmRSS', 0):>10} {r['during'].get('VmRSS', 0):>7} "
-              f"{r['after'].get('VmRSS', 0):>7} {r['after'].get('VmHWM', 0):>12}  "
-              f"{r['served']}/{r['backlogged']}")
+    print("class scaling: line 100gbit, the daemon flat out; RSS with a 128 MiB buffer")
+    print(f"  {'classes':>8} {'backlogged':>10} {'Mpps':>7} {'daemon %':>9} {'RSS kB':>9} "
+          f"{'attach s':>9} {'class set s':>11} {'re-attach s':>11} {'detach s':>9}")
+    for s in summary["scale"]:
+        print(f"  {s['classes']:>8} {s.get('backlogged', 0):>10} {s.get('fps', 0) / 1e6:>7.3f} "
+              f"{s.get('daemon_cpu_pct', 0):>9.0f} {s.get('rss', {}).get('VmRSS', 0):>9} "
+              f"{s.get('attach_s', 0):>9.2f} {s.get('class_set_s', 0):>11.2f} "
+              f"{s.get('reattach_s', 0):>11.2f} {s.get('detach_s', 0):>9.2f}")
+    sc = [s for s in summary["scale"] if s.get("rss")]
+    if len(sc) >= 2:
+        a, z = sc[0], sc[-1]
+        per = (z["rss"]["VmRSS"] - a["rss"]["VmRSS"]) * 1024 / (z["classes"] - a["classes"])
+        print(f"  RSS per class: {per:.0f} bytes ({a['classes']} -> {z['classes']} classes)")
 print(f"\n{up.strip()}")
 PY

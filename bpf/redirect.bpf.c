@@ -1,25 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /* pspxdp XDP program on the pacer veth peer (docs/design.md §1).
  *
- * The TC classifier chose the rx queue (queue_mapping q lands on rx queue
- * q - 1); here every frame goes to the AF_XDP socket of its rx queue, which
- * is the socket of its class.
+ * Every frame goes to the AF_XDP socket of its rx queue. The daemon has one
+ * RX socket on every queue of the pacer (a handful, about one per core), and
+ * each frame carries its class in the tag TC pushed in front of it, so which
+ * queue a frame lands on does not matter.
  *
  * A frame on a queue without a socket is dropped and counted, never passed:
- * it is a copy of real traffic (the original was stolen at TC), so passing it
- * would hand a duplicate to pacer1's own stack, which could answer or forward
- * it. That happens while the daemon adds or removes a class, or restarts
- * within the heartbeat timeout; the sender's transport recovers. Stack noise
- * of the pacer veths themselves (IPv6 ND/MLD) is avoided at the source: the
- * dataplane disables IPv6 on both (docs/design.md §9.2); anything that still
- * arrives on queue 0 without a socket shows up in PSPXDP_XDP_NO_SOCKET. */
+ * it is tagged (pacer_b's stack could only misread it) and its sender's
+ * transport recovers. That happens only while the daemon restarts within the
+ * heartbeat timeout (its sockets are gone, TC still hands over). Stack noise
+ * of the pacer veths themselves (IPv6 ND/MLD) is avoided at the source: set-up
+ * disables IPv6 on both (docs/design.md §9.2); anything that still arrives
+ * untagged is dropped by the daemon as unknown_class. */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "pspxdp/shared.h"
 
 struct {
     __uint(type, BPF_MAP_TYPE_XSKMAP);
-    __uint(max_entries, PSPXDP_MAX_QUEUES);
+    __uint(max_entries, PSPXDP_MAX_SOCKETS);
     __type(key, __u32);
     __type(value, __u32);
 } xsks_map SEC(".maps");

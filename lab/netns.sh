@@ -55,3 +55,62 @@ psp_teardown() {
     rm -f "/run/pspxdp/$dev".*
     rmdir /run/pspxdp 2>/dev/null # only if empty: other devices may be attached
 }
+
+# psp_check DESCRIPTION COMMAND...: runs COMMAND, prints "ok   - " or
+# "FAIL - " and DESCRIPTION, counts failures in PSP_FAILS (a test ends with
+# `echo "$PSP_FAILS failure(s)"; [[ $PSP_FAILS -eq 0 ]]`).
+PSP_FAILS=0
+psp_check() {
+    local what=$1
+    shift
+    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; PSP_FAILS=$((PSP_FAILS + 1)); fi
+}
+
+# psp_gone PID: true once PID is no process or a zombie (a killed daemon
+# whose parent, the attach that spawned it, has exited).
+psp_gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+# psp_lab_begin TAG NET: the set-up of a lab test. Namespaces psp-TAG$$-s/-d,
+# a wire DEV=pTAG$$a -> PEER=pTAG$$b on NET.0/24 (.1 -> .2), N and D to run
+# commands in them, TMP a scratch directory, PIDS for background jobs; on
+# exit (also on failure) the jobs are killed, everything is torn down
+# (psp_teardown with $PSPXDP) and TMP removed. TAG: up to 3 letters.
+psp_lab_begin() {
+    local tag=$1 net=$2
+    SRC=psp-$tag$$-s DST=psp-$tag$$-d DEV=p$tag$$a PEER=p$tag$$b
+    N="nsenter --net=/run/netns/$SRC"
+    D="nsenter --net=/run/netns/$DST"
+    TMP=$(mktemp -d "/tmp/psp-$tag.XXXXXX")
+    PIDS=()
+    trap psp_lab_end EXIT
+    trap 'exit 130' INT TERM
+    psp_make_wire "$SRC" "$DST" "$DEV" "$PEER" "$net" || exit 1
+}
+psp_lab_end() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    psp_teardown "$PSPXDP" "$SRC" "$DST" "$DEV"
+    rm -rf "$TMP"
+}
+
+# psp_port_filters DEV FIRST_PORT COUNT MAJOR FIRST_MINOR: UDP destination
+# port FIRST_PORT + i -> class MAJOR:(FIRST_MINOR + i), i = 0..COUNT-1, in one
+# bpftool batch on DEV's rules_port map (key {proto, dir, port in host
+# order}, value the class id). `pspxdp filter add` once per port takes
+# minutes for thousands of ports. The one place lab scripts make port
+# filters in bulk: to become the filter command's own batch form.
+psp_port_filters() {
+    local dev=$1 port0=$2 count=$3 major=$4 minor0=$5 i port minor batch
+    batch=$(mktemp /tmp/psp-filters.XXXXXX)
+    for ((i = 0; i < count; ++i)); do
+        port=$((port0 + i)) minor=$((minor0 + i))
+        printf 'map update pinned /sys/fs/bpf/pspxdp/%s/rules_port key 17 0 %d %d value %d %d %d %d\n' \
+            "$dev" $((port & 255)) $((port >> 8)) $((minor & 255)) $((minor >> 8)) \
+            $((major & 255)) $((major >> 8))
+    done >"$batch"
+    bpftool batch file "$batch" >/dev/null
+    local rc=$?
+    rm -f "$batch"
+    return $rc
+}

@@ -2,7 +2,8 @@
 // count and time. Only for the netns lab: it sends where it is told, so the
 // lab scripts point it at addresses inside their own namespaces.
 //
-//   psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N]
+//   psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N] [--ports N]
+//       --ports N: N flows, to ports PORT..PORT+N-1 in turn, RATE in all
 //   psp_traffic sink PORT[,PORT...] --seconds S      prints JSON counts per port
 #include "core/units.hpp"
 
@@ -24,7 +25,8 @@ using Clock = std::chrono::steady_clock;
 
 static int usage() {
     std::fprintf(stderr,
-                 "usage: psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N]\n"
+                 "usage: psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N] "
+                 "[--ports N]\n"
                  "       psp_traffic sink PORT[,PORT...] --seconds S\n");
     return 2;
 }
@@ -39,7 +41,7 @@ static bool parse_u64(const char *s, uint64_t &out) {
 static int do_send(int argc, char **argv) {
     if (argc < 2) return usage();
     const char *dst = argv[0];
-    uint64_t port = 0, size = 1472, count = UINT64_MAX;
+    uint64_t port = 0, size = 1472, count = UINT64_MAX, ports = 1;
     double seconds = 3;
     uint64_t rate_bps = 0;
     if (!parse_u64(argv[1], port) || port == 0 || port > 65535) {
@@ -68,6 +70,8 @@ static int do_send(int argc, char **argv) {
             }
         } else if (o == "--count") {
             if (!parse_u64(argv[i + 1], count)) return usage();
+        } else if (o == "--ports") {
+            if (!parse_u64(argv[i + 1], ports) || ports < 1 || ports > 65536) return usage();
         } else {
             return usage();
         }
@@ -83,8 +87,15 @@ static int do_send(int argc, char **argv) {
         std::fprintf(stderr, "psp_traffic: bad IPv4 address \"%s\"\n", dst);
         return 2;
     }
+    if (port + ports - 1 > 65535) {
+        std::fprintf(stderr, "psp_traffic: ports %lu..%lu beyond 65535\n", (unsigned long)port,
+                     (unsigned long)(port + ports - 1));
+        return 2;
+    }
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0) {
+    // One flow: connected. Several: sendto each port in turn (a connected
+    // socket would also collect the receiver's port-unreachable errors).
+    if (fd < 0 || (ports == 1 && connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
         std::fprintf(stderr, "psp_traffic: socket to %s:%lu: %s\n", dst, (unsigned long)port,
                      std::strerror(errno));
         return 1;
@@ -104,7 +115,15 @@ static int do_send(int argc, char **argv) {
         double elapsed_ns = std::chrono::duration<double, std::nano>(now - t0).count();
         uint64_t due = uint64_t(elapsed_ns / interval_ns) + 1;
         while (sent + errors < due && sent + errors < count) {
-            if (send(fd, payload.data(), payload.size(), 0) < 0)
+            ssize_t rc;
+            if (ports == 1) {
+                rc = send(fd, payload.data(), payload.size(), 0);
+            } else {
+                sa.sin_port = htons(uint16_t(port + (sent + errors) % ports));
+                rc = sendto(fd, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr *>(&sa),
+                            sizeof sa);
+            }
+            if (rc < 0)
                 ++errors;
             else
                 ++sent;

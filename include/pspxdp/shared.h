@@ -85,6 +85,17 @@ struct pspxdp_class_config {
     enum pspxdp_class_kind kind;
 };
 #define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
+/* What 0 means in class_config. The default limit is what the class's rate
+ * drains in PSPXDP_DEFAULT_LIMIT_NS, but never fewer than
+ * PSPXDP_DEFAULT_LIMIT_FRAMES frames: a burst Linux's default FIFO
+ * (txqueuelen 1000) would absorb is absorbed, also by a slow class. An
+ * explicit limit (bytes, or time at the rate) always admits at least
+ * PSPXDP_MIN_LIMIT_FRAMES frames, so a class can always hold something.
+ * A normal class has no rate: its default limit is the frame count alone. */
+#define PSPXDP_DEFAULT_LIMIT_NS (100ULL * 1000 * 1000)
+#define PSPXDP_DEFAULT_LIMIT_FRAMES 1000
+#define PSPXDP_MIN_LIMIT_FRAMES 2
+#define PSPXDP_DEFAULT_CE_THRESHOLD_NS (4ULL * 1000 * 1000)
 
 /* What the TC program pushes in front of every frame it hands to the pacer.
  * The daemon checks it against its class table (slot -> classid) and sends
@@ -108,9 +119,15 @@ struct pspxdp_pacer_state {
     /* CLI: bumped after every change of class_config, the default class or
      * the line rate; the daemon re-reads its configuration when it moves. */
     __u64 config_gen;
-    __u32 flags;
-    __u32 pad;
+    __u32 flags; /* PSPXDP_STATE_F_* */
+    /* daemon: one past the highest slot it ever served (written before the
+     * slot becomes SERVED), so a restarted daemon looks for a dead one's
+     * leftovers in pacer_stats[1..slots_end) only, not in all 131072 slots. */
+    __u32 slots_end;
 };
+/* Set by the first daemon of an attachment; a daemon that finds it set is a
+ * restart (daemon_stats.restarts). */
+#define PSPXDP_STATE_F_DAEMON_STARTED 1U
 
 /* Is the daemon alive? The one test, for the TC program (fail-open) and for
  * every userspace reader (status, attach). The heartbeat is CLOCK_MONOTONIC,
@@ -153,6 +170,16 @@ enum pspxdp_slot_state {
     PSPXDP_SLOT_SERVED = 1,   /* the daemon serves classid here: TC may hand frames over */
     PSPXDP_SLOT_DRAINING = 2, /* classid was deleted: TC stops, the daemon empties its queue */
 };
+/* A deleted class keeps of its queue what its rate sends in this time (its
+ * oldest frames) and sends that, paced; the rest is dropped at once
+ * (drop_deleted). Judged in bytes at the class's rate, not by the clock, so
+ * a busy machine does not change what is dropped. A normal class (no rate)
+ * drains as gap filler for this long. Whatever is still queued after
+ * PSPXDP_DELETE_DRAIN_CAP times this (a starved daemon) is dropped too.
+ * Then the slot goes FREE; its counters stay readable until it is given out
+ * again. */
+#define PSPXDP_DELETE_DRAIN_NS (2000ULL * 1000 * 1000)
+#define PSPXDP_DELETE_DRAIN_CAP 5
 #define PSPXDP_CLASS_COUNTERS(X)                                                                   \
     X(rx_frames, "frames the pacer took from its sockets for the class")                           \
     X(rx_bytes, "their L2 bytes with FCS")                                                         \
@@ -177,6 +204,7 @@ struct pspxdp_class_counters {
 /* daemon_stats: ARRAY (mmapable), one entry. Device-wide counters of the
  * pacer, written in place by the daemon and continued across restarts. */
 #define PSPXDP_DAEMON_COUNTERS(X)                                                                  \
+    X(rx_frames, "frames taken from the pacer sockets (all slots, unknown tags included)")         \
     X(wire_frames, "real frames sent on the wire")                                                 \
     X(wire_frame_bytes, "their wire bytes (max(L,60) + framing overhead)")                         \
     X(gap_frames, "PAUSE gap frames sent")                                                         \
@@ -188,7 +216,7 @@ struct pspxdp_class_counters {
     X(kicks, "sendto() calls that pushed the TX ring")                                             \
     X(kick_errors, "sendto() calls that failed for good (not EAGAIN/EBUSY/ENOBUFS)")               \
     X(socket_ring_full, "frames the kernel dropped: a pacer socket's RX ring was full")            \
-    X(socket_fill_empty, "frames the kernel dropped: no free frame in a fill ring")                \
+    X(socket_fill_empty, "frames the kernel dropped: no free frame in a fill ring (or too long)")  \
     X(no_socket, "frames on a pacer rx queue without a socket (counted by XDP)")                   \
     X(unknown_class, "frames whose tag named no class the daemon serves")                          \
     X(died_in_rings, "frames lost in the sockets of a killed daemon, counted by the next one")     \
@@ -223,23 +251,6 @@ enum pspxdp_xdp_counter {
     PSPXDP_XDP_REDIRECTED = 0,
     PSPXDP_XDP_NO_SOCKET = 1, /* rx queue without an XSK: dropped and counted */
     PSPXDP_XDP_NR_COUNTERS
-};
-
-/* ---- Legacy (data path v1: one pacer queue and socket per class). Removed
- * with the v2 data path; nothing new may use them. */
-#define PSPXDP_MAX_QUEUES 1024
-/* class_slot: HASH, key struct pspxdp_classid. Written by the daemon (v1). */
-struct pspxdp_class_slot {
-    __u32 queue; /* 1..PSPXDP_MAX_QUEUES, 0 = not served */
-    __u32 pad;
-};
-/* pacer_stats (v1): HASH, key struct pspxdp_classid. */
-struct pspxdp_pacer_stats {
-    __u64 tx_frames;
-    __u64 tx_bytes;
-    __u64 rx_frames;
-    __u64 drops;
-    __u64 backlog;
 };
 
 /* ---- Filters: tc-style conjunctive filters in tuple-space form.
@@ -384,9 +395,8 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
 static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 19 * 8, "daemon_stats layout");
-static_assert(sizeof(struct pspxdp_class_slot) == 8, "class_slot layout");
-static_assert(sizeof(struct pspxdp_pacer_stats) == 40, "pacer_stats (v1) layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 20 * 8, "daemon_stats layout");
+static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");
 /* The classifier masks a key as six __u64 words: the shape, then 5 words of fields. */

@@ -1,10 +1,12 @@
 // The TC classifier and the XDP redirect, run with BPF_PROG_TEST_RUN on
 // crafted packets. Needs root and BPF; exits 77 (skip) otherwise.
 //
-// How the queue is observed: BPF_PROG_TEST_RUN does not copy queue_mapping
-// back (docs/design.md §9.6), so the classifier is loaded with its rodata flag
-// test_mode set, which mirrors the decision into skb->cb[0] (the queue_mapping
-// set, 0 = passed) and cb[1] (the class id). cb is copied back in ctx_out.
+// How the hand-over is observed: the classifier is loaded with its rodata flag
+// test_mode set, which mirrors the decision into skb->cb[0] (the slot the
+// packet was handed over on, 0 = passed) and cb[1] (the class id); cb is
+// copied back in ctx_out. The packet itself comes back in data_out: handed
+// over, it carries the tag {slot, classid} in front of the original bytes;
+// passed, it is byte for byte what went in.
 //
 // The redirect target must exist: every test runs inside a private netns
 // psp-bpf-<pid>-<n> holding a veth pair psp0/psp1 (8 queues), entered with
@@ -45,11 +47,11 @@ namespace {
 
 // ---------------------------------------------------------------- fixture
 
-constexpr uint32_t C1 = PSPXDP_CLASSID(1, 1); // queue 1
-constexpr uint32_t C2 = PSPXDP_CLASSID(1, 2); // queue 2
-constexpr uint32_t C3 = PSPXDP_CLASSID(1, 3); // queue 3, the default class
-constexpr uint32_t C4 = PSPXDP_CLASSID(1, 4); // no slot at all
-constexpr uint32_t C5 = PSPXDP_CLASSID(1, 5); // slot with queue 0
+constexpr uint32_t C1 = PSPXDP_CLASSID(1, 1); // slot 1
+constexpr uint32_t C2 = PSPXDP_CLASSID(1, 2); // slot 2
+constexpr uint32_t C3 = PSPXDP_CLASSID(1, 3); // slot 3, the default class
+constexpr uint32_t C4 = PSPXDP_CLASSID(1, 4); // not configured at all
+constexpr uint32_t C5 = PSPXDP_CLASSID(1, 5); // configured with slot 0
 
 uint64_t now_ns() {
     timespec ts{};
@@ -59,9 +61,19 @@ uint64_t now_ns() {
 
 struct Verdict {
     int retval = -1;
-    uint32_t queue = 0;   // cb[0]: queue_mapping set, 0 = passed
+    uint32_t slot = 0;    // cb[0]: the slot handed over on, 0 = passed
     uint32_t classid = 0; // cb[1]
+    Bytes in, out;        // the packet before and after (data_out)
 };
+
+// The packet carries exactly the tag {slot, classid} in front of what went in.
+bool tagged(const Verdict &v, uint32_t slot, uint32_t classid) {
+    if (v.out.size() != v.in.size() + PSPXDP_TAG_BYTES) return false;
+    pspxdp_tag tag{};
+    std::memcpy(&tag, v.out.data(), sizeof(tag));
+    return tag.slot == slot && pspxdp_classid_raw(tag.classid) == classid &&
+           std::equal(v.in.begin(), v.in.end(), v.out.begin() + PSPXDP_TAG_BYTES);
+}
 
 class Classifier {
   public:
@@ -100,10 +112,24 @@ class Classifier {
         uint32_t key = 0;
         REQUIRE(bpf_map_update_elem(fd(skel_->maps.pacer_state), &key, &st_, BPF_ANY) == 0);
     }
-    void slot(uint32_t classid, uint32_t queue) {
-        pspxdp_class_slot s{};
-        s.queue = queue;
-        REQUIRE(bpf_map_update_elem(fd(skel_->maps.class_slot), &classid, &s, BPF_ANY) == 0);
+    // class_config: the control plane's part (the class and its slot).
+    void configure(uint32_t classid, uint32_t slot) {
+        pspxdp_class_config cc{};
+        cc.slot = slot;
+        cc.kind = PSPXDP_CLASS_NORMAL;
+        REQUIRE(bpf_map_update_elem(fd(skel_->maps.class_config), &classid, &cc, BPF_ANY) == 0);
+    }
+    // pacer_stats[slot]: the daemon's part (whom it serves there, and how).
+    void slot_state(uint32_t slot, uint32_t classid, pspxdp_slot_state state) {
+        pspxdp_class_counters pc{};
+        pc.classid = pspxdp_classid_of(classid);
+        pc.state = state;
+        REQUIRE(bpf_map_update_elem(fd(skel_->maps.pacer_stats), &slot, &pc, BPF_ANY) == 0);
+    }
+    // Both: a class the daemon serves on slot.
+    void serve(uint32_t classid, uint32_t slot) {
+        configure(classid, slot);
+        slot_state(slot, classid, PSPXDP_SLOT_SERVED);
     }
     pspxdp::control::FilterMaps filter_maps() const {
         pspxdp::control::FilterMaps m;
@@ -148,10 +174,10 @@ class Classifier {
         // After the filters: a change waits for RCU grace periods, and this
         // heartbeat is written once.
         state(now_ns(), pacer_ifindex, C3);
-        slot(C1, 1);
-        slot(C2, 2);
-        slot(C3, 3);
-        slot(C5, 0);
+        serve(C1, 1);
+        serve(C2, 2);
+        serve(C3, 3);
+        configure(C5, 0);
     }
 
     Verdict run(const Bytes &pkt) {
@@ -162,13 +188,16 @@ class Classifier {
         __sk_buff ctx{};
         ctx.cb[0] = 0xdeadbeef; // must be overwritten by the program
         ctx.cb[1] = 0xdeadbeef;
-        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(),
-                    .data_size_in = uint32_t(pkt.size()), .ctx_in = &ctx, .ctx_out = &ctx,
-                    .ctx_size_in = sizeof(ctx), .ctx_size_out = sizeof(ctx), .repeat = 1);
+        Bytes out(pkt.size() + 64);
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(), .data_out = out.data(),
+                    .data_size_in = uint32_t(pkt.size()), .data_size_out = uint32_t(out.size()),
+                    .ctx_in = &ctx, .ctx_out = &ctx, .ctx_size_in = sizeof(ctx),
+                    .ctx_size_out = sizeof(ctx), .repeat = 1);
         int rc = bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.pspxdp_classify), &opts);
         INFO("test_run: " << std::strerror(errno) << " (packet " << pkt.size() << " B)");
         REQUIRE(rc == 0);
-        return Verdict{int(opts.retval), ctx.cb[0], ctx.cb[1]};
+        out.resize(opts.data_size_out);
+        return Verdict{int(opts.retval), ctx.cb[0], ctx.cb[1], pkt, out};
     }
 
     pspxdp_class_tc_stats class_stats(uint32_t classid) {
@@ -197,13 +226,14 @@ class Classifier {
     bool beating_ = false;
 };
 
-// The packet was handed to the pacer on the class's queue.
-#define REQUIRE_PACED(v, cls, q)                                                                   \
+// The packet was handed to the pacer on the class's slot, tagged.
+#define REQUIRE_PACED(v, cls, s)                                                                   \
     do {                                                                                           \
         const Verdict v_ = (v);                                                                    \
         CHECK(v_.classid == (cls));                                                                \
-        CHECK(v_.queue == (q));                                                                    \
-        CHECK(v_.retval == TC_ACT_STOLEN);                                                         \
+        CHECK(v_.slot == (s));                                                                     \
+        CHECK(v_.retval == TC_ACT_REDIRECT);                                                       \
+        CHECK(tagged(v_, (s), (cls)));                                                             \
     } while (0)
 
 // The packet continued untouched (fail-open), attributed to cls.
@@ -211,8 +241,9 @@ class Classifier {
     do {                                                                                           \
         const Verdict v_ = (v);                                                                    \
         CHECK(v_.classid == (cls));                                                                \
-        CHECK(v_.queue == 0u);                                                                     \
+        CHECK(v_.slot == 0u);                                                                      \
         CHECK(v_.retval == TC_ACT_OK);                                                             \
+        CHECK(v_.out == v_.in);                                                                    \
     } while (0)
 
 Bytes udp4(const char *dst, uint16_t sport, uint16_t dport, const char *src = "10.0.0.1") {
@@ -506,9 +537,35 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
         REQUIRE_PASSED(c.run(udp4("10.9.1.1", 1, 2)), C4);
         CHECK(c.tc_counter(PSPXDP_TC_NO_SLOT) == 1);
     }
-    SECTION("class whose slot is queue 0") {
+    SECTION("class whose slot is 0") {
         REQUIRE_PASSED(c.run(udp4("8.8.8.8", 1, 7000)), C5);
         CHECK(c.class_stats(C5).tc_passed == 1);
+    }
+    SECTION("class configured, its slot not served (FREE: the daemon has not taken it yet)") {
+        c.slot_state(1, C1, PSPXDP_SLOT_FREE);
+        REQUIRE_PASSED(c.run(p), C1);
+        CHECK(c.tc_counter(PSPXDP_TC_NO_SLOT) == 1);
+    }
+    SECTION("class deleted, its slot draining: TC stops at once") {
+        c.slot_state(1, C1, PSPXDP_SLOT_DRAINING);
+        REQUIRE_PASSED(c.run(p), C1);
+        CHECK(c.tc_counter(PSPXDP_TC_NO_SLOT) == 1);
+    }
+    SECTION("slot served for another class (a stale slot in class_config)") {
+        c.slot_state(1, C2, PSPXDP_SLOT_SERVED);
+        REQUIRE_PASSED(c.run(p), C1);
+        CHECK(c.tc_counter(PSPXDP_TC_NO_SLOT) == 1);
+    }
+    SECTION("a packet that would not fit the pacer with its tag passes, counted") {
+        // psp0's MTU is 1500: 1514 bytes of frame + the tag do not fit.
+        V4 h;
+        Bytes big = cat(eth(ETH_P_IP), ipv4(h, udp(40000, 5001, 1500 - 28)));
+        REQUIRE(big.size() == 1514);
+        REQUIRE_PASSED(c.run(big), C1);
+        CHECK(c.tc_counter(PSPXDP_TC_REDIRECT_ERR) == 1);
+        CHECK(c.class_stats(C1).tc_errors == 1);
+        Bytes fits = cat(eth(ETH_P_IP), ipv4(h, udp(40000, 5001, 1500 - 28 - PSPXDP_TAG_BYTES)));
+        REQUIRE_PACED(c.run(fits), C1, 1u);
     }
     SECTION("a fresh heartbeat brings it back") {
         c.state(now_ns() - 2 * PSPXDP_HEARTBEAT_TIMEOUT_NS, ns.psp0, C3);
@@ -699,7 +756,69 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(classes->size() == 4);
         CHECK((*classes)[0].classid == C1);
         CHECK((*classes)[0].config.kind == PSPXDP_CLASS_PACED);
-        CHECK((*classes)[0].queue == 0); // no slot yet: the daemon assigns it
+        // Slots come from the control plane, lowest first, one per class,
+        // kept when the class is set again; no daemon serves them yet.
+        CHECK((*classes)[0].config.slot == 1);
+        CHECK((*classes)[1].config.slot == 2);
+        CHECK((*classes)[2].config.slot == 3);
+        CHECK((*classes)[3].config.slot == 4);
+        CHECK_FALSE((*classes)[0].has_pacer);
+    }
+    SECTION("slots: lowest free, never one still draining or held by a dead daemon") {
+        auto gen = [&] {
+            pspxdp_pacer_state st{};
+            uint32_t key = 0;
+            REQUIRE(bpf_map_lookup_elem(c.fd(c.skel_->maps.pacer_state), &key, &st) == 0);
+            return st.config_gen;
+        };
+        auto slot_of = [&](uint32_t classid) -> uint32_t {
+            pspxdp_class_config cfg{};
+            if (bpf_map_lookup_elem(c.fd(c.skel_->maps.class_config), &classid, &cfg) != 0)
+                return 0;
+            return cfg.slot;
+        };
+        const uint64_t g0 = gen();
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 1000000));
+        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 1000000));
+        CHECK(slot_of(C1) == 1);
+        CHECK(slot_of(C2) == 2);
+        CHECK(gen() == g0 + 2); // every change tells the daemon
+        // Deleted: the daemon drains slot 1 (DRAINING) before it is free.
+        c.slot_state(1, C1, PSPXDP_SLOT_DRAINING);
+        REQUIRE(d.class_del(C1));
+        CHECK(gen() == g0 + 3);
+        // Slot 3 still SERVED by a daemon that died with class 1:9 on it.
+        c.slot_state(3, PSPXDP_CLASSID(1, 9), PSPXDP_SLOT_SERVED);
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 1000000));
+        CHECK(slot_of(C1) == 4);
+        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 2000000)); // a rate change keeps the slot
+        CHECK(slot_of(C1) == 4);
+        c.slot_state(1, C1, PSPXDP_SLOT_FREE); // the drain finished
+        REQUIRE(d.class_set(C4, PSPXDP_CLASS_NORMAL, 0));
+        CHECK(slot_of(C4) == 1);
+    }
+    SECTION("many classes at once: one check for all, slots in order, nothing on refusal") {
+        std::vector<Device::ClassSpec> specs;
+        for (uint16_t m = 1; m <= 1000; ++m)
+            specs.push_back({PSPXDP_CLASSID(2, m), PSPXDP_CLASS_PACED, 1000000}); // 1 Gbit/s in all
+        REQUIRE(d.class_set_many(specs));
+        auto classes = d.classes();
+        REQUIRE(classes);
+        REQUIRE(classes->size() == 1000);
+        for (const auto &ci : *classes)
+            CHECK(ci.config.slot == (ci.classid & 0xffff)); // 2:1 -> slot 1, ...
+        // One more bit/s of paced rate, in a batch that also lowers nothing: refused whole.
+        std::vector<Device::ClassSpec> more = {{C1, PSPXDP_CLASS_NORMAL, 0},
+                                               {C2, PSPXDP_CLASS_PACED, 1}};
+        auto over = d.class_set_many(more);
+        REQUIRE_FALSE(over);
+        CHECK_THAT(over.error(), Catch::Contains("2 classes: paced rates would sum to"));
+        CHECK(rate_of(C1) == UINT64_MAX);
+        // Lowering one class in the same batch makes room.
+        more.push_back({PSPXDP_CLASSID(2, 7), PSPXDP_CLASS_PACED, 999999});
+        REQUIRE(d.class_set_many(more));
+        CHECK(rate_of(C2) == 1);
+        CHECK(rate_of(PSPXDP_CLASSID(2, 7)) == 999999);
     }
     SECTION("bad class ids and unknown line rate are refused") {
         auto minor0 = d.class_set(PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
@@ -763,15 +882,16 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     SECTION("what the control plane writes is what the classifier matches") {
         REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
         REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 100000000));
-        c.slot(C1, 1); // the daemon's part
-        c.slot(C2, 2);
-        c.slot(C3, 3);
+        // The daemon's part: serve the slots the control plane gave out.
+        c.slot_state(1, C1, PSPXDP_SLOT_SERVED);
+        c.slot_state(2, C2, PSPXDP_SLOT_SERVED);
         REQUIRE(d.filter_add(spec("proto tcp sport 80 classid 1:2")));
         REQUIRE(d.filter_add(spec("dst 192.168.2.128/25 classid 1:1")));
         REQUIRE(d.filter_add(spec("dst 2001:db8:1::/48 classid 1:2")));
         REQUIRE_PACED(c.run(tcp4("8.8.8.8", 80, 1000)), C2, 2u);
         REQUIRE_PACED(c.run(udp4("192.168.2.200", 1, 2)), C1, 1u);
-        REQUIRE_PACED(c.run(udp4("192.168.2.100", 1, 2)), C3, 3u);
+        // The default class 1:3 is not configured here: not served.
+        REQUIRE_PASSED(c.run(udp4("192.168.2.100", 1, 2)), C3);
         REQUIRE_PACED(c.run(cat(eth(ETH_P_IPV6),
                                 ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1:2::3", udp(1, 2)))),
                       C2, 2u);
@@ -780,10 +900,11 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(classes);
         REQUIRE(classes->size() == 3); // 1:1, 1:2 configured; 1:3 seen in stats only
         CHECK((*classes)[0].tc.tc_packets == 1);
-        CHECK((*classes)[0].queue == 1);
+        CHECK((*classes)[0].config.slot == 1);
+        CHECK((*classes)[0].has_pacer);
         CHECK((*classes)[1].tc.tc_packets == 2);
         CHECK((*classes)[2].classid == C3);
         CHECK_FALSE((*classes)[2].configured);
-        CHECK((*classes)[2].tc.tc_packets == 1);
+        CHECK((*classes)[2].tc.tc_passed == 1);
     }
 }

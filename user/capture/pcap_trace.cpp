@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 
 namespace pspxdp {
 
@@ -298,14 +299,50 @@ bool selector_matches(const FlowSelector &sel, const uint8_t *frame, uint32_t ca
     return fields_match(sel, parse_fields(frame, caplen));
 }
 
+namespace {
+
+// The first selector a frame matches, fast with thousands of selectors: the
+// ones that name only a protocol and a destination port (one flow per port,
+// as a lab with 10,000 classes has) are found by hash; the others are tried
+// in order. The first match overall wins, as with a plain walk.
+class SelectorIndex {
+  public:
+    explicit SelectorIndex(std::span<const FlowSelector> selectors) : selectors_(selectors) {
+        for (size_t i = 0; i < selectors.size(); ++i) {
+            const FlowSelector &s = selectors[i];
+            if (s.proto && s.dport && !s.sport && !s.src.set && !s.dst.set)
+                by_port_.emplace(key(*s.proto, *s.dport), uint32_t(i)); // keeps the first
+            else
+                others_.push_back(uint32_t(i));
+        }
+    }
+    uint32_t match(const PacketFields &f) const {
+        uint32_t best = kFlowOther;
+        if (f.ip && f.proto_known && f.ports_known && !by_port_.empty()) {
+            auto it = by_port_.find(key(f.proto, f.dport));
+            if (it != by_port_.end()) best = it->second;
+        }
+        for (uint32_t i : others_) {
+            if (i >= best) break;
+            if (fields_match(selectors_[i], f)) return i;
+        }
+        return best;
+    }
+
+  private:
+    static uint32_t key(uint8_t proto, uint16_t port) { return uint32_t(proto) << 16 | port; }
+    std::span<const FlowSelector> selectors_;
+    std::unordered_map<uint32_t, uint32_t> by_port_;
+    std::vector<uint32_t> others_;
+};
+
+} // namespace
+
 uint32_t classify_frame(std::span<const FlowSelector> selectors, const uint8_t *frame,
                         uint32_t caplen) {
     if (is_mac_control(frame, caplen)) return kFlowGap;
     if (selectors.empty()) return kFlowOther;
-    PacketFields f = parse_fields(frame, caplen);
-    for (size_t i = 0; i < selectors.size(); ++i)
-        if (fields_match(selectors[i], f)) return uint32_t(i);
-    return kFlowOther;
+    return SelectorIndex(selectors).match(parse_fields(frame, caplen));
 }
 
 Result<PcapTrace> read_pcap_trace(const std::string &path,
@@ -327,6 +364,7 @@ Result<PcapTrace> read_pcap_trace(const std::string &path,
     PcapTrace trace;
     trace.nanosecond_file = file_is_nanosecond_pcap(path);
     const bool selectors_need_headers = !selectors.empty();
+    const SelectorIndex index(selectors);
     pcap_pkthdr *hdr = nullptr;
     const u_char *data = nullptr;
     int rc;
@@ -339,13 +377,7 @@ Result<PcapTrace> read_pcap_trace(const std::string &path,
         } else {
             PacketFields fields = parse_fields(data, hdr->caplen);
             if (fields.cut_short && selectors_need_headers) ++trace.short_frames;
-            f.flow = kFlowOther;
-            for (size_t i = 0; i < selectors.size(); ++i) {
-                if (fields_match(selectors[i], fields)) {
-                    f.flow = uint32_t(i);
-                    break;
-                }
-            }
+            f.flow = selectors.empty() ? kFlowOther : index.match(fields);
         }
         trace.frames.push_back(f);
     }

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <unordered_map>
 
 namespace pspxdp::cli {
 
@@ -65,6 +67,33 @@ Result<std::vector<NamedFlow>> parse_flows(const std::vector<std::string> &specs
     return flows;
 }
 
+// --flows-file FILE: "flow NAME=SELECTOR" and "target NAME=RATE" lines, as
+// the options would say them ('#' starts a comment): thousands of flows
+// without thousands of arguments.
+Result<void> read_flows_file(const std::string &path, std::vector<std::string> &flows,
+                             std::vector<std::string> &targets) {
+    std::ifstream in(path);
+    if (!in) return err("--flows-file \"" + path + "\": cannot open it");
+    std::string line;
+    for (size_t no = 1; std::getline(in, line); ++no) {
+        line = line.substr(0, line.find('#'));
+        size_t b = line.find_first_not_of(" \t");
+        if (b == std::string::npos) continue;
+        size_t sp = line.find_first_of(" \t", b);
+        std::string word = line.substr(b, sp == std::string::npos ? std::string::npos : sp - b);
+        size_t r = sp == std::string::npos ? sp : line.find_first_not_of(" \t", sp);
+        std::string rest = r == std::string::npos ? "" : line.substr(r);
+        if (word == "flow")
+            flows.push_back(rest);
+        else if (word == "target")
+            targets.push_back(rest);
+        else
+            return err("--flows-file " + path + ":" + std::to_string(no) + ": \"" + word +
+                       "\": expected \"flow NAME=SELECTOR\" or \"target NAME=RATE\"");
+    }
+    return {};
+}
+
 int run(const Args &args) {
     const std::string &path = args.positional.at(0);
     const bool json = args.has("json");
@@ -105,22 +134,29 @@ int run(const Args &args) {
         if (!v) return fail("analyze: " + v.error());
         cfg.rate_window_packets = *v;
     }
-    auto flows = parse_flows(args.all("flow"));
+    std::vector<std::string> flow_specs = args.all("flow"), target_specs = args.all("target");
+    if (args.has("flows-file")) {
+        auto r = read_flows_file(args.get("flows-file"), flow_specs, target_specs);
+        if (!r) return fail("analyze: " + r.error());
+    }
+    auto flows = parse_flows(flow_specs);
     if (!flows) return fail("analyze: " + flows.error());
+    std::unordered_map<std::string, uint32_t> flow_index;
+    for (size_t i = 0; i < flows->size(); ++i)
+        flow_index.emplace((*flows)[i].name, uint32_t(i));
 
     // --target NAME=RATE: also judge flow NAME at exactly RATE.
-    for (const std::string &t : args.all("target")) {
+    for (const std::string &t : target_specs) {
         size_t eq = t.find('=');
         if (eq == std::string::npos || eq == 0)
             return fail("analyze: --target \"" + t + "\": expected NAME=RATE");
         std::string name = t.substr(0, eq);
         auto rate = parse_rate_bps(t.substr(eq + 1));
         if (!rate) return fail("analyze: --target " + name + ": " + rate.error());
-        size_t i = 0;
-        while (i < flows->size() && (*flows)[i].name != name) ++i;
-        if (i == flows->size())
+        auto it = flow_index.find(name);
+        if (it == flow_index.end())
             return fail("analyze: --target " + name + ": no --flow of that name");
-        cfg.target_rate_bps.emplace_back(uint32_t(i), *rate);
+        cfg.target_rate_bps.emplace_back(it->second, *rate);
     }
 
     std::vector<FlowSelector> selectors;
@@ -309,6 +345,8 @@ const Command kAnalyze = {
      {"flow", 'f', "NAME=SELECTOR", "a flow to measure (repeatable)"},
      {"target", 't', "NAME=RATE",
       "also measure flow NAME's burstiness at exactly RATE, e.g. its class rate (repeatable)"},
+     {"flows-file", 0, "FILE",
+      "more --flow/--target, one \"flow NAME=SELECTOR\" or \"target NAME=RATE\" a line"},
      {"overhead", 0, "BYTES", "framing overhead per frame (default 24: FCS, preamble, IFG)"},
      {"mtu", 0, "BYTES", "MTU, for the burst unit and the largest frame (default 1500)"},
      {"real-time", 0, nullptr, "use capture timestamps instead of the byte clock"},

@@ -1,14 +1,17 @@
 // pspxdp attach DEV: set up the pacer on DEV and start its daemon.
 #include "cli/command.hpp"
 #include "core/engine.hpp"
+#include "core/framing.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
+#include "datapath/xsk.hpp"
 #include "setup/loader.hpp"
 #include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <unistd.h>
 
@@ -74,18 +77,49 @@ static int run(const Args &args) {
         if (c->minor == 0) return fail("attach: --default-class: minor 0 is not a class");
         default_class = *c;
     }
-    uint64_t queues = 16;
-    if (args.has("queues")) {
-        auto q = parse_u64("--queues", args.get("queues"), 1, PSPXDP_MAX_QUEUES);
+    // One pacer queue and AF_XDP RX socket per core by default: classes are
+    // not sockets (any number of classes share them). --queues is the old name.
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t queues = std::clamp<uint64_t>(cpus > 0 ? uint64_t(cpus) : 1, 1, PSPXDP_MAX_SOCKETS);
+    for (const char *name : {"queues", "sockets"}) {
+        if (!args.has(name)) continue;
+        auto q = parse_u64(std::string("--") + name, args.get(name), 1, PSPXDP_MAX_SOCKETS);
         if (!q) return fail("attach: " + q.error());
         queues = *q;
     }
+    uint64_t buffer = datapath::kDefaultBufferBytes;
+    if (args.has("buffer")) {
+        auto b = parse_u64("--buffer", args.get("buffer"), 1ull << 20, 64ull << 30);
+        if (!b) return fail("attach: " + b.error());
+        buffer = *b;
+    }
+    // The window: how far the schedule may run ahead of the wire. A NIC's TX
+    // ring holds that much already (full frames), so it sizes the window; a
+    // veth has no ring and gets the default.
     uint64_t window = EngineConfig{}.window_bytes;
+    std::string window_source = "default";
     if (args.has("window")) {
         auto w = parse_u64("--window", args.get("window"), 1514, 64ull << 20);
         if (!w) return fail("attach: " + w.error());
         window = *w;
+        window_source = "--window";
+    } else if (auto ring = dp::get_tx_ring(dev)) {
+        const uint64_t frame = link->mtu + kEthHeaderBytes + kEthOverheadBytes;
+        window = std::clamp<uint64_t>(*ring * frame, window, 64ull << 20);
+        window_source = "TX ring of " + std::to_string(*ring);
     }
+    daemon::DaemonConfig dcfg;
+    dcfg.dev = dev;
+    dcfg.buffer_bytes = buffer;
+    if (args.has("spin")) dcfg.sleep_min_ns = 0;
+    if (args.has("cpu")) {
+        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        auto c = parse_u64("--cpu", args.get("cpu"), 0, uint64_t(std::max(cpus, 1L) - 1));
+        if (!c) return fail("attach: " + c.error());
+        dcfg.cpu = int(*c);
+    }
+    dcfg.realtime = args.has("rt");
+    dcfg.busy_poll = args.has("busy-poll");
     uint64_t line = 0;
     std::string source;
     if (args.has("line-rate")) {
@@ -140,10 +174,10 @@ static int run(const Args &args) {
         dp::remove_run_files(paths); // attach undid the rest
         return fail("attach: " + st.error());
     }
-    std::printf(
-        "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
-        dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
-        st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
+    std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B (%s), %u pacer sockets "
+                "on %s/%s\n",
+                dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
+                window_source.c_str(), st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
     std::fflush(stdout);
 
     if (args.has("foreground")) {
@@ -157,10 +191,7 @@ static int run(const Args &args) {
             std::fclose(f);
         }
         { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
-        daemon::DaemonConfig cfg;
-        cfg.dev = dev;
-        if (args.has("spin")) cfg.sleep_min_ns = 0;
-        int rc = daemon::run(cfg);
+        int rc = daemon::run(dcfg);
         auto l2 = dp::DevLock::acquire(paths, false);
         if (!l2) return rc; // detach is running and will clean up
         auto s2 = dp::read_state(paths);
@@ -173,9 +204,7 @@ static int run(const Args &args) {
         return rc;
     }
 
-    std::vector<std::string> dargs;
-    if (args.has("spin")) dargs = {"--sleep-min-us", "0"};
-    auto pid = daemon::spawn(paths, dargs);
+    auto pid = daemon::spawn(paths, daemon::to_args(dcfg));
     if (!pid) {
         (void)dp::detach(paths, *st);
         dp::remove_run_files(paths);
@@ -204,14 +233,27 @@ const Command kAttach = {
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
-        {"window", 'w', "BYTES", "how far the schedule may run ahead of real time (default 65536)"},
-        {"queues", 'q', "N", "pacer queues = max classes served (default 16)"},
+        {"window", 'w', "BYTES",
+         "how far the schedule may run ahead of real time (default: DEV's TX ring of full "
+         "frames; 65536 on a veth)"},
+        {"sockets", 's', "N",
+         "pacer queues, one AF_XDP RX socket each (default: online CPUs; any number of classes "
+         "share them)"},
+        {"queues", 'q', "N", "old name of --sockets"},
+        {"buffer", 'b', "BYTES",
+         "the pacer's buffer (UMEM) shared by all classes' queues (default 64 MiB)"},
         {"default-class", 'd', "CLASSID",
          "class of unclassified traffic (default 1:ffff, a normal class)"},
         {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},
         {"spin", 0, nullptr,
          "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
          "(default: sleep through waits > 50 us)"},
+        {"cpu", 0, "N", "pin the daemon to CPU N"},
+        {"rt", 0, nullptr,
+         "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "
+         "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
+         "(sched_rt_runtime_us)"},
+        {"busy-poll", 0, nullptr, "SO_PREFER_BUSY_POLL on the pacer sockets"},
     },
     1,
     1,

@@ -18,8 +18,10 @@ static int run(const Args &args) {
     }
     if (args.has("window"))
         cfg.window_bytes = std::strtoull(args.get("window").c_str(), nullptr, 10);
-    if (args.has("frames"))
-        cfg.frames_per_queue = uint32_t(std::strtoul(args.get("frames").c_str(), nullptr, 10));
+    if (args.has("buffer")) cfg.buffer_bytes = std::strtoull(args.get("buffer").c_str(), nullptr, 10);
+    if (args.has("cpu")) cfg.cpu = std::atoi(args.get("cpu").c_str());
+    cfg.realtime = args.has("rt");
+    cfg.busy_poll = args.has("busy-poll");
     if (args.has("sleep-min-us"))
         cfg.sleep_min_ns = std::strtoull(args.get("sleep-min-us").c_str(), nullptr, 10) * 1000;
     return daemon::run(cfg);
@@ -34,7 +36,10 @@ const Command kDaemon = {
     {
         {"line-rate", 0, "RATE", "override the line rate"},
         {"window", 0, "BYTES", "override the window"},
-        {"frames", 0, "N", "UMEM frames per queue (power of two; default sized from queues)"},
+        {"buffer", 0, "BYTES", "the UMEM shared by every class's queue (default 64 MiB)"},
+        {"cpu", 0, "N", "pin to CPU N"},
+        {"rt", 0, nullptr, "SCHED_FIFO, memory locked"},
+        {"busy-poll", 0, nullptr, "busy-poll the pacer sockets"},
         {"sleep-min-us", 0, "US",
          "while backlogged, sleep through waits longer than US (default 50; 0: spin)"},
     },

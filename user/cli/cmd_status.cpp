@@ -10,8 +10,6 @@
 #include <bpf/libbpf.h>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <unistd.h>
 
 namespace pspxdp::cli {
@@ -22,16 +20,6 @@ static uint64_t mono_ns() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
-static std::string read_file(const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    std::string s = ss.str();
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
-        s.pop_back();
-    return s;
 }
 
 // Sum of a per-CPU __u64 array map entry.
@@ -46,36 +34,52 @@ static uint64_t percpu_u64(int fd, uint32_t key) {
     return sum;
 }
 
-// The daemon's stats file is flat JSON written by us: pick numbers by key.
-static uint64_t json_u64(const std::string &json, const std::string &section,
-                         const std::string &key) {
-    size_t from = section.empty() ? 0 : json.find("\"" + section + "\":{");
-    if (from == std::string::npos) return 0;
-    size_t at = json.find("\"" + key + "\":", from);
-    if (at == std::string::npos) return 0;
-    return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+// The pacer's device-wide counters (daemon_stats), continued across daemon
+// restarts; zeros when the map cannot be read.
+static pspxdp_daemon_stats read_daemon_stats(const dp::Paths &paths) {
+    pspxdp_daemon_stats ds{};
+    if (auto fd = dp::open_pinned_map(paths, "daemon_stats")) {
+        uint32_t key = 0;
+        if (bpf_map_lookup_elem(*fd, &key, &ds) != 0) ds = pspxdp_daemon_stats{};
+        close(*fd);
+    }
+    return ds;
 }
 
-static void summarize(const std::string &js) {
+// The class's TC and pacer counters, as JSON members.
+static std::string class_counters_json(const control::ClassInfo &c) {
+    std::string out;
+#define PSPXDP_JSON(name, help) out += ",\"" #name "\":" + std::to_string(c.tc.name);
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_JSON)
+#undef PSPXDP_JSON
+#define PSPXDP_JSON(name, help) out += ",\"" #name "\":" + std::to_string(c.pacer.name);
+    PSPXDP_CLASS_COUNTERS(PSPXDP_JSON)
+#undef PSPXDP_JSON
+    return out;
+}
+
+static std::string daemon_counters_json(const pspxdp_daemon_stats &d) {
+    std::string out;
+#define PSPXDP_JSON(name, help) out += (out.empty() ? "\"" : ",\"") + std::string(#name) + "\":" + std::to_string(d.name);
+    PSPXDP_DAEMON_COUNTERS(PSPXDP_JSON)
+#undef PSPXDP_JSON
+    return out;
+}
+
+static void summarize(const pspxdp_daemon_stats &d) {
     auto u = [](uint64_t v) { return (unsigned long long)v; };
     std::printf("wire: %llu frames, %llu gap frames (%llu B), %llu kicks; underruns %llu (%llu B), "
                 "idle resyncs %llu\n",
-                u(json_u64(js, "tx", "frames")), u(json_u64(js, "tx", "gaps")),
-                u(json_u64(js, "tx", "gap_bytes")), u(json_u64(js, "tx", "kicks")),
-                u(json_u64(js, "engine", "underrun_resyncs")),
-                u(json_u64(js, "engine", "underrun_bytes")),
-                u(json_u64(js, "engine", "idle_resyncs")));
-    std::printf("drops: kernel rx %llu, no class %llu, at shutdown %llu; tx invalid %llu, kick "
-                "errors %llu\n",
-                u(json_u64(js, "rx", "kernel_lost")), u(json_u64(js, "rx", "unassigned_drops")),
-                u(json_u64(js, "loop", "shutdown_drops")),
-                u(json_u64(js, "tx", "tx_invalid_descs")), u(json_u64(js, "tx", "kick_errors")));
-    bool balanced = js.find("\"balanced\":true") != std::string::npos;
-    std::printf("umem: %llu frames: free %llu, fill %llu, queued %llu, tx %llu - %s\n",
-                u(json_u64(js, "umem", "frames")), u(json_u64(js, "umem", "free")),
-                u(json_u64(js, "umem", "fill")), u(json_u64(js, "umem", "queued")),
-                u(json_u64(js, "umem", "tx")),
-                balanced ? "balanced" : "NOT BALANCED (see the log)");
+                u(d.wire_frames), u(d.gap_frames), u(d.gap_bytes), u(d.kicks), u(d.underruns),
+                u(d.underrun_bytes), u(d.idle_resyncs));
+    std::printf("pacer sockets: took %llu frames; kernel drops: ring full %llu, fill empty %llu; "
+                "unknown tag %llu; lost with a killed daemon %llu\n",
+                u(d.rx_frames), u(d.socket_ring_full), u(d.socket_fill_empty), u(d.unknown_class),
+                u(d.died_in_rings));
+    std::printf("daemon: restarts %llu, config reloads %llu, refused %llu, kick errors %llu, "
+                "UMEM accounting %s\n",
+                u(d.restarts), u(d.config_reloads), u(d.config_refused), u(d.kick_errors),
+                d.accounting_failures ? "NOT BALANCED (see the log)" : "balanced");
 }
 
 static int run(const Args &args) {
@@ -94,7 +98,7 @@ static int run(const Args &args) {
     uint64_t now = mono_ns();
     bool beating = pspxdp_pacer_alive(&*ps, now);
     double age_ms = ps->heartbeat_ns ? double(int64_t(now - ps->heartbeat_ns)) / 1e6 : -1;
-    std::string stats = pid ? read_file(paths.stats) : "";
+    const pspxdp_daemon_stats ds = read_daemon_stats(paths);
     uint64_t xdp_redirected = 0, xdp_no_socket = 0;
     if (auto fd = dp::open_pinned_map(paths, "xdp_stats")) {
         xdp_redirected = percpu_u64(*fd, PSPXDP_XDP_REDIRECTED);
@@ -125,23 +129,29 @@ static int run(const Args &args) {
             u(xdp_redirected), u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
         bool first = true;
         for (const auto &c : *classes) {
+            // "drops" (all drop_* causes), "backlog" (frames) and "tc_bytes"
+            // for readers of the first format; every counter is there by its
+            // own name too.
             std::printf("%s{\"class\":\"%s\",\"configured\":%s,\"kind\":\"%s\",\"rate_bps\":%llu,"
-                        "\"queue\":%u,\"tc_packets\":%llu,\"tc_bytes\":%llu,\"tc_passed\":%llu,"
-                        "\"tx_frames\":%llu,\"tx_bytes\":%llu,\"rx_frames\":%llu,\"drops\":%llu,"
-                        "\"backlog\":%llu}",
+                        "\"slot\":%u,\"served\":%s,\"tc_bytes\":%llu,\"drops\":%llu,"
+                        "\"backlog\":%llu%s}",
                         first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
                         c.configured ? "true" : "false",
                         c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal",
-                        u(c.config.rate_bps), c.queue, u(c.tc.tc_packets), u(c.tc.tc_skb_bytes),
-                        u(c.tc.tc_passed), u(c.pacer.tx_frames), u(c.pacer.tx_bytes),
-                        u(c.pacer.rx_frames), u(c.pacer.drops), u(c.pacer.backlog));
+                        u(c.config.rate_bps), c.config.slot,
+                        c.has_pacer && c.pacer.state == PSPXDP_SLOT_SERVED ? "true" : "false",
+                        u(c.tc.tc_skb_bytes), u(control::total_drops(c.pacer)),
+                        u(c.pacer.backlog_frames), class_counters_json(c).c_str());
             first = false;
         }
-        std::printf("],\"daemon\":%s}\n", stats.empty() ? "null" : stats.c_str());
+        // daemon.rx.kernel_lost: the first format's name for the kernel's drops.
+        std::printf("],\"daemon\":{%s,\"rx\":{\"kernel_lost\":%llu}}}\n",
+                    daemon_counters_json(ds).c_str(),
+                    u(ds.socket_ring_full + ds.socket_fill_empty));
         return 0;
     }
 
-    std::printf("%s: attached, pacer %s -> %s (%u queues), line rate %s, window %llu B%s\n",
+    std::printf("%s: attached, pacer %s -> %s (%u sockets), line rate %s, window %llu B%s\n",
                 dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues,
                 format_rate(st->line_rate_bps).c_str(), u(st->window_bytes),
                 st->clsact_created ? "" : ", clsact qdisc not ours");
@@ -158,18 +168,23 @@ static int run(const Args &args) {
         "(no slot) %llu, redirect errors %llu\n",
         format_classid(ClassId::from_raw(pspxdp_classid_raw(ps->default_classid))).c_str(), u(xdp_redirected),
         u(xdp_no_socket), u(tc_dead), u(tc_no_slot), u(tc_redirect_err));
-    std::printf("%-9s %-6s %10s %5s %10s %10s %12s %8s %7s\n", "class", "kind", "rate", "queue",
-                "tc_pkts", "tx_frames", "tx_bytes", "drops", "backlog");
+    std::printf("%-9s %-6s %10s %6s %10s %10s %12s %8s %7s %8s\n", "class", "kind", "rate", "slot",
+                "tc_pkts", "tx_frames", "tx_bytes", "drops", "backlog", "ce");
     for (const auto &c : *classes) {
         std::string rate =
             c.config.kind == PSPXDP_CLASS_PACED ? format_rate(c.config.rate_bps) : "-";
-        std::printf("%-9s %-6s %10s %5u %10llu %10llu %12llu %8llu %7llu%s\n",
+        const char *note = !c.configured ? "  (not configured)"
+                           : !c.has_pacer ? "  (not served)"
+                           : c.pacer.state == PSPXDP_SLOT_DRAINING ? "  (deleted, draining)"
+                                                                     : "";
+        std::printf("%-9s %-6s %10s %6u %10llu %10llu %12llu %8llu %7llu %8llu%s\n",
                     format_classid(ClassId::from_raw(c.classid)).c_str(),
-                    c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal", rate.c_str(), c.queue,
-                    u(c.tc.tc_packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes), u(c.pacer.drops),
-                    u(c.pacer.backlog), c.configured ? "" : "  (not configured)");
+                    c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal", rate.c_str(),
+                    c.config.slot, u(c.tc.tc_packets), u(c.pacer.tx_frames), u(c.pacer.tx_bytes),
+                    u(control::total_drops(c.pacer)), u(c.pacer.backlog_frames),
+                    u(c.pacer.ce_marked), note);
     }
-    if (!stats.empty()) summarize(stats);
+    summarize(ds);
     return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "control/control.hpp"
 
+#include "control/config_map.hpp"
+#include "control/slots.hpp"
 #include "core/units.hpp"
 
 #include <bpf/bpf.h>
@@ -13,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <unordered_map>
 #include <tuple>
 
 namespace pspxdp::control {
@@ -114,6 +118,7 @@ Result<Device> Device::open(const std::string &dev) {
     const Want want[] = {
         {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), true},
         {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true},
+        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_class_counters), true},
         {&d.filters_, "filters", 4, sizeof(pspxdp_filter), true},
         {&d.filter_entries_, "filter_entries", sizeof(pspxdp_filter_key),
          sizeof(pspxdp_filter_entry), true},
@@ -121,9 +126,7 @@ Result<Device> Device::open(const std::string &dev) {
         {&d.filter_state_, "filter_state", 4, sizeof(pspxdp_filter_state), true},
         {&d.filter_stats_, "filter_stats", 4, sizeof(pspxdp_filter_stats), true},
         // Only for `show`: a missing one prints as zeros.
-        {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), false},
         {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
-        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_pacer_stats), false},
     };
     for (const Want &w : want) {
         auto fd = open_map(dev, w.name, w.key, w.value, w.required);
@@ -161,44 +164,92 @@ static Result<void> check_classid(uint32_t classid) {
 }
 
 Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps) {
-    if (auto r = check_classid(classid); !r) return r;
-    if (kind == PSPXDP_CLASS_PACED && rate_bps == 0) return err("a paced class needs a rate > 0");
-    if (kind != PSPXDP_CLASS_PACED && kind != PSPXDP_CLASS_NORMAL)
-        return err("unknown class kind " + std::to_string(kind));
-    if (kind == PSPXDP_CLASS_NORMAL) rate_bps = 0;
+    return class_set_many({ClassSpec{classid, kind, rate_bps}});
+}
+
+Result<void> Device::class_set_many(std::vector<ClassSpec> specs) {
+    for (auto &s : specs) {
+        if (auto r = check_classid(s.classid); !r) return r;
+        if (s.kind == PSPXDP_CLASS_PACED && s.rate_bps == 0)
+            return err("class " + cls(s.classid) + ": a paced class needs a rate > 0");
+        if (s.kind != PSPXDP_CLASS_PACED && s.kind != PSPXDP_CLASS_NORMAL)
+            return err("unknown class kind " + std::to_string(s.kind));
+        if (s.kind == PSPXDP_CLASS_NORMAL) s.rate_bps = 0;
+    }
     if (auto r = lock(); !r) return r;
 
-    if (kind == PSPXDP_CLASS_PACED) {
+    // One pass over class_config for any number of classes (lookup_batch).
+    auto all = read_class_configs(class_config_.get());
+    if (!all) return err(dev_ + ": " + all.error());
+    std::unordered_map<uint32_t, pspxdp_class_config> config;
+    config.reserve(all->size() + specs.size());
+    for (const auto &e : *all)
+        config[e.classid] = e.config;
+    std::unordered_map<uint32_t, size_t> last; // a class given twice: the last one counts
+    for (size_t i = 0; i < specs.size(); ++i)
+        last[specs[i].classid] = i;
+
+    // Sum in 128 bits: a hand-written huge rate must not wrap the check.
+    unsigned __int128 sum = 0;
+    bool paced = false;
+    for (const auto &[id, cfg] : config)
+        if (!last.count(id) && cfg.kind == PSPXDP_CLASS_PACED) sum += cfg.rate_bps;
+    for (const auto &[id, i] : last) {
+        sum += specs[i].rate_bps;
+        paced = paced || specs[i].kind == PSPXDP_CLASS_PACED;
+    }
+    if (paced) {
         auto st = state();
         if (!st) return Error{st.error()};
         const uint64_t line = st->line_rate_bps;
         if (line == 0)
             return err(dev_ + ": line rate unknown (pacer_state.line_rate_bps is 0), "
                               "cannot check paced rates against it");
-        // Sum in 128 bits: a hand-written huge rate must not wrap the check.
-        unsigned __int128 sum = rate_bps;
-        const int fd = class_config_.get();
-        int rc = for_each_key<uint32_t>(fd, [&](uint32_t key) {
-            pspxdp_class_config cfg{};
-            if (key != classid && bpf_map_lookup_elem(fd, &key, &cfg) == 0 &&
-                cfg.kind == PSPXDP_CLASS_PACED)
-                sum += cfg.rate_bps;
-            return true;
-        });
-        if (rc) return err(dev_ + ": read class_config: " + errno_text(rc));
         if (sum > line) {
             const std::string total =
                 sum > UINT64_MAX ? std::string("more than 2^64 bit/s") : format_rate(uint64_t(sum));
-            return err("class " + cls(classid) + " " + format_rate(rate_bps) +
-                       ": paced rates would sum to " + total + ", above the line rate " +
+            const std::string who =
+                specs.size() == 1 ? "class " + cls(specs[0].classid) + " " + format_rate(specs[0].rate_bps)
+                                  : std::to_string(specs.size()) + " classes";
+            return err(who + ": paced rates would sum to " + total + ", above the line rate " +
                        format_rate(line) + " of " + dev_);
         }
     }
-    pspxdp_class_config cfg{};
-    cfg.rate_bps = rate_bps;
-    cfg.kind = pspxdp_class_kind(kind);
-    if (bpf_map_update_elem(class_config_.get(), &classid, &cfg, BPF_ANY) != 0)
-        return err(dev_ + ": write class_config: " + errno_text(errno));
+    // New classes get slots; existing ones keep theirs.
+    std::optional<SlotAllocator> slots;
+    std::vector<uint32_t> keys;
+    std::vector<pspxdp_class_config> values;
+    for (size_t i = 0; i < specs.size(); ++i) { // slots in the order given
+        const uint32_t id = specs[i].classid;
+        if (last[id] != i) continue;
+        pspxdp_class_config cfg{};
+        if (auto it = config.find(id); it != config.end()) {
+            cfg = it->second;
+        } else {
+            if (!slots) {
+                auto opened = SlotAllocator::open(class_config_.get(), pacer_stats_.get());
+                if (!opened) return err(dev_ + ": " + opened.error());
+                slots.emplace(std::move(opened.value()));
+            }
+            auto slot = slots->allocate();
+            if (!slot) return err(dev_ + ": class " + cls(id) + ": " + slot.error());
+            cfg.slot = *slot;
+        }
+        cfg.rate_bps = specs[i].rate_bps;
+        cfg.kind = pspxdp_class_kind(specs[i].kind);
+        keys.push_back(id);
+        values.push_back(cfg);
+    }
+    uint32_t count = uint32_t(keys.size());
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    if (count && bpf_map_update_batch(class_config_.get(), keys.data(), values.data(), &count,
+                                      &opts) != 0) {
+        int e = errno;
+        (void)bump_config_gen(pacer_state_.get()); // whatever was written must be applied
+        return err(dev_ + ": write class_config: " + errno_text(e) + " (" + std::to_string(count) +
+                   " of " + std::to_string(keys.size()) + " classes written)");
+    }
+    if (auto r = bump_config_gen(pacer_state_.get()); !r) return err(dev_ + ": " + r.error());
     return {};
 }
 
@@ -226,6 +277,7 @@ Result<void> Device::class_del(uint32_t classid) {
                    "\"): delete them first");
     if (bpf_map_delete_elem(class_config_.get(), &classid) != 0)
         return err(dev_ + ": delete from class_config: " + errno_text(errno));
+    if (auto r = bump_config_gen(pacer_state_.get()); !r) return err(dev_ + ": " + r.error());
     return {};
 }
 
@@ -262,13 +314,14 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     }
     std::vector<ClassInfo> out;
     for (auto &[id, ci] : by_id) {
-        uint32_t key = id;
-        pspxdp_class_slot slot{};
-        if (class_slot_.valid() && bpf_map_lookup_elem(class_slot_.get(), &key, &slot) == 0)
-            ci.queue = slot.queue;
-        if (pacer_stats_.valid() &&
-            bpf_map_lookup_elem(pacer_stats_.get(), &key, &ci.pacer) == 0)
+        uint32_t slot = ci.config.slot;
+        pspxdp_class_counters pc{};
+        if (ci.configured && slot &&
+            bpf_map_lookup_elem(pacer_stats_.get(), &slot, &pc) == 0 &&
+            pc.state != PSPXDP_SLOT_FREE && pspxdp_classid_raw(pc.classid) == id) {
+            ci.pacer = pc;
             ci.has_pacer = true;
+        }
         out.push_back(ci);
     }
     return out;

@@ -42,11 +42,18 @@ struct ClassInfo {
     uint32_t classid = 0;
     bool configured = false; // in class_config (else only seen in stats)
     pspxdp_class_config config{};
-    uint32_t queue = 0;            // class_slot, 0 = not served
     pspxdp_class_tc_stats tc{};       // class_stats summed over CPUs
+    // pacer_stats[config.slot] while that slot holds this class (the daemon
+    // serves it, or drains it); else zeros and has_pacer false.
     bool has_pacer = false;
-    pspxdp_pacer_stats pacer{};
+    pspxdp_class_counters pacer{};
 };
+
+// All of a class's drop_* counters: what the pacer threw away, whatever the cause.
+inline uint64_t total_drops(const pspxdp_class_counters &c) {
+    return c.drop_limit + c.drop_overflow + c.drop_deleted + c.drop_shutdown + c.drop_died +
+           c.drop_invalid;
+}
 
 // The pin directory of a device, e.g. "/sys/fs/bpf/pspxdp/eth0".
 std::string pin_dir(const std::string &dev);
@@ -64,7 +71,18 @@ class Device {
     Result<pspxdp_pacer_state> state() const;
 
     // kind PSPXDP_CLASS_PACED needs rate_bps > 0; a normal class ignores it.
+    // A new class gets a slot (slots.hpp); an existing one keeps its own.
+    // Every change bumps pacer_state.config_gen, so the daemon applies it.
     Result<void> class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps);
+    // Any number of classes in one go: one lock, one read of class_config,
+    // one line-rate check for all, one batched write, one config_gen bump.
+    // Nothing is written when a check fails.
+    struct ClassSpec {
+        uint32_t classid;
+        uint32_t kind;
+        uint64_t rate_bps;
+    };
+    Result<void> class_set_many(std::vector<ClassSpec> specs);
     Result<void> class_del(uint32_t classid);
     // Configured classes plus any class that only appears in class_stats
     // (e.g. an unconfigured default class), sorted by class id.
@@ -87,7 +105,7 @@ class Device {
 
     std::string dev_;
     Fd dir_;
-    Fd class_config_, class_slot_, class_stats_, pacer_stats_, pacer_state_;
+    Fd class_config_, class_stats_, pacer_stats_, pacer_state_;
     Fd filters_, filter_entries_, filter_shapes_, filter_state_, filter_stats_;
 };
 

@@ -1,31 +1,29 @@
 // The pacer daemon: joins the Engine (what goes on the wire next) and the
-// XskPlane (where the frames are). One thread, one loop:
+// AF_XDP plane (where the frames are). The files of user/daemon/, one job each:
 //
-//   reap TX completions -> refill fill rings -> take RX descriptors into the
-//   per-class FIFOs -> ask the engine for decisions while the TX ring has room
-//   -> kick -> timers (heartbeat 10 ms, class_config reconcile 20 ms, stats
-//   100 ms, accounting check + stats file 1 s) -> sleep or spin.
-//
-// Sleeping: with nothing backlogged the loop blocks in epoll on the RX
-// sockets (POLLIN) with the next timer as timeout, so it costs ~0 % CPU and
-// wakes as soon as a frame arrives. While backlogged it spins, except when the
-// schedule is ahead of the wire by more than a batch: then it sleeps until
-// the window has room again (or a frame arrives).
+//   daemon.cpp        this entry point: signals, pidfile, runs the loop
+//   loop.cpp          the loop: receive, schedule, kick, timers, sleep, shutdown
+//   class_table.cpp   the classes by slot, following class_config
+//   class_queues.cpp  each class's FIFO: limits, ECN, overflow, drops, sent
+//   pacer_maps.cpp    the mmapped maps: heartbeat, counters, a dead daemon's leftovers
+//   log.cpp           the log
+//   process.cpp       the daemon as a process (spawn, stop), for the CLI
 #pragma once
 
-#include "core/engine.hpp"
-#include "core/result.hpp"
+#include "datapath/xsk.hpp"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pspxdp::daemon {
 
 struct DaemonConfig {
     std::string dev;
-    uint64_t line_rate_bps = 0;    // 0: from the state file
-    uint64_t window_bytes = 0;     // 0: from the state file, else EngineConfig default
-    uint32_t frames_per_queue = 0; // 0: sized by the datapath
+    uint64_t line_rate_bps = 0; // 0: from the state file
+    uint64_t window_bytes = 0;  // 0: from the state file, else EngineConfig default
+    // The UMEM: every frame the pacer can hold, shared by all classes.
+    uint64_t buffer_bytes = datapath::kDefaultBufferBytes;
     bool write_pidfile = true;
     // While backlogged and ahead of the wire by more than a batch, sleep if
     // the wait is longer than this; 0 = always spin. Sleeping by default:
@@ -33,7 +31,17 @@ struct DaemonConfig {
     // rings keep its classes backlogged, and an oversleep costs only real
     // time (counted as an underrun), never the byte clock's precision.
     uint64_t sleep_min_ns = 50'000;
+    int cpu = -1;          // pin to this CPU; -1: anywhere
+    bool realtime = false; // SCHED_FIFO at kRealtimePriority, memory locked
+    bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
 };
+
+// SCHED_FIFO priority of --rt: above every normal task, below threaded IRQ
+// handlers (50), so the NIC interrupts that feed the pacer still preempt it.
+inline constexpr int kRealtimePriority = 10;
+
+// The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
+std::vector<std::string> to_args(const DaemonConfig &cfg);
 
 // Runs until SIGTERM/SIGINT (or a fatal error). Returns the exit code. Logs
 // to stderr, one line per event.

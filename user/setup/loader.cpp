@@ -1,5 +1,7 @@
 #include "setup/loader.hpp"
 
+#include "control/config_map.hpp"
+#include "control/slots.hpp"
 #include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
 
@@ -92,18 +94,31 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     // soon as it can see default_classid.
     auto cfd = open_pinned_map(p, "class_config");
     if (!cfd) return err(cfd.error());
+    auto sfd = open_pinned_map(p, "pacer_stats");
+    if (!sfd) {
+        close(*cfd);
+        return err(sfd.error());
+    }
+    // The control plane's lock (an flock on the pin directory): slots are
+    // given out under it.
+    int dir = open(p.pin_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) flock(dir, LOCK_EX);
+    std::string error;
     pspxdp_class_config cc{};
     if (bpf_map_lookup_elem(*cfd, &default_classid, &cc) != 0) { // keep a reused pin's config
         cc = pspxdp_class_config{};
         cc.kind = PSPXDP_CLASS_NORMAL;
-        cc.slot = 1;
-        int rc = bpf_map_update_elem(*cfd, &default_classid, &cc, BPF_NOEXIST) ? -errno : 0;
-        if (rc && rc != -EEXIST) {
-            close(*cfd);
-            return err("writing the default class into class_config: " + errstr(rc));
-        }
+        auto slots = control::SlotAllocator::open(*cfd, *sfd);
+        auto slot = slots ? slots.value().allocate() : Result<uint32_t>(Error{slots.error()});
+        if (!slot) error = "a slot for the default class: " + slot.error();
+        else cc.slot = *slot;
+        if (error.empty() && bpf_map_update_elem(*cfd, &default_classid, &cc, BPF_NOEXIST))
+            error = "writing the default class into class_config: " + errstr(errno);
     }
+    if (dir >= 0) close(dir);
     close(*cfd);
+    close(*sfd);
+    if (!error.empty()) return err(error);
     auto fd = open_pinned_map(p, "pacer_state");
     if (!fd) return err(fd.error());
     uint32_t key = 0;
@@ -114,8 +129,10 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0;              // no daemon yet: TC passes
     int rc = bpf_map_update_elem(*fd, &key, &st, BPF_ANY) ? -errno : 0;
+    auto bumped = rc ? Result<void>() : control::bump_config_gen(*fd);
     close(*fd);
     if (rc) return err("writing pacer_state: " + errstr(rc));
+    if (!bumped) return err(bumped.error());
     return {};
 }
 
@@ -299,7 +316,8 @@ Result<AttachState> attach(const AttachRequest &req) {
     if (get_link(s.pacer_a)) {
         if (auto r = delete_link(s.pacer_a); !r) return fail(r.error());
     }
-    if (auto r = create_veth_pair(s.pacer_a, s.pacer_b, s.queues, dev->mtu); !r)
+    // The pacer carries DEV's frames with a tag in front (shared.h).
+    if (auto r = create_veth_pair(s.pacer_a, s.pacer_b, s.queues, dev->mtu + PSPXDP_TAG_BYTES); !r)
         return fail(r.error());
     s.veth_created = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());

@@ -252,6 +252,13 @@ std::optional<uint64_t> get_speed_mbps(const LinkInfo &link) {
     return speed;
 }
 
+std::optional<uint32_t> get_tx_ring(const std::string &name) {
+    ethtool_ringparam r{};
+    r.cmd = ETHTOOL_GRINGPARAM;
+    if (ethtool_ioctl(name, &r) < 0 || r.tx_pending == 0) return std::nullopt;
+    return r.tx_pending;
+}
+
 std::optional<PauseParams> get_pause(const std::string &name) {
     ethtool_pauseparam p{};
     p.cmd = ETHTOOL_GPAUSEPARAM;

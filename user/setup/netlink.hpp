@@ -43,6 +43,10 @@ Result<LinkInfo> get_link(uint32_t ifindex);
 // nullopt when the device does not know it (unknown speed, veth, ...).
 std::optional<uint64_t> get_speed_mbps(const LinkInfo &link);
 
+// Descriptors in the TX ring (ETHTOOL_GRINGPARAM tx_pending); nullopt when
+// the driver has no ring to report (veth).
+std::optional<uint32_t> get_tx_ring(const std::string &name);
+
 // 802.3x pause parameters; nullopt when the driver does not report them.
 std::optional<PauseParams> get_pause(const std::string &name);
 

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Data path v2: the hand-over tag, end to end, with GSO.
+#
+# TCP (iperf3) with TSO on DEV hands the TC program GSO super-packets; TC tags
+# each one and the pacer veth (TSO off) segments it. Checks:
+#   - GSO happened (TC saw fewer packets than segments),
+#   - every segment reached the daemon tagged with its class: the class's
+#     pacer rx_frames equal TC's segment count, no unknown tag, none invalid;
+#   - nothing reached the wire with a tag: every frame captured on the
+#     receiving end is addressed to the receiver (or is a PAUSE gap frame),
+#     carries a known ethertype and is at most 1514 bytes.
+# (A class that is not served passes untouched: tests/bpf.) Exit 77 = skipped.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+psp_require test_dp_handover "$PSPXDP" "$TRAFFIC" -- ip iperf3 tcpdump ethtool python3 nsenter timeout
+
+psp_lab_begin hnd 10.81.0
+$N ethtool -K $DEV tso on gso on >/dev/null 2>&1
+psp_check "TSO on DEV (TC sees GSO packets)" bash -c "$N ethtool -k $DEV | grep -q '^tcp-segmentation-offload: on'"
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "class 1:1 200mbit" $N "$PSPXDP" class set $DEV 1:1 200mbit
+psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
+sleep 0.2
+PACER_A=$($N "$PSPXDP" status $DEV -j | python3 -c "import json,sys; print(json.load(sys.stdin)['pacer'][0])")
+psp_check "the pacer veth segments (TSO off on $PACER_A)" \
+    bash -c "$N ethtool -k $PACER_A | grep -q '^tcp-segmentation-offload: off'"
+
+$D tcpdump -i $PEER -Q in -s 64 -B 65536 -w "$TMP/cap.pcap" >/dev/null 2>"$TMP/tcpdump.log" &
+TCPDUMP=$!
+PIDS+=($TCPDUMP)
+$D timeout 20 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+PIDS+=($!)
+for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
+sleep 0.5 # tcpdump up
+$N timeout 15 iperf3 -c 10.81.0.2 -p 5201 -t 2 -J >"$TMP/iperf3.json" 2>/dev/null
+psp_check "iperf3 through 1:1" test $? -eq 0
+sleep 0.3
+kill -INT $TCPDUMP; wait $TCPDUMP 2>/dev/null
+$N "$PSPXDP" status $DEV -j >"$TMP/status.json"
+
+python3 - "$TMP" >"$TMP/verdict" <<'PY'
+import json, struct, sys
+tmp = sys.argv[1]
+st = json.load(open(f"{tmp}/status.json"))
+c = [c for c in st["classes"] if c["class"] == "1:1"][0]
+d = st["daemon"]
+# The capture: classic pcap, Ethernet.
+raw = open(f"{tmp}/cap.pcap", "rb").read()
+magic = struct.unpack("<I", raw[:4])[0]
+endian = "<" if magic in (0xa1b2c3d4, 0xa1b23c4d) else ">"
+pos, frames, bad, longest, pauses = 24, 0, [], 0, 0
+peer_mac = None
+while pos + 16 <= len(raw):
+    _, _, incl, orig = struct.unpack(endian + "IIII", raw[pos:pos + 16])
+    pkt = raw[pos + 16:pos + 16 + incl]
+    pos += 16 + incl
+    frames += 1
+    longest = max(longest, orig)
+    dst, ethertype = pkt[:6], struct.unpack(">H", pkt[12:14])[0]
+    if dst == bytes.fromhex("0180c2000001") and ethertype == 0x8808:
+        pauses += 1
+        continue
+    if peer_mac is None and ethertype == 0x0800:
+        peer_mac = dst
+    if dst != peer_mac or ethertype not in (0x0800, 0x0806):
+        bad.append(pkt[:16].hex())
+print(f"segments: TC {c['tc_packets']} packets -> {c['tc_frames']} frames; pacer took "
+      f"{c['rx_frames']}, sent {c['tx_frames']}; unknown tags {d['unknown_class']}, "
+      f"invalid {c['drop_invalid']}, kernel drops {d['socket_ring_full'] + d['socket_fill_empty']}")
+print(f"capture: {frames} frames ({pauses} PAUSE), longest {longest} B, {len(bad)} not "
+      f"addressed to the receiver{': ' + ', '.join(bad[:3]) if bad else ''}")
+print("RESULT", c["tc_packets"], c["tc_frames"], c["rx_frames"], d["unknown_class"],
+      c["drop_invalid"], d["socket_ring_full"] + d["socket_fill_empty"], frames, len(bad), longest)
+PY
+sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
+read -r _ packets segs rx unknown invalid kdrops captured bad longest <<<"$(grep RESULT "$TMP/verdict")"
+psp_check "GSO: TC saw $packets packets carrying $segs segments" test "$segs" -gt "$packets"
+psp_check "every segment reached the pacer tagged with its class ($rx of $segs)" \
+    test "$((rx + kdrops))" -eq "$segs"
+psp_check "no unknown tag, no invalid frame ($unknown, $invalid)" test "$unknown" -eq 0 -a "$invalid" -eq 0
+psp_check "nothing on the wire with a tag: $bad of $captured frames not for the receiver" \
+    test "$bad" -eq 0 -a "$captured" -gt 1000
+psp_check "no frame longer than 1514 B on the wire ($longest)" test "$longest" -le 1514
+
+psp_check "detach" $N "$PSPXDP" detach $DEV
+echo "$PSP_FAILS failure(s)"
+[[ $PSP_FAILS -eq 0 ]]

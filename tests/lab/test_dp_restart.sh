@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Data path v2: kill -9 under traffic loses nothing uncounted (issue 6 item 6).
+#
+# A UDP stream at 3x its paced class's rate keeps the class at its limit. The
+# daemon is killed with kill -9 mid-stream, pspxdp attach replaces the dead
+# attachment, the stream goes on. Afterwards every datagram the sender sent
+# is accounted for:
+#
+#   sent = received at the sink
+#        + receiver drops (UdpRcvbufErrors, UdpInErrors)
+#        + the class's pacer drops (drop_limit, drop_died: what the killed
+#          daemon held, counted by the next one, ...)
+#        + kernel drops of the pacer sockets, frames lost in the killed
+#          daemon's socket rings (died_in_rings), XDP drops without a socket
+#        + drops on the sender's veths (DEV, the pacer pair)
+#
+# and the restart was counted (restarts 1, drop_died > 0: the class had a
+# backlog when it died). Exit 77 = skipped.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+psp_require test_dp_restart "$PSPXDP" "$TRAFFIC" -- ip nstat python3 nsenter timeout
+
+psp_lab_begin rst 10.79.0
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "class 1:1 5mbit" $N "$PSPXDP" class set $DEV 1:1 5mbit
+psp_check "filter udp dport 5002" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:1
+sleep 0.2
+
+# Drops the sender's namespace counted on its links: DEV and the pacer veth
+# pair. (The receiving end counts every PAUSE gap frame as dropped: not
+# comparable, and a 15 Mbit/s stream cannot overrun it.)
+link_drops() {
+    $N ip -s -j link show | python3 -c '
+import json, sys
+total = 0
+for line in sys.stdin.read().split("\n"):
+    if not line.strip(): continue
+    for l in json.loads(line):
+        s = l.get("stats64", {})
+        total += s.get("rx", {}).get("dropped", 0) + s.get("tx", {}).get("dropped", 0)
+print(total)'
+}
+drops0=$(link_drops)
+$D nstat -n >/dev/null 2>&1
+$D timeout 30 "$TRAFFIC" sink 5002 --seconds 12 >"$TMP/sink.json" &
+SINK=$!
+PIDS+=($SINK)
+sleep 0.3
+$N timeout 20 "$TRAFFIC" send 10.79.0.2 5002 --rate 15mbit --size 200 --seconds 7 >"$TMP/send.json" &
+SEND=$!
+PIDS+=($SEND)
+sleep 2.5
+DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
+psp_check "daemon pid known ($DPID)" test -n "$DPID"
+[[ -n $DPID ]] && kill -9 "$DPID"
+for _ in $(seq 100); do psp_gone "$DPID" && break; sleep 0.01; done
+psp_check "daemon dead after kill -9" psp_gone "$DPID"
+sleep 0.5
+psp_check "attach replaces the dead attachment" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+wait $SEND
+# The class drains its backlog at 5 Mbit/s: wait until it is empty.
+for _ in $(seq 100); do
+    $N "$PSPXDP" status $DEV -j >"$TMP/status.json" 2>/dev/null
+    python3 -c "import json,sys; d=json.load(open('$TMP/status.json')); sys.exit(0 if all(c['backlog']==0 for c in d['classes']) else 1)" && break
+    sleep 0.1
+done
+wait $SINK
+sleep 0.2 # the daemon publishes the kernel's counts every 100 ms
+$N "$PSPXDP" status $DEV -j >"$TMP/status.json"
+$D nstat -az UdpRcvbufErrors UdpInErrors >"$TMP/nstat.txt" 2>/dev/null
+drops1=$(link_drops)
+
+python3 - "$TMP" $((drops1 - drops0)) >"$TMP/verdict" <<'PY'
+import json, sys
+tmp, veth = sys.argv[1], int(sys.argv[2])
+st = json.load(open(f"{tmp}/status.json"))
+sent = json.load(open(f"{tmp}/send.json"))["sent"]
+received = json.load(open(f"{tmp}/sink.json"))["5002"]["datagrams"]
+nstat = {}
+for line in open(f"{tmp}/nstat.txt"):
+    p = line.split()
+    if len(p) >= 2 and p[0].startswith("Udp"): nstat[p[0]] = int(p[1])
+rcv = nstat.get("UdpRcvbufErrors", 0) + nstat.get("UdpInErrors", 0)
+c = [c for c in st["classes"] if c["class"] == "1:1"][0]
+d = st["daemon"]
+drops = {k: c[k] for k in c if k.startswith("drop_") and k != "drops"}
+kernel = {k: d[k] for k in ("socket_ring_full", "socket_fill_empty", "died_in_rings",
+                             "unknown_class")}
+kernel["xdp_no_socket"] = st["xdp"]["no_socket"]
+accounted = received + rcv + sum(drops.values()) + sum(kernel.values()) + veth
+print(f"sent {sent} received {received} receiver drops {rcv} veth drops {veth}")
+print(f"class 1:1 drops {drops}")
+print(f"daemon {kernel} restarts {d['restarts']}")
+print(f"accounted {accounted}, unaccounted {sent - accounted}")
+print(f"RESULT {sent} {accounted} {d['restarts']} {c['drop_died']} {d['died_in_rings']} {d['accounting_failures']}")
+PY
+sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
+read -r _ sent accounted restarts died died_rings acct <<<"$(grep RESULT "$TMP/verdict")"
+psp_check "every datagram sent is received or counted ($sent sent, $accounted accounted)" \
+    test "$sent" -eq "$accounted"
+psp_check "the restart is counted (restarts $restarts)" test "$restarts" -eq 1
+psp_check "the killed daemon's backlog is counted as drop_died ($died)" test "$died" -gt 0
+psp_check "UMEM accounting balanced in the new daemon" test "$acct" -eq 0
+psp_check "detach" $N "$PSPXDP" detach $DEV
+echo "$PSP_FAILS failure(s)"
+[[ $PSP_FAILS -eq 0 ]]

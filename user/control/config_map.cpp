@@ -1,0 +1,54 @@
+#include "control/config_map.hpp"
+
+#include <bpf/bpf.h>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace pspxdp::control {
+
+Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
+    std::vector<ClassConfigEntry> out;
+    // A hash map's batch walks whole buckets: a chunk smaller than a bucket
+    // gets ENOSPC, then the chunk grows.
+    uint32_t chunk = 4096;
+    std::vector<uint32_t> keys;
+    std::vector<pspxdp_class_config> vals;
+    uint32_t token = 0;
+    bool first = true;
+    for (;;) {
+        keys.resize(chunk);
+        vals.resize(chunk);
+        uint32_t n = chunk;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        int rc = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, keys.data(),
+                                      vals.data(), &n, &opts);
+        int e = rc ? errno : 0;
+        if (rc && e == ENOSPC && n == 0 && chunk < (1u << 20)) {
+            chunk *= 2;
+            continue;
+        }
+        if (rc && e != ENOENT) return err(std::string("reading class_config: ") + std::strerror(e));
+        for (uint32_t i = 0; i < n; ++i)
+            out.push_back(ClassConfigEntry{keys[i], vals[i]});
+        if (rc) break; // ENOENT: that was the last batch
+        first = false;
+    }
+    return out;
+}
+
+Result<void> bump_config_gen(int pacer_state_fd) {
+    long page = sysconf(_SC_PAGESIZE);
+    void *m = mmap(nullptr, size_t(page), PROT_READ | PROT_WRITE, MAP_SHARED, pacer_state_fd, 0);
+    if (m == MAP_FAILED)
+        return err(std::string("mapping pacer_state: ") + std::strerror(errno) +
+                   " (pins from another pspxdp version? detach and attach again)");
+    auto *st = static_cast<pspxdp_pacer_state *>(m);
+    __atomic_fetch_add(&st->config_gen, 1, __ATOMIC_RELEASE);
+    munmap(m, size_t(page));
+    return {};
+}
+
+} // namespace pspxdp::control

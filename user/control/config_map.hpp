@@ -1,0 +1,29 @@
+// class_config and pacer_state as the daemon and the control plane both read
+// them: every class in one pass (BPF_MAP_LOOKUP_BATCH: a few syscalls for
+// 100,000 classes instead of two per class), and the configuration
+// generation that tells the daemon to read them again.
+#pragma once
+
+#include "core/result.hpp"
+#include "pspxdp/shared.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace pspxdp::control {
+
+struct ClassConfigEntry {
+    uint32_t classid = 0;
+    pspxdp_class_config config{};
+};
+
+// Every entry of class_config (a HASH keyed by classid), in map order.
+Result<std::vector<ClassConfigEntry>> read_class_configs(int class_config_fd);
+
+// pacer_state.config_gen += 1, atomically on the map's memory (pacer_state
+// is mmapable), so the daemon's heartbeat written meanwhile is not undone.
+// Called by whoever changed class_config, the default class or the line
+// rate, after the change.
+Result<void> bump_config_gen(int pacer_state_fd);
+
+} // namespace pspxdp::control

@@ -1,0 +1,310 @@
+#include "daemon/loop.hpp"
+
+#include "daemon/log.hpp"
+#include "setup/netlink.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+namespace pspxdp::daemon {
+
+namespace {
+
+constexpr uint64_t kNsPerMs = 1'000'000;
+constexpr uint64_t kNsPerSecond = 1'000'000'000;
+// Everything periodic hangs off one tick, so an idle daemon wakes 100 times
+// a second and not once per timer. TC's heartbeat timeout is 100 ms: ten
+// beats of slack.
+constexpr uint64_t kTickNs = 10 * kNsPerMs;
+constexpr uint64_t kTicksPerPublish = 10;    // 100 ms: kernel and engine counters
+constexpr uint64_t kTicksPerCheck = 100;     // 1 s: accounting, TX errors
+// Shutdown sends what is queued (still paced) for at most this long, and
+// keeps taking frames for at least the second: packets TC handed over just
+// before the heartbeat stopped are still on their way.
+constexpr uint64_t kShutdownDrainNs = 200 * kNsPerMs;
+constexpr uint64_t kShutdownLateFramesNs = 20 * kNsPerMs;
+constexpr uint32_t kRxBurst = 256;
+// Descriptors one sendto() sends in copy mode (docs/design.md §9.4).
+constexpr uint64_t kFramesPerKick = 32;
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * kNsPerSecond + uint64_t(ts.tv_nsec);
+}
+
+std::string errstr(int e) {
+    return std::strerror(e < 0 ? -e : e);
+}
+
+} // namespace
+
+Loop::~Loop() {
+    // The queues and the table refer to the plane and the engine: first out.
+    queues_.reset();
+    table_.reset();
+    plane_.reset(); // closes the sockets; the kernel removes them from xsks_map
+    if (epfd_ >= 0) close(epfd_);
+}
+
+Result<void> Loop::init(const DaemonConfig &cfg) {
+    cfg_ = cfg;
+    auto paths = setup::paths_for(cfg.dev);
+    auto st = setup::read_state(paths);
+    if (!st) return err(st.error());
+    st_ = *st;
+    if (!st_.tc_attached || !st_.xdp_attached)
+        return err(cfg.dev + " is only partly attached (run pspxdp detach, then attach)");
+    auto dev = setup::get_link(cfg.dev);
+    if (!dev) return err(dev.error());
+    uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
+    if (!line) return err("no line rate (state file and --line-rate both empty)");
+
+    auto maps = PacerMaps::open(paths);
+    if (!maps) return err(maps.error());
+    maps_.emplace(std::move(maps.value()));
+    // Before any socket exists: what a killed predecessor left is countable
+    // only now.
+    Recovery rec = maps_->recover();
+    if (rec.restart)
+        logf("restart: a killed daemon left %llu queued frames (drop_died) and %llu in its socket "
+             "rings (died_in_rings); %u slots it was draining are free",
+             (unsigned long long)rec.died_frames, (unsigned long long)rec.died_in_rings,
+             rec.freed_slots);
+    base_ = maps_->daemon();
+
+    framing_ = Framing{};
+    framing_.mtu_bytes = dev->mtu;
+    EngineConfig ec;
+    ec.line_rate_bps = line;
+    ec.framing = framing_;
+    uint64_t window = cfg.window_bytes ? cfg.window_bytes : st_.window_bytes;
+    if (window) ec.window_bytes = window;
+    engine_ = std::make_unique<Engine>(ec);
+    // About one kick's worth, at most half the window.
+    batch_bytes_ =
+        std::min<uint64_t>(ec.window_bytes / 2, kFramesPerKick * framing_.max_gap_wire_bytes());
+
+    datapath::PlaneConfig pc;
+    pc.tx_dev = cfg.dev;
+    pc.rx_dev = st_.pacer_b;
+    pc.rx_sockets = st_.queues;
+    pc.buffer_bytes = cfg.buffer_bytes;
+    pc.mtu = dev->mtu;
+    pc.rx_prefix = PSPXDP_TAG_BYTES;
+    pc.mac = dev->mac;
+    pc.framing = framing_;
+    pc.xsks_map_fd = maps_->xsks_map_fd();
+    pc.busy_poll = cfg.busy_poll;
+    auto plane = datapath::XskPlane::create(pc);
+    if (!plane) return err(plane.error());
+    plane_ = std::move(plane.value());
+
+    table_ = std::make_unique<ClassTable>(*engine_, *maps_);
+    queues_ = std::make_unique<ClassQueues>(*plane_, *engine_, *table_, *maps_, framing_);
+
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) return err("epoll_create1: " + errstr(errno));
+    for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u32 = q;
+        if (epoll_ctl(epfd_, EPOLL_CTL_ADD, plane_->rx_fd(q), &ev) < 0)
+            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " + errstr(errno));
+    }
+    config_gen_ = maps_->config_gen();
+    if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
+    table_->free_orphans();
+    logf("started: line rate %llu bit/s, window %llu B, buffer %u frames of %u B, %u RX sockets "
+         "on %s (fill %u each), TX on %s q0, %u classes",
+         (unsigned long long)line, (unsigned long long)engine_->config().window_bytes,
+         plane_->frames(), plane_->frame_size(), plane_->rx_sockets(), st_.pacer_b.c_str(),
+         plane_->fill_target(), cfg.dev.c_str(), table_->served());
+    return {};
+}
+
+void Loop::receive() {
+    uint32_t frames[kRxBurst];
+    for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
+        if (cfg_.busy_poll) plane_->busy_poll(q);
+        if (!plane_->rx_ready(q)) continue;
+        uint32_t n = plane_->rx_burst(q, frames, kRxBurst);
+        for (uint32_t i = 0; i < n; ++i)
+            queues_->receive(frames[i]);
+    }
+}
+
+void Loop::schedule(uint64_t now) {
+    waiting_ = false;
+    // Batching: once the schedule is ahead of the wire, wait until the window
+    // has room for a whole batch. Otherwise the steady state is one decision
+    // and one sendto per loop (measured: 0.9 kicks per descriptor, and the
+    // daemon fell behind real time at 80 k gap frames/s). A frame is still
+    // never late: batch_bytes_ < window, so it leaves early or on time.
+    if (engine_->backlogged()) {
+        uint64_t wire = engine_->wire_position(now);
+        uint64_t g = engine_->byte_clock();
+        uint64_t ahead = g > wire ? g - wire : 0;
+        uint64_t window = engine_->config().window_bytes;
+        if (ahead + batch_bytes_ > window) {
+            uint64_t short_bytes = ahead + batch_bytes_ - window;
+            waiting_ = true;
+            wake_ns_ = now + short_bytes * 8 * kNsPerSecond / engine_->config().line_rate_bps;
+            return;
+        }
+    }
+    for (uint32_t budget = plane_->tx_free(); budget > 0; --budget) {
+        Decision d = engine_->next(now);
+        if (d.action == Action::Frame) {
+            queues_->transmit_head(d.cls);
+        } else if (d.action == Action::Gap) {
+            plane_->tx_gap(d.len);
+        } else {
+            if (d.action == Action::Wait) {
+                waiting_ = true;
+                wake_ns_ = d.wake_ns;
+            }
+            break;
+        }
+    }
+}
+
+void Loop::move_frames(uint64_t now) {
+    plane_->reap();
+    receive();
+    queues_->relieve_overflow();
+    plane_->refill();
+    schedule(now);
+    plane_->kick(*queues_);
+}
+
+void Loop::publish_counts() {
+    pspxdp_daemon_stats &d = maps_->daemon();
+    uint64_t ring_full = 0, fill_empty = 0;
+    for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
+        auto s = plane_->rx_stats(q);
+        ring_full += s.rx_ring_full + s.rx_invalid_descs;
+        fill_empty += s.rx_dropped;
+    }
+    d.socket_ring_full = base_.socket_ring_full + ring_full;
+    d.socket_fill_empty = base_.socket_fill_empty + fill_empty;
+    const auto &e = engine_->counters();
+    d.gap_overshoot_bytes = base_.gap_overshoot_bytes + e.gap_overshoot_bytes;
+    d.idle_resyncs = base_.idle_resyncs + e.idle_resyncs;
+    d.underruns = base_.underruns + e.underrun_resyncs;
+    d.underrun_bytes = base_.underrun_bytes + e.underrun_bytes;
+    const auto &p = plane_->counters();
+    d.kicks = base_.kicks + p.kicks;
+    d.kick_errors = base_.kick_errors + p.kick_errors;
+    // XDP's own count, kept in its pinned map across daemons.
+    d.no_socket = maps_->xdp_counter(PSPXDP_XDP_NO_SOCKET);
+}
+
+void Loop::check_accounting(const char *when) {
+    auto a = plane_->check_accounting();
+    std::string detail = a.detail + queues_->check_backlogs();
+    if (!detail.empty()) {
+        ++maps_->daemon().accounting_failures;
+        logf("UMEM accounting does not balance (%s): %s", when, detail.c_str());
+    } else if (std::strcmp(when, "periodic")) {
+        logf("UMEM accounting balanced (%s): %llu frames: free %llu, fill %llu, queued %llu, tx "
+             "%llu",
+             when, (unsigned long long)a.total, (unsigned long long)a.free,
+             (unsigned long long)a.fill, (unsigned long long)a.held, (unsigned long long)a.tx);
+    }
+}
+
+void Loop::tick(uint64_t now) {
+    maps_->beat(now);
+    next_tick_ns_ = now + kTickNs;
+    ++ticks_;
+    queues_->expire_drains(now);
+    table_->finish_drains(now);
+    if (ticks_ % kTicksPerPublish == 0) publish_counts();
+    if (ticks_ % kTicksPerCheck == 0) {
+        check_accounting("periodic");
+        uint64_t errs = plane_->counters().kick_errors;
+        if (errs != kick_errors_logged_) {
+            // Rate-limited: one line a second at most.
+            logf("TX on %s failing: %llu sendto errors, last: %s", cfg_.dev.c_str(),
+                 (unsigned long long)(errs - kick_errors_logged_),
+                 errstr(plane_->last_kick_errno()).c_str());
+            kick_errors_logged_ = errs;
+        }
+    }
+}
+
+// Blocks in epoll on the RX sockets until a frame arrives or deadline.
+void Loop::sleep_until(uint64_t now, uint64_t deadline) {
+    if (deadline <= now) return;
+    uint64_t d = deadline - now;
+    timespec ts{time_t(d / kNsPerSecond), long(d % kNsPerSecond)};
+    epoll_event evs[8];
+    epoll_pwait2(epfd_, evs, 8, &ts, nullptr);
+}
+
+int Loop::run(const volatile sig_atomic_t &stop) {
+    next_tick_ns_ = 0; // the first pass beats: TC may hand over from now on
+    while (!stop) {
+        uint64_t now = mono_ns();
+        uint64_t gen = maps_->config_gen();
+        if (gen != config_gen_) {
+            config_gen_ = gen;
+            table_->reconcile(now);
+        }
+        move_frames(now);
+        if (now >= next_tick_ns_) {
+            tick(now);
+            int e = plane_->last_kick_errno();
+            if (e == ENXIO || e == ENODEV) {
+                logf("%s is gone: stopping", cfg_.dev.c_str());
+                break;
+            }
+        }
+
+        if (plane_->tx_unsent() || plane_->tx_in_flight()) continue; // the ring needs kicks/reaps
+        if (!engine_->backlogged()) {
+            sleep_until(now, next_tick_ns_); // idle: wait for RX or a tick
+        } else if (cfg_.sleep_min_ns && waiting_ && wake_ns_ > now + cfg_.sleep_min_ns) {
+            // Ahead of the wire by more than a batch: sleep (hrtimer, 1 ns
+            // slack) instead of spinning, which gives the CPU to the senders
+            // and the kernel's TX path on a small machine. Oversleeping is
+            // harmless up to the window minus a batch (~260 us at 1 Gbit/s).
+            sleep_until(now, std::min(next_tick_ns_, wake_ns_));
+        }
+        // else: due now or very soon: spin.
+    }
+    logf("stopping");
+    shutdown();
+    return maps_->daemon().accounting_failures ? 1 : 0;
+}
+
+void Loop::shutdown() {
+    // Fail open first: TC passes from the next packet on.
+    maps_->beat(0);
+    // Send what is queued (still paced) for a bounded time.
+    const uint64_t t0 = mono_ns();
+    for (;;) {
+        uint64_t now = mono_ns();
+        move_frames(now);
+        bool busy = engine_->backlogged() || plane_->tx_in_flight() || plane_->tx_unsent();
+        if (!busy && now - t0 >= kShutdownLateFramesNs) break;
+        if (now - t0 > kShutdownDrainNs) break;
+    }
+    uint64_t dropped = queues_->drop_all_queued();
+    for (int i = 0; i < 20 && plane_->tx_in_flight(); ++i) {
+        plane_->kick(*queues_);
+        plane_->reap();
+        usleep(1000);
+    }
+    plane_->reap();
+    publish_counts();
+    check_accounting("shutdown");
+    logf("shutdown: drained in %llu ms, %llu queued frames dropped",
+         (unsigned long long)((mono_ns() - t0) / kNsPerMs), (unsigned long long)dropped);
+}
+
+} // namespace pspxdp::daemon

@@ -1,0 +1,72 @@
+// The pacer loop. One thread; each pass:
+//
+//   config_gen moved? -> re-read class_config (class_table)
+//   reap TX completions -> take RX frames into the class FIFOs (class_queues)
+//   -> relieve an overflow -> refill the fill rings -> ask the engine for
+//   decisions while the TX ring has room -> kick, count what the kernel took
+//   -> every tick (10 ms): heartbeat, deleted classes' drains; every 100 ms:
+//   the kernel's socket counters and the engine's into daemon_stats; every
+//   second: the UMEM accounting check -> sleep or spin.
+//
+// Sleeping: with nothing backlogged the loop blocks in epoll on the RX
+// sockets with the next tick as timeout, so it costs ~0 % CPU and wakes as
+// soon as a frame arrives. While backlogged it spins, except when the
+// schedule is ahead of the wire by more than a batch: then it sleeps until
+// the window has room again (or a frame arrives).
+#pragma once
+
+#include "core/engine.hpp"
+#include "core/result.hpp"
+#include "daemon/class_queues.hpp"
+#include "daemon/class_table.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/pacer_maps.hpp"
+#include "datapath/xsk.hpp"
+#include "setup/loader.hpp"
+
+#include <csignal>
+#include <memory>
+#include <optional>
+
+namespace pspxdp::daemon {
+
+class Loop {
+  public:
+    ~Loop();
+    Result<void> init(const DaemonConfig &cfg);
+    // Runs until stop is set. Returns the exit code.
+    int run(const volatile sig_atomic_t &stop);
+
+  private:
+    // One pass over the frames: completions, RX, overflow, refill, engine, kick.
+    void move_frames(uint64_t now);
+    void receive();
+    void schedule(uint64_t now);
+    void tick(uint64_t now);
+    void publish_counts();
+    void check_accounting(const char *when);
+    void sleep_until(uint64_t now, uint64_t deadline);
+    void shutdown();
+
+    DaemonConfig cfg_;
+    setup::AttachState st_;
+    Framing framing_{};
+    std::optional<PacerMaps> maps_;
+    std::unique_ptr<Engine> engine_;
+    std::unique_ptr<datapath::XskPlane> plane_;
+    std::unique_ptr<ClassTable> table_;
+    std::unique_ptr<ClassQueues> queues_;
+    int epfd_ = -1; // RX sockets, EPOLLIN: registered once
+    uint64_t config_gen_ = 0;
+    uint64_t next_tick_ns_ = 0;
+    uint64_t ticks_ = 0;
+    uint64_t wake_ns_ = 0; // the window has room for a batch again
+    bool waiting_ = false;
+    uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
+    uint64_t kick_errors_logged_ = 0;
+    // daemon_stats as this daemon found them: the kernel's socket counters
+    // and the engine's start from zero with it, the published ones continue.
+    pspxdp_daemon_stats base_{};
+};
+
+} // namespace pspxdp::daemon

@@ -108,9 +108,12 @@ struct pspxdp_pacer_state {
     /* CLI: bumped after every change of class_config, the default class or
      * the line rate; the daemon re-reads its configuration when it moves. */
     __u64 config_gen;
-    __u32 flags;
+    __u32 flags; /* PSPXDP_STATE_F_* */
     __u32 pad;
 };
+/* attach: the clsact qdisc on DEV was created by pspxdp, so detach may
+ * delete it (the pins say so even when the state file was removed). */
+#define PSPXDP_STATE_F_CLSACT_OURS (1u << 0)
 
 /* Is the daemon alive? The one test, for the TC program (fail-open) and for
  * every userspace reader (status, attach). The heartbeat is CLOCK_MONOTONIC,

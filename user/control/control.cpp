@@ -1,5 +1,8 @@
 #include "control/control.hpp"
 
+#include "common/text.hpp"
+#include "setup/attach.hpp"
+
 #include "core/units.hpp"
 
 #include <bpf/bpf.h>
@@ -16,18 +19,6 @@
 #include <tuple>
 
 namespace pspxdp::control {
-
-Fd &Fd::operator=(Fd &&o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.release();
-    }
-    return *this;
-}
-
-Fd::~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-}
 
 std::string pin_dir(const std::string &dev) { return std::string(PSPXDP_PIN_ROOT) + "/" + dev; }
 
@@ -48,35 +39,7 @@ namespace {
 
 std::string cls(uint32_t raw) { return format_classid(ClassId::from_raw(raw)); }
 
-std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
-
-// Opens a pinned map and checks its key/value sizes against shared.h, so a
-// pin left by an older pspxdp is reported instead of misread.
-Result<Fd> open_map(const std::string &dev, const char *name, uint32_t key_size,
-                    uint32_t value_size, bool required, bool *missing = nullptr) {
-    const std::string path = pin_dir(dev) + "/" + name;
-    int fd = bpf_obj_get(path.c_str());
-    if (fd < 0) {
-        int err = -errno;
-        if (err == -ENOENT && !required) {
-            if (missing) *missing = true;
-            return Fd();
-        }
-        if (err == -ENOENT) return pspxdp::err(dev + ": not attached (missing " + path + ")");
-        return pspxdp::err(path + ": " + errno_text(err));
-    }
-    Fd owned(fd);
-    bpf_map_info info{};
-    uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
-        return pspxdp::err(path + ": " + errno_text(-errno));
-    if (info.key_size != key_size || info.value_size != value_size)
-        return pspxdp::err(path + ": key/value size " + std::to_string(info.key_size) + "/" +
-                           std::to_string(info.value_size) + ", expected " +
-                           std::to_string(key_size) + "/" + std::to_string(value_size) +
-                           " (pins from another pspxdp version? detach and attach again)");
-    return owned;
-}
+using common::errno_text;
 
 // Iterates the keys of any map; fn(key) returns false to stop.
 template <class K, class F> int for_each_key(int fd, F fn) {
@@ -92,49 +55,43 @@ template <class K, class F> int for_each_key(int fd, F fn) {
 
 } // namespace
 
-Result<Device> Device::open(const std::string &dev) {
-    if (dev.empty() || dev.find('/') != std::string::npos || dev == "." || dev == "..")
-        return err("bad device name \"" + dev + "\"");
+Result<Device> Device::open(const std::string &dev, common::Access access) {
+    auto paths = common::paths_for(dev);
+    if (!paths) return Error{paths.error()};
     Device d;
     d.dev_ = dev;
-    int dfd = ::open(pin_dir(dev).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        int e = errno;
-        if (e == ENOENT) return err(dev + ": not attached (no " + pin_dir(dev) + ")");
-        return err(pin_dir(dev) + ": " + errno_text(e));
-    }
-    d.dir_ = Fd(dfd);
+    d.paths_ = *paths;
 
     struct Want {
         Fd *fd;
         const char *name;
         uint32_t key, value;
-        bool required;
+        common::Need need;
     };
+    using common::Need;
     const Want want[] = {
-        {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), true},
-        {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true},
-        {&d.dst_v4_, "rules_dst_v4", sizeof(pspxdp_lpm_v4), 4, true},
-        {&d.src_v4_, "rules_src_v4", sizeof(pspxdp_lpm_v4), 4, true},
-        {&d.dst_v6_, "rules_dst_v6", sizeof(pspxdp_lpm_v6), 4, true},
-        {&d.src_v6_, "rules_src_v6", sizeof(pspxdp_lpm_v6), 4, true},
-        {&d.port_, "rules_port", sizeof(pspxdp_port_key), 4, true},
+        {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), Need::Required},
+        {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), Need::Required},
+        {&d.dst_v4_, "rules_dst_v4", sizeof(pspxdp_lpm_v4), 4, Need::Required},
+        {&d.src_v4_, "rules_src_v4", sizeof(pspxdp_lpm_v4), 4, Need::Required},
+        {&d.dst_v6_, "rules_dst_v6", sizeof(pspxdp_lpm_v6), 4, Need::Required},
+        {&d.src_v6_, "rules_src_v6", sizeof(pspxdp_lpm_v6), 4, Need::Required},
+        {&d.port_, "rules_port", sizeof(pspxdp_port_key), 4, Need::Required},
         // Only for `show`: a missing one prints as zeros.
-        {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), false},
-        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
-        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_pacer_stats), false},
+        {&d.class_slot_, "class_slot", 4, sizeof(pspxdp_class_slot), Need::Optional},
+        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), Need::Optional},
+        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_pacer_stats), Need::Optional},
     };
     for (const Want &w : want) {
-        auto fd = open_map(dev, w.name, w.key, w.value, w.required);
+        auto fd = common::open_pinned_map(d.paths_, w.name, w.key, w.value, access, w.need);
         if (!fd) return Error{fd.error()};
         *w.fd = std::move(fd.value());
     }
     return d;
 }
 
-Result<void> Device::lock() {
-    if (flock(dir_.get(), LOCK_EX) != 0) return err(pin_dir(dev_) + ": lock: " + errno_text(errno));
-    return {};
+Result<common::DevLock> Device::lock() {
+    return common::DevLock::acquire(paths_, common::DevLock::Wait::Yes);
 }
 
 Result<pspxdp_pacer_state> Device::state() const {
@@ -165,7 +122,8 @@ Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bp
     if (kind != PSPXDP_CLASS_PACED && kind != PSPXDP_CLASS_NORMAL)
         return err("unknown class kind " + std::to_string(kind));
     if (kind == PSPXDP_CLASS_NORMAL) rate_bps = 0;
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
 
     if (kind == PSPXDP_CLASS_PACED) {
         auto st = state();
@@ -203,7 +161,8 @@ Result<void> Device::class_set(uint32_t classid, uint32_t kind, uint64_t rate_bp
 
 Result<void> Device::class_del(uint32_t classid) {
     if (auto r = check_classid(classid); !r) return r;
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     auto exists = class_exists(classid);
     if (!exists) return Error{exists.error()};
     if (!*exists) return err("class " + cls(classid) + " does not exist on " + dev_);
@@ -297,7 +256,8 @@ static std::vector<uint8_t> key_bytes(const Selector &s) {
 
 Result<void> Device::filter_add(const Selector &selector, uint32_t classid) {
     if (auto r = check_classid(classid); !r) return r;
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     auto exists = class_exists(classid);
     if (!exists) return Error{exists.error()};
     if (!*exists)
@@ -322,7 +282,8 @@ Result<void> Device::filter_add(const Selector &selector, uint32_t classid) {
 }
 
 Result<void> Device::filter_del(const Selector &selector) {
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     const auto key = key_bytes(selector);
     if (bpf_map_delete_elem(rules_fd(selector), key.data()) != 0) {
         int e = errno;
@@ -384,8 +345,14 @@ Result<std::vector<FilterInfo>> Device::filters() const {
     return out;
 }
 
-Result<Device> open_device(const std::string *dev) {
-    if (dev) return Device::open(*dev);
+Result<Device> open_device(const std::string *dev, common::Access access) {
+    auto open_here = [&](const std::string &name) -> Result<Device> {
+        auto paths = common::paths_for(name);
+        if (!paths) return Error{paths.error()};
+        if (auto st = setup::check_here(*paths); !st) return Error{st.error()};
+        return Device::open(name, access);
+    };
+    if (dev) return open_here(*dev);
     const auto devs = attached_devices();
     if (devs.empty()) return err("no device attached (pspxdp attach DEV)");
     if (devs.size() > 1) {
@@ -393,7 +360,7 @@ Result<Device> open_device(const std::string *dev) {
         for (const auto &d : devs) list += (list.empty() ? "" : ", ") + d;
         return err("several devices attached (" + list + "): name one");
     }
-    return Device::open(devs.front());
+    return open_here(devs.front());
 }
 
 } // namespace pspxdp::control

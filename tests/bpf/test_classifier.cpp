@@ -852,6 +852,9 @@ class Pins {
     ~Pins() {
         for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
         rmdir(dir_.c_str());
+        // The control plane's lock file (common::DevLock), as detach removes it.
+        unlink(("/run/pspxdp/" + dev_ + ".lock").c_str());
+        rmdir("/run/pspxdp"); // only when empty
     }
     Pins(const Pins &) = delete;
     Pins &operator=(const Pins &) = delete;

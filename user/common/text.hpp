@@ -2,6 +2,7 @@
 // checked before any path is built from them.
 #pragma once
 
+#include "core/quote.hpp"
 #include "core/result.hpp"
 
 #include <cstdint>
@@ -13,10 +14,8 @@ namespace pspxdp::common {
 // strerror of an errno value, either sign (libbpf returns -errno).
 std::string errno_text(int err);
 
-// A user's word, quoted for a one-line message: "eth0". Quotes, backslashes,
-// control characters and bytes outside printable ASCII are escaped (\n, \",
-// \x1b), so a hostile word can neither span lines nor forge output.
-std::string quote(std::string_view word);
+// quote(word): core/quote.hpp, here for everyone above core.
+using pspxdp::quote;
 
 // The one device-name check, made before a name becomes part of a path
 // (/sys/fs/bpf/pspxdp/DEV, /run/pspxdp/DEV.*) or a netlink request. It is

@@ -1,6 +1,8 @@
 // Rates and class ids, the tc(8) way. See units.hpp.
 #include "core/units.hpp"
 
+#include "core/quote.hpp"
+
 #include <cctype>
 #include <cstdio>
 #include <iterator>
@@ -50,7 +52,7 @@ std::string lower(std::string_view s) {
 }
 
 Error rate_error(std::string_view text, const std::string &what) {
-    return err("rate \"" + std::string(text) + "\": " + what);
+    return err("rate " + quote(text) + ": " + what);
 }
 
 // Multiplies a decimal digit string (most significant first) by a small
@@ -154,7 +156,7 @@ bool parse_hex16(std::string_view s, uint16_t &out) {
 
 Result<ClassId> parse_classid(std::string_view text) {
     auto bad = [&](const char *why) {
-        return err("class id \"" + std::string(text) + "\": " + why +
+        return err("class id " + quote(text) + ": " + why +
                    " (expected major:minor in hex, e.g. \"1:a\")");
     };
     if (text.empty()) return bad("empty");

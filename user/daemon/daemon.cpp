@@ -1,5 +1,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/process.hpp"
+#include "daemon/watch.hpp"
+#include "setup/attach.hpp"
 
 #include "setup/loader.hpp"
 #include "setup/netlink.hpp"
@@ -16,6 +18,7 @@
 #include <fcntl.h>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -125,6 +128,9 @@ class Loop {
     ~Loop();
     Result<void> init(const DaemonConfig &cfg);
     int run();
+    // Why run() returned early, if DEV changed under it (watch.hpp).
+    const DevEvent &dev_event() const { return dev_event_; }
+    const setup::AttachState &state() const { return st_; }
 
   private:
     void beat(uint64_t now, bool alive);
@@ -141,6 +147,8 @@ class Loop {
 
     setup::Paths paths_;
     setup::AttachState st_;
+    std::optional<DevWatch> watch_;
+    DevEvent dev_event_;
     DaemonConfig cfg_;
     std::unique_ptr<Engine> engine_;
     std::unique_ptr<XskPlane> plane_;
@@ -180,6 +188,9 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
         return err(cfg.dev + " is only partly attached (run pspxdp detach, then attach)");
     auto dev = setup::get_link(cfg.dev);
     if (!dev) return err(dev.error());
+    auto watch = DevWatch::open(cfg.dev, dev->ifindex, dev->mtu);
+    if (!watch) return err(watch.error());
+    watch_.emplace(std::move(watch.value()));
     uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
     if (!line) return err("no line rate (state file and --line-rate both empty)");
 
@@ -638,6 +649,7 @@ int Loop::run() {
         plane_->kick();
 
         if (now >= t_beat) {
+            if ((dev_event_ = watch_->poll(now)).kind != DevEvent::Kind::None) break;
             beat(now, true);
             t_beat = now + kHeartbeatNs;
             ++ticks;
@@ -717,14 +729,25 @@ int run(const DaemonConfig &cfg) {
         std::fclose(f);
     }
     int rc;
-    {
+    for (bool restarted = false;; restarted = true) {
         Loop loop;
         auto r = loop.init(cfg);
         if (!r) {
             logf("cannot start: %s", r.error().c_str());
             rc = 1;
-        } else {
-            rc = loop.run();
+            if (restarted) { // after following DEV's MTU: say why in the state too
+                (void)setup::retire(paths, "restart failed: " + r.error(), false);
+                rc = kExitDeviceGone;
+            }
+            break;
+        }
+        rc = loop.run();
+        if (loop.dev_event().kind == DevEvent::Kind::None) break;
+        auto out = handle_dev_event(paths, loop.state(), loop.dev_event(), 0,
+                                    [](const std::string &m) { logf("%s", m.c_str()); });
+        if (!out.restart) {
+            rc = out.exit_code;
+            break;
         }
     } // the loop's destructor releases the sockets and the UMEM
     if (cfg.write_pidfile) {

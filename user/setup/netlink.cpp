@@ -143,8 +143,7 @@ std::string driver_of(const std::string &name) {
     return std::string(info.driver, strnlen(info.driver, sizeof(info.driver)));
 }
 
-Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
-    const auto *h = reinterpret_cast<const nlmsghdr *>(msg.data());
+LinkInfo parse_link(const nlmsghdr *h) {
     const auto *ifi = static_cast<const ifinfomsg *>(NLMSG_DATA(h));
     LinkInfo li;
     li.ifindex = uint32_t(ifi->ifi_index);
@@ -185,7 +184,6 @@ Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
             break;
         }
     }
-    li.driver = driver_of(li.name);
     return li;
 }
 
@@ -207,7 +205,9 @@ Result<LinkInfo> get_link_impl(const std::string *name, uint32_t ifindex) {
     if (rc == -ENODEV) return err(what + ": no such device");
     if (rc < 0) return err(what + ": RTM_GETLINK failed: " + errno_text(rc));
     if (reply.empty()) return err(what + ": RTM_GETLINK returned nothing");
-    return parse_link(reply);
+    LinkInfo li = parse_link(reinterpret_cast<const nlmsghdr *>(reply.data()));
+    li.driver = driver_of(li.name);
+    return li;
 }
 
 Result<uint32_t> ifindex_of(const std::string &name) {
@@ -217,6 +217,10 @@ Result<uint32_t> ifindex_of(const std::string &name) {
 }
 
 } // namespace
+
+LinkInfo link_from_msg(const nlmsghdr *msg) {
+    return parse_link(msg);
+}
 
 bool LinkInfo::is_ether() const {
     return type == ARPHRD_ETHER;

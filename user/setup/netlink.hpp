@@ -7,6 +7,7 @@
 #include "core/result.hpp"
 
 #include <cstdint>
+#include <linux/netlink.h>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,10 @@ struct PauseParams {
     bool rx_pause = false;
     bool tx_pause = false;
 };
+
+// A LinkInfo from an RTM_NEWLINK/RTM_DELLINK message (e.g. one received on
+// an RTNLGRP_LINK subscription); no ethtool query (driver stays empty).
+LinkInfo link_from_msg(const struct nlmsghdr *msg);
 
 // RTM_GETLINK by name. "no such device" is an error naming the device.
 Result<LinkInfo> get_link(const std::string &name);

@@ -1,6 +1,7 @@
 // pspxdp daemon DEV: the pacer loop. Started by `pspxdp attach` (detached,
 // logging to /run/pspxdp/DEV.log); not meant to be run by hand.
 #include "cli/command.hpp"
+#include "common/caps.hpp"
 #include "common/paths.hpp"
 #include "common/text.hpp"
 #include "core/units.hpp"
@@ -37,6 +38,8 @@ static int run(const Args &args) {
         if (!v) return fail_input("daemon: " + v.error());
         cfg.frames_per_queue = uint32_t(*v);
     }
+    if (auto r = common::need_caps("daemon", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
+        return fail(r.error());
     // DEV must be attached here (name, ifindex, network namespace).
     auto st = setup::check_here(*paths);
     if (!st) return fail("daemon: " + st.error());

@@ -43,7 +43,9 @@ static int run(const Args &args) {
     // DEV is the first word unless that word already starts the selector;
     // it may be left out when exactly one device is attached.
     const bool has_dev = !words.empty() && !is_selector_word(words[0]);
-    auto dev = control::open_device(has_dev ? &words[0] : nullptr);
+    const bool read_only = verb == "show" || verb == "list";
+    auto dev = control::open_device(has_dev ? &words[0] : nullptr,
+                                    read_only ? common::Access::Read : common::Access::Write);
     if (!dev) return fail(dev.error());
     if (has_dev) words.erase(words.begin());
 

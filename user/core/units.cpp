@@ -94,13 +94,12 @@ Result<uint64_t> parse_rate_bps(std::string_view text) {
     std::string_view unit_text = text.substr(pos);
     for (char c : unit_text)
         if (!std::isalpha(static_cast<unsigned char>(c)))
-            return rate_error(text, "unexpected \"" + std::string(unit_text) +
-                                        "\" after the number");
+            return rate_error(text, "unexpected " + quote(unit_text) + " after the number");
     const RateUnit *unit = nullptr;
     std::string unit_lower = lower(unit_text);
     for (const auto &u : kRateUnits)
         if (unit_lower == u.name) unit = &u;
-    if (!unit) return rate_error(text, "unknown unit \"" + std::string(unit_text) + "\"");
+    if (!unit) return rate_error(text, "unknown unit " + quote(unit_text));
 
     // value = (int_digits.frac_digits) * unit: multiply the digit string
     // without the point, then the last frac_digits.size() digits must be zero.

@@ -192,12 +192,15 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         (link->name.ends_with("a") || link->name.ends_with("b")))
         return err(opt.dev + " looks like a pspxdp pacer veth");
     const std::string driver = opt.driver.empty() ? link->driver : opt.driver;
-    for (const char *bad : kPauseDroppingDrivers)
-        if (driver == bad && !opt.force)
-            return err(opt.dev + " is driven by " + driver +
-                       ", whose NIC drops every host-sent 802.3x PAUSE frame: the gap frames "
-                       "would never reach the wire and pacing would silently degrade "
-                       "(--force attaches anyway)");
+    for (const char *bad : kPauseDroppingDrivers) {
+        if (driver != bad) continue;
+        const std::string why = opt.dev + " is driven by " + driver +
+                                ", whose NIC drops every host-sent 802.3x PAUSE frame: the gap "
+                                "frames would never reach the wire and pacing would silently "
+                                "degrade";
+        if (!opt.force) return err(why + " (--force attaches anyway)");
+        warn(why + " (attaching anyway: --force)");
+    }
     auto qdisc = ingress_qdisc_kind(link->ifindex);
     if (!qdisc) return Error{qdisc.error()};
     if (!qdisc->empty() && *qdisc != "clsact")

@@ -356,6 +356,10 @@ Result<AttachState> build(const AttachRequest &req) {
     s.pacer_a_ifindex = a->ifindex;
     s.pacer_b_ifindex = b->ifindex;
 
+    // The root readable by all (an administrator may grant read access to
+    // one device's pins: status and show then work for that user), DEV's
+    // directory root's only.
+    if (auto r = common::mkdir_p(common::kPinRoot, 0755); !r) return fail(r.error());
     if (auto r = common::mkdir_p(p.pin_dir, 0700); !r) return fail(r.error());
     s.pins_created = true; // this attachment's: a detach removes them
     if (auto r = write_state(p, s); !r) return fail(r.error());

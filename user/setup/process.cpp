@@ -135,7 +135,8 @@ Result<void> wait_started(const Paths &p, pid_t pid, int timeout_ms) {
         if (!alive(pid)) return err("daemon exited at start; " + p.log + " says:\n" + log_tail(p, 5));
         uint32_t key = 0;
         pspxdp_pacer_state st{};
-        if (bpf_map_lookup_elem(fd->get(), &key, &st) == 0 && st.heartbeat_ns != 0) return {};
+        if (bpf_map_lookup_elem(fd->get(), &key, &st) == 0 && pspxdp_pacer_alive(&st, mono_ns()))
+            return {};
         usleep(10 * 1000);
     }
     return err("daemon did not start within " + std::to_string(timeout_ms) + " ms");

@@ -56,7 +56,7 @@ PID=$(daemon_pid $DEV)
 set_mtu 2000
 check "the pacer veth follows DEV's MTU (2000)" wait_for 5 bash -c "[[ \$(nsenter --net=/run/netns/$S ip -o link show psp$(ifindex $S $DEV)a | grep -o 'mtu [0-9]*') == 'mtu 2000' ]]"
 check "  ... both ends" test "$(pacer_mtu b)" == 2000
-check "  ... the daemon is the same process and alive" bash -c "[[ \$(cat /run/pspxdp/$DEV.pid) == $PID ]] && nsenter --net=/run/netns/$S $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+check "  ... the daemon is the same process and alive (its loop restarted)" wait_for 5 bash -c "[[ \$(cat /run/pspxdp/$DEV.pid) == $PID ]] && nsenter --net=/run/netns/$S $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 sleep 0.3
 tx0=$(tx_frames)
 got=$(through 20 1900)

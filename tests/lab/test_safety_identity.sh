@@ -83,4 +83,22 @@ check "  ... with an explanation, in one line" bash -c "grep -q 'private mount n
 show_err
 check "ip netns exec A pspxdp detach" works ip netns exec $A "$PSPXDP" detach $DEV
 check "nothing of pspxdp is left for $DEV" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null; in_ns $A ip -o link show | grep ' psp[0-9]*[ab]')"
+
+# --- the namespace an attachment was made in is gone: from anywhere, detach
+# removes what is left (pins, run files; its devices went with it)
+E=$TAG-e
+mkns $E
+mkdev $E $DEV || exit 1
+check "attach in E" works in_ns $E "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2
+kill -9 "$(daemon_pid $DEV)"
+ip netns del $E
+check "E is gone" wait_for 5 bash -c "! grep -q . <(ls -l /proc/[0-9]*/ns/net 2>/dev/null | grep -F \"\$(sed -n 's/^netns=//p' /run/pspxdp/$DEV.state)\")"
+check "status from B says E no longer exists" fails in_ns $B "$PSPXDP" status $DEV
+check "  ... and that detach removes what is left" bash -c "grep -q 'no longer exists.*pspxdp detach' $TMP/err"
+show_err
+check "detach from B" works in_ns $B "$PSPXDP" detach $DEV
+show_err
+check "  ... removed the pins and run files" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null)"
+check "  ... B's device still has its qdisc and filter" \
+    test "$(in_ns $B tc qdisc show dev ${TAG}x; in_ns $B tc filter show dev ${TAG}x egress)" == "$before_b"
 finish

@@ -80,12 +80,20 @@ def snap(dev, src, dst):
     s["veth_drops"] = sum(l["stats64"]["tx"]["dropped"] for l in links)
     snmp = subprocess.run(["ip", "netns", "exec", dst, "cat", "/proc/net/snmp"],
                           capture_output=True, text=True).stdout.splitlines()
-    udp = [l.split()[1:] for l in snmp if l.startswith("Udp:")]
-    u = dict(zip(udp[0], map(int, udp[1]))) if len(udp) == 2 else {}
-    s["rcv_drops"] = u.get("InErrors", 0)  # includes RcvbufErrors and InCsumErrors
+    def table(proto):
+        rows = [l.split()[1:] for l in snmp if l.startswith(proto + ":")]
+        return dict(zip(rows[0], map(int, rows[1]))) if len(rows) == 2 else {}
+    u, ip = table("Udp"), table("Ip")
+    # The receiving host's own drops: socket buffer and checksum errors
+    # (InErrors holds both), IP header/address errors and discards.
+    s["rcv_drops"] = u.get("InErrors", 0) + ip.get("InHdrErrors", 0) + \
+        ip.get("InAddrErrors", 0) + ip.get("InDiscards", 0)
+    # Frames that reached the receiver after its sink had closed (a backlog
+    # still draining): delivered, not lost.
+    s["rcv_late"] = u.get("NoPorts", 0)
     return s
 
-COUNTED = ["pacer_drops", "daemon_drops", "xdp_no_socket", "veth_drops", "rcv_drops"]
+COUNTED = ["pacer_drops", "daemon_drops", "xdp_no_socket", "veth_drops", "rcv_drops", "rcv_late"]
 
 def balance(before, after, senders, sinks):
     sent = sum(json.load(open(f))["sent"] for f in senders)

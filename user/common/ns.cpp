@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace pspxdp::common {
@@ -29,22 +31,64 @@ bool inode_is(const std::string &path, uint64_t inode) {
 }
 } // namespace
 
+namespace {
+uint64_t cookie_of_current() {
+    Fd sock(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    uint64_t cookie = 0;
+    socklen_t len = sizeof(cookie);
+    if (!sock.valid() || getsockopt(sock.get(), SOL_SOCKET, SO_NETNS_COOKIE, &cookie, &len) != 0)
+        return 0;
+    return cookie;
+}
+
+// The cookie of the network namespace at path (an nsfs file): a child
+// enters it and reports, so this process stays where it is.
+uint64_t cookie_of(const std::string &path) {
+    Fd ns(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!ns.valid()) return 0;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        uint64_t c = setns(ns.get(), CLONE_NEWNET) == 0 ? cookie_of_current() : 0;
+        ssize_t w = write(pfd[1], &c, sizeof(c));
+        _exit(w == sizeof(c) ? 0 : 1);
+    }
+    close(pfd[1]);
+    uint64_t c = 0;
+    if (pid < 0 || read(pfd[0], &c, sizeof(c)) != sizeof(c)) c = 0;
+    close(pfd[0]);
+    if (pid > 0) waitpid(pid, nullptr, 0);
+    return c;
+}
+} // namespace
+
 uint64_t netns_inode() {
     struct stat st {};
     if (stat("/proc/self/ns/net", &st) != 0) return 0;
     return st.st_ino;
 }
 
+NetnsId netns_here() {
+    return NetnsId{netns_inode(), cookie_of_current()};
+}
+
 std::string netns_label(uint64_t inode) {
     return "net:[" + std::to_string(inode) + "]";
 }
 
-bool netns_exists(uint64_t inode) {
-    if (inode == 0) return false;
+bool netns_exists(const NetnsId &id) {
+    if (id.inode == 0) return false;
+    auto matches = [&](const std::string &path) {
+        if (!inode_is(path, id.inode)) return false;
+        if (!id.cookie) return true;
+        uint64_t c = cookie_of(path);
+        return c == 0 || c == id.cookie; // cannot tell: assume it is (the safe answer)
+    };
     if (DIR *d = opendir("/run/netns")) {
         bool found = false;
         while (dirent *e = readdir(d))
-            if (e->d_name[0] != '.' && inode_is(std::string("/run/netns/") + e->d_name, inode)) {
+            if (e->d_name[0] != '.' && matches(std::string("/run/netns/") + e->d_name)) {
                 found = true;
                 break;
             }
@@ -56,7 +100,7 @@ bool netns_exists(uint64_t inode) {
     bool found = false;
     while (dirent *e = readdir(d)) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        if (inode_is(std::string("/proc/") + e->d_name + "/ns/net", inode)) {
+        if (matches(std::string("/proc/") + e->d_name + "/ns/net")) {
             found = true;
             break;
         }

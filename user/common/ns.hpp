@@ -12,13 +12,28 @@
 
 namespace pspxdp::common {
 
-// The inode of this process's network namespace; 0 if /proc cannot tell.
+// A network namespace as pspxdp records it: the inode of /proc/PID/ns/net
+// (what people see: net:[4026531840]) and the kernel's netns cookie
+// (SO_NETNS_COOKIE), which unlike the inode is never reused during a boot -
+// a namespace created after another was deleted may get its inode.
+struct NetnsId {
+    uint64_t inode = 0;
+    uint64_t cookie = 0; // 0: unknown (a state file of an older pspxdp)
+    // Same namespace? By cookie when both are known, else by inode.
+    bool same(const NetnsId &o) const {
+        return cookie && o.cookie ? cookie == o.cookie : inode == o.inode;
+    }
+};
+// This process's network namespace; zeros if /proc cannot tell.
+NetnsId netns_here();
 uint64_t netns_inode();
 // "net:[4026531840]", as ls -l /proc/self/ns/net shows it.
 std::string netns_label(uint64_t inode);
-// Does a network namespace with this inode still exist? Looks at every
-// process's /proc/PID/ns/net and at the bind mounts in /run/netns (ip netns).
-bool netns_exists(uint64_t inode);
+// Does this network namespace still exist? Looks at every process's
+// /proc/PID/ns/net and at the bind mounts in /run/netns (ip netns); a
+// namespace found with the inode is checked by its cookie (from a child
+// that enters it), so a namespace that reused the inode does not count.
+bool netns_exists(const NetnsId &id);
 
 // `ip netns exec NS cmd` runs cmd in a private mount namespace where /sys is
 // a fresh sysfs: the host's bpffs (and pspxdp's pins) are not there, and a

@@ -61,6 +61,7 @@ AttachState reconstruct(const Paths &p) {
     AttachState s;
     s.dev = p.dev;
     s.netns = common::netns_inode();
+    s.netns_cookie = common::netns_here().cookie;
     if (auto l = get_link(p.dev)) s.dev_ifindex = l->ifindex;
     uint32_t flags = 0;
     uint32_t pacer = pacer_ifindex_from_pins(p, &flags);
@@ -106,7 +107,7 @@ const char *kind_name(K k) {
 
 Probe probe(const Paths &p) {
     Probe r;
-    r.netns_here = common::netns_inode();
+    r.netns_here = common::netns_here();
     if (state_exists(p)) {
         auto st = read_state(p);
         if (!st) {
@@ -127,10 +128,16 @@ Probe probe(const Paths &p) {
         return r;
     }
     const AttachState &s = *r.state;
-    if (s.netns && s.netns != r.netns_here) {
+    if (s.netns && !s.netns_id().same(r.netns_here)) {
         r.kind = K::Elsewhere;
-        r.why = p.dev + " is attached in network namespace " + common::netns_label(s.netns) +
-                ", not this one (" + common::netns_label(r.netns_here) + "); run pspxdp there";
+        if (common::netns_exists(s.netns_id()))
+            r.why = p.dev + " is attached in network namespace " + common::netns_label(s.netns) +
+                    ", not this one (" + common::netns_label(r.netns_here.inode) +
+                    (s.netns == r.netns_here.inode ? ", a namespace that reused its inode" : "") +
+                    "); run pspxdp there";
+        else
+            r.why = p.dev + " was attached in network namespace " + common::netns_label(s.netns) +
+                    ", which no longer exists (its devices went with it); " + detach_hint(p);
         return r;
     }
     auto link = get_link(p.dev);
@@ -340,7 +347,7 @@ Result<Detached> detach(const Paths &p) {
         // Never touch a device in another namespace. If that namespace is
         // gone, so are its devices (and DEV's TC parts and our veth with
         // them): only the pins and run files are left, and they are ours.
-        if (common::netns_exists(pr.state->netns)) return err(pr.why);
+        if (common::netns_exists(pr.state->netns_id())) return err(pr.why);
         if (auto r = remove_pins(p, out.notes); !r) return Error{r.error()};
         remove_run_files(p);
         out.notes.push_back(p.dev + " was attached in network namespace " +
@@ -349,12 +356,12 @@ Result<Detached> detach(const Paths &p) {
         return out;
     }
     if (pr.daemon) {
+        // A live process's namespace is alive: its inode cannot have been reused.
         uint64_t ns = netns_of(pr.daemon);
-        uint64_t want = pr.state ? pr.state->netns : pr.netns_here;
-        if (ns && want && ns != want)
+        if (ns && ns != pr.netns_here.inode)
             return err(p.dev + "'s daemon (pid " + std::to_string(pr.daemon) +
                        ") runs in network namespace " + common::netns_label(ns) +
-                       ", not this one (" + common::netns_label(pr.netns_here) +
+                       ", not this one (" + common::netns_label(pr.netns_here.inode) +
                        "); run pspxdp detach there");
         auto stopped = stop(p, stop_grace_ms(pr.state));
         if (!stopped) return Error{stopped.error()};
@@ -388,7 +395,7 @@ Result<void> retire(const Paths &p, const std::string &why, bool dev_gone) {
     auto st = read_state(p);
     if (!st) return Error{st.error()};
     AttachState s = *st;
-    if (s.netns && s.netns != common::netns_inode())
+    if (s.netns && !s.netns_id().same(common::netns_here()))
         return err("not retiring " + p.dev + ": its state names another network namespace");
     AttachState gone = s;
     gone.tc_attached = gone.clsact_created = false; // the TC parts are left as they are

@@ -36,7 +36,7 @@ struct Probe {
     std::optional<AttachState> state;
     bool pins = false;
     pid_t daemon = 0;
-    uint64_t netns_here = 0;
+    common::NetnsId netns_here;
     std::string why; // one line for people; empty when NotAttached or Alive
 };
 Probe probe(const Paths &p);

@@ -302,7 +302,9 @@ Result<AttachState> build(const AttachRequest &req) {
     AttachState s;
     s.dev = req.dev;
     s.dev_ifindex = dev->ifindex;
-    s.netns = common::netns_inode();
+    const common::NetnsId here = common::netns_here();
+    s.netns = here.inode;
+    s.netns_cookie = here.cookie;
     s.pacer_a = pacer_name_a(dev->ifindex);
     s.pacer_b = pacer_name_b(dev->ifindex);
     s.queues = req.queues;
@@ -434,7 +436,7 @@ Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool k
     // another device by now.
     auto dev = get_link(s.dev_ifindex);
     const bool same_dev = s.dev_ifindex && dev && dev->name == s.dev &&
-                          (s.netns == 0 || s.netns == common::netns_inode());
+                          (s.netns == 0 || s.netns_id().same(common::netns_here()));
     if (same_dev && s.tc_attached) {
         std::string who;
         auto owner = tc_filter_owner(s.dev_ifindex, &who);

@@ -21,6 +21,7 @@ std::map<std::string, std::string> AttachState::to_kv() const {
     return {{"dev", dev},
             {"dev_ifindex", std::to_string(dev_ifindex)},
             {"netns", std::to_string(netns)},
+            {"netns_cookie", std::to_string(netns_cookie)},
             {"pacer_a", pacer_a},
             {"pacer_b", pacer_b},
             {"pacer_a_ifindex", std::to_string(pacer_a_ifindex)},
@@ -50,6 +51,7 @@ Result<AttachState> AttachState::from_kv(const std::map<std::string, std::string
     if (s.dev.empty()) return err("state file has no dev");
     s.dev_ifindex = uint32_t(num("dev_ifindex"));
     s.netns = num("netns");
+    s.netns_cookie = num("netns_cookie");
     s.pacer_a = str("pacer_a");
     s.pacer_b = str("pacer_b");
     s.pacer_a_ifindex = uint32_t(num("pacer_a_ifindex"));

@@ -6,6 +6,7 @@
 // namespaces, devices and ifindexes are not.
 #pragma once
 
+#include "common/ns.hpp"
 #include "common/paths.hpp"
 #include "core/result.hpp"
 
@@ -21,7 +22,8 @@ struct AttachState {
     // Identity.
     std::string dev;
     uint32_t dev_ifindex = 0;
-    uint64_t netns = 0; // inode of the attacher's /proc/self/ns/net
+    uint64_t netns = 0;        // inode of the attacher's /proc/self/ns/net
+    uint64_t netns_cookie = 0; // its SO_NETNS_COOKIE (never reused, unlike the inode)
     // What was created.
     std::string pacer_a; // TC redirects into a
     std::string pacer_b; // XDP + AF_XDP RX sockets on b
@@ -42,6 +44,7 @@ struct AttachState {
 
     std::map<std::string, std::string> to_kv() const;
     static Result<AttachState> from_kv(const std::map<std::string, std::string> &kv);
+    common::NetnsId netns_id() const { return {netns, netns_cookie}; }
 };
 
 // Atomic (rename), mode 0644: status reads it without privileges.

@@ -62,6 +62,18 @@ wait_for() {
     return 1
 }
 
+# one_dev: the usual set-up of a test on one device: namespace $NS with the
+# veth $DEV, P (pspxdp there), and is_clean (DEV as it was before anything).
+one_dev() {
+    NS=$TAG-n DEV=${TAG}d
+    DEVS+=("$DEV")
+    mkns $NS
+    mkdev $NS $DEV || exit 1
+    clean=$(snapshot $NS $DEV)
+}
+P() { in_ns $NS "$PSPXDP" "$@"; }
+is_clean() { [[ "$(snapshot $NS $DEV)" == "$clean" ]]; }
+
 safety_cleanup() {
     local d ns pid
     for d in "${DEVS[@]}"; do

@@ -14,15 +14,8 @@
 # After each case DEV is exactly as before attach. Exit 77 = skipped.
 TAG=psl$$
 source "$(cd "$(dirname "$0")" && pwd)/safety_lib.sh"
-NS=$TAG-n
-DEV=${TAG}d
-DEVS+=("$DEV")
-mkns $NS
-mkdev $NS $DEV || exit 1
-P() { in_ns $NS "$PSPXDP" "$@"; }
+one_dev
 attach() { P attach $DEV --line-rate 1gbit --queues 2 >/dev/null 2>&1; }
-clean=$(snapshot $NS $DEV)
-is_clean() { [[ "$(snapshot $NS $DEV)" == "$clean" ]]; }
 PINS=/sys/fs/bpf/pspxdp/$DEV
 
 # --- 3. an ingress qdisc is not a clsact

@@ -14,14 +14,7 @@
 TAG=psm$$
 source "$(cd "$(dirname "$0")" && pwd)/safety_lib.sh"
 command -v setpriv >/dev/null || { echo "skip: setpriv missing"; exit 77; }
-NS=$TAG-n
-DEV=${TAG}d
-DEVS+=("$DEV")
-mkns $NS
-mkdev $NS $DEV || exit 1
-P() { in_ns $NS "$PSPXDP" "$@"; }
-clean=$(snapshot $NS $DEV)
-is_clean() { [[ "$(snapshot $NS $DEV)" == "$clean" ]]; }
+one_dev
 
 # --- i40e / ice: refused unless --force, nothing changed
 for drv in i40e ice; do

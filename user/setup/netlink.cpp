@@ -395,33 +395,36 @@ Result<void> delete_link(const std::string &name) {
     return {};
 }
 
-Result<void> set_link_up(const std::string &name) {
+namespace {
+// RTM_NEWLINK on an existing device by name: flags (mask `change`) and
+// attributes added by `attrs`; `what` names the change for the error.
+template <class F>
+Result<void> change_link(const std::string &name, uint32_t flags, uint32_t change, F attrs,
+                         const std::string &what) {
     auto idx = ifindex_of(name);
     if (!idx) return err(idx.error());
     NlMsg msg(RTM_NEWLINK, 0);
     ifinfomsg ifi{};
     ifi.ifi_family = AF_UNSPEC;
     ifi.ifi_index = int(*idx);
-    ifi.ifi_flags = IFF_UP;
-    ifi.ifi_change = IFF_UP;
+    ifi.ifi_flags = flags;
+    ifi.ifi_change = change;
     msg.put_struct(ifi);
+    attrs(msg);
     int rc = nl_transact(msg, nullptr);
-    if (rc < 0) return err("setting " + name + " up: " + errno_text(rc));
+    if (rc < 0) return err(what + ": " + errno_text(rc));
     return {};
+}
+} // namespace
+
+Result<void> set_link_up(const std::string &name) {
+    return change_link(name, IFF_UP, IFF_UP, [](NlMsg &) {}, "setting " + name + " up");
 }
 
 Result<void> set_mtu(const std::string &name, uint32_t mtu) {
-    auto idx = ifindex_of(name);
-    if (!idx) return err(idx.error());
-    NlMsg msg(RTM_NEWLINK, 0);
-    ifinfomsg ifi{};
-    ifi.ifi_family = AF_UNSPEC;
-    ifi.ifi_index = int(*idx);
-    msg.put_struct(ifi);
-    msg.put_u32(IFLA_MTU, mtu);
-    int rc = nl_transact(msg, nullptr);
-    if (rc < 0) return err("setting the MTU of " + name + " to " + std::to_string(mtu) + ": " + errno_text(rc));
-    return {};
+    return change_link(
+        name, 0, 0, [&](NlMsg &m) { m.put_u32(IFLA_MTU, mtu); },
+        "setting the MTU of " + name + " to " + std::to_string(mtu));
 }
 
 Result<void> disable_ipv6(const std::string &name) {

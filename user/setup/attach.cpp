@@ -238,7 +238,6 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     case K::DevGone: break;
     }
 
-
     // The line rate, and what it is checked against: the paced classes a
     // replaced attachment keeps. Accepting a line rate below them would leave
     // classes configured that the pacer can never serve.

@@ -12,7 +12,7 @@
 #      the pins removed by hand: status and attach agree (broken), detach
 #      cleans up.
 # After each case DEV is exactly as before attach. Exit 77 = skipped.
-TAG=psl$$
+TAG=psv$$
 source "$(cd "$(dirname "$0")" && pwd)/safety_lib.sh"
 one_dev
 attach() { P attach $DEV --line-rate 1gbit --queues 2 >/dev/null 2>&1; }

@@ -3,6 +3,7 @@
 on its way from the senders to the sinks, and the balance between two.
 
   account.py snap DEV SRC_NS DST_NS > snap.json
+  account.py backlog DEV       frames queued in the pacer now
   account.py balance before.json after.json sent.json... -- sink.json
       prints the balance; exit 1 if frames went missing uncounted
 
@@ -115,8 +116,17 @@ def balance(before, after, senders, sinks):
                       "umem_balanced": a.get("umem_balanced", True)}))
     return missing
 
+def backlog(dev):
+    total = 0
+    for _, v in values(bpftool_dump(dev, "pacer_stats")):
+        if isinstance(v, dict):  # v1: backlog, v2: backlog_frames
+            total += v.get("backlog", 0) + v.get("backlog_frames", 0)
+    return total
+
 if __name__ == "__main__":
-    if sys.argv[1] == "snap":
+    if sys.argv[1] == "backlog":
+        print(backlog(sys.argv[2]))
+    elif sys.argv[1] == "snap":
         print(json.dumps(snap(*sys.argv[2:5])))
     else:
         args = sys.argv[2:]

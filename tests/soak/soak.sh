@@ -84,7 +84,7 @@ phase() {
     local name=$1 secs=$2 kill=${3:-}
     local t0 senders=() cls port kbit kind rss0=0 rss1=0
     snap "$name.before"
-    $D timeout $((secs + 20)) "$TRAFFIC" sink $PORTS --seconds $((secs + 5)) >"$TMP/$name.sink" &
+    $D timeout $((secs + 70)) "$TRAFFIC" sink $PORTS --seconds $((secs + 60)) >"$TMP/$name.sink" &
     local sink=$!
     PIDS+=($sink)
     sleep 0.5
@@ -115,8 +115,17 @@ phase() {
     # Class 1:5 goes at the end of a phase, so every phase starts alike.
     P filter del $DEV proto udp dport 6005 2>/dev/null && P class del $DEV 1:5 2>/dev/null
     CHURN_I=0
-    wait $sink # ends 4.5 s after the senders: the backlogs have drained by then
-    sleep 0.2
+    # The sink stops once the pacer has drained (two empty reads 0.2 s
+    # apart, at most 30 s) and what was in flight has arrived.
+    local empty=0 n=150
+    while ((empty < 2 && n-- > 0)); do
+        if [[ $(python3 "$HERE/account.py" backlog $DEV) == 0 ]]; then empty=$((empty + 1)); else empty=0; fi
+        sleep 0.2
+    done
+    sleep 0.5
+    kill -TERM $sink # timeout passes it on to the sink
+    wait $sink
+    sleep 1.1 # the v1 daemon rewrites its stats file every second
     snap "$name.after"
     python3 "$HERE/account.py" balance "$TMP/$name.before.json" "$TMP/$name.after.json" \
         "$TMP/$name".send.* -- "$TMP/$name.sink" >"$TMP/$name.balance"

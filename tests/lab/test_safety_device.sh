@@ -68,13 +68,18 @@ check "  ... paced (counted by the pacer)" wait_for 3 counted_since "$tx0"
 # --- 10. MTU beyond what an AF_XDP frame carries: stop, say so, fail open
 set_mtu 9000
 check "the daemon stops" wait_for 5 bash -c "! kill -0 $PID 2>/dev/null"
-check "  ... its log says why" grep -q "MTU changed from 2000 to 9000.*cannot carry" /run/pspxdp/$DEV.log
+check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3506)" /run/pspxdp/$DEV.log
 P status $DEV >"$TMP/status" 2>&1
 check "  ... status says why" grep -q "DEAD.*MTU changed from 2000 to 9000" "$TMP/status"
 sed 's/^/     | /' "$TMP/status" | head -2
 check "  ... the pacer veth is gone" test -z "$(pacer_mtu a)"
 got=$(through 10 8000)
 check "8000-byte datagrams pass unpaced (fail-open)" test "$got" -eq 10
+
+before=$(snapshot $S $DEV; cat /run/pspxdp/$DEV.state)
+check "attach at MTU 9000 is refused" fails P attach $DEV --line-rate 1gbit --queues 2
+check "  ... saying the pacer cannot carry it" said "MTU 9000 is more than the pacer can carry"
+check "  ... nothing changed" test "$(snapshot $S $DEV; cat /run/pspxdp/$DEV.state)" == "$before"
 
 # --- 4. DEV deleted under a live daemon
 set_mtu 1500

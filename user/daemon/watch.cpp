@@ -3,6 +3,7 @@
 #include "common/clock.hpp"
 #include "common/text.hpp"
 #include "setup/attach.hpp"
+#include "setup/loader.hpp"
 #include "setup/netlink.hpp"
 
 #include <cerrno>
@@ -84,7 +85,9 @@ DevOutcome handle_dev_event(const common::Paths &p, const setup::AttachState &st
     if (ev.kind == DevEvent::Kind::Mtu) {
         // Both ends: b receives what TC redirects into a.
         const uint32_t mtu = ev.mtu + tag_bytes;
-        auto r = setup::set_mtu(st.pacer_a, mtu);
+        Result<void> r = ev.mtu > setup::max_pacer_mtu(tag_bytes)
+                             ? err("more than " + std::to_string(setup::max_pacer_mtu(tag_bytes)))
+                             : setup::set_mtu(st.pacer_a, mtu);
         if (r) r = setup::set_mtu(st.pacer_b, mtu);
         if (r) {
             log(why + ": the pacer follows it (" + st.pacer_a + "/" + st.pacer_b + " MTU " +

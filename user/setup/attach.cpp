@@ -208,6 +208,10 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         if (!opt.force) return err(why + " (--force attaches anyway)");
         warn(why + " (attaching anyway: --force)");
     }
+    if (link->mtu > max_pacer_mtu(0))
+        return err(opt.dev + "'s MTU " + std::to_string(link->mtu) +
+                   " is more than the pacer can carry (" + std::to_string(max_pacer_mtu(0)) +
+                   ": native XDP on a veth needs each frame in one page); lower it first");
     auto qdisc = ingress_qdisc_kind(link->ifindex);
     if (!qdisc) return Error{qdisc.error()};
     if (!qdisc->empty() && *qdisc != "clsact")

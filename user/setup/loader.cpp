@@ -159,6 +159,14 @@ bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info) {
     return false;
 }
 
+uint32_t max_pacer_mtu(uint32_t tag_bytes) {
+    const long page = sysconf(_SC_PAGESIZE);
+    constexpr uint32_t kXdpHeadroom = 256;    // XDP_PACKET_HEADROOM
+    constexpr uint32_t kSharedInfo = 320;     // SKB_DATA_ALIGN(sizeof(struct skb_shared_info))
+    constexpr uint32_t kEthHeader = 14;
+    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader - tag_bytes;
+}
+
 Result<void> ensure_bpffs() {
     struct statfs st {};
     if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == BPF_FS_MAGIC) return {};
@@ -391,6 +399,10 @@ Result<AttachState> build(const AttachRequest &req) {
     // XDP native on b: generic XDP never sees the redirected skbs.
     int rc = bpf_xdp_attach(int(s.pacer_b_ifindex), bpf_program__fd(rdr->progs.pspxdp_redirect),
                             XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+    if (rc == -ERANGE) // veth: "Peer MTU is too large to set XDP" (a page per frame)
+        return fail(s.dev + "'s MTU " + std::to_string(dev->mtu) +
+                    " is more than the pacer veth can carry with XDP (" +
+                    std::to_string(max_pacer_mtu(0)) + ")");
     if (rc) return fail("attaching XDP (native) on " + s.pacer_b + ": " + libbpf_err(rc));
     s.xdp_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());

@@ -5,10 +5,12 @@
 //   psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N] [--ports N]
 //       --ports N: N flows, to ports PORT..PORT+N-1 in turn, RATE in all
 //   psp_traffic sink PORT[,PORT...] --seconds S      prints JSON counts per port
+//                                                    (also when stopped early by SIGINT/SIGTERM)
 #include "core/units.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <csignal>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -137,6 +139,9 @@ static int do_send(int argc, char **argv) {
     return 0;
 }
 
+static volatile sig_atomic_t g_stop_sink = 0;
+static void stop_sink(int) { g_stop_sink = 1; }
+
 static int do_sink(int argc, char **argv) {
     if (argc < 1) return usage();
     double seconds = 5;
@@ -174,7 +179,13 @@ static int do_sink(int argc, char **argv) {
     std::vector<uint64_t> got(ports.size()), bytes(ports.size());
     auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     char buf[65536];
-    while (Clock::now() < end) {
+    // A caller that knows the traffic is over (the soak, once the pacer has
+    // drained) stops the sink early; it still reads what is queued and prints.
+    struct sigaction sa {};
+    sa.sa_handler = stop_sink;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    while (Clock::now() < end && !g_stop_sink) {
         if (poll(fds.data(), fds.size(), 50) <= 0) continue;
         for (size_t i = 0; i < fds.size(); ++i) {
             ssize_t n;
@@ -182,6 +193,13 @@ static int do_sink(int argc, char **argv) {
                 ++got[i];
                 bytes[i] += uint64_t(n);
             }
+        }
+    }
+    for (size_t i = 0; i < fds.size(); ++i) { // what arrived before the stop
+        ssize_t n;
+        while ((n = recv(fds[i].fd, buf, sizeof buf, 0)) > 0) {
+            ++got[i];
+            bytes[i] += uint64_t(n);
         }
     }
     std::printf("{");

@@ -127,7 +127,10 @@ struct pspxdp_pacer_state {
 };
 /* Set by the first daemon of an attachment; a daemon that finds it set is a
  * restart (daemon_stats.restarts). */
-#define PSPXDP_STATE_F_DAEMON_STARTED 1U
+#define PSPXDP_STATE_F_DAEMON_STARTED (1u << 0)
+/* attach: the clsact qdisc on DEV was created by pspxdp, so detach may
+ * delete it (the pins say so even when the state file was removed). */
+#define PSPXDP_STATE_F_CLSACT_OURS (1u << 1)
 
 /* Is the daemon alive? The one test, for the TC program (fail-open) and for
  * every userspace reader (status, attach). The heartbeat is CLOCK_MONOTONIC,

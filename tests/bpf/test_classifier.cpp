@@ -707,7 +707,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         return;
     }
     PrivateNetns ns;
-    const std::string dev = "psp-bpf-ctl-" + std::to_string(getpid());
+    const std::string dev = "pspctl" + std::to_string(getpid()); // a valid device name: it becomes a path
 
     auto missing = Device::open(dev);
     REQUIRE_FALSE(missing);

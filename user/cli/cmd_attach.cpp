@@ -1,13 +1,15 @@
-// pspxdp attach DEV: set up the pacer on DEV and start its daemon.
+// pspxdp attach DEV: set up the pacer on DEV and start its daemon. The logic
+// is the attach library's (setup/attach.hpp); this is options and output.
 #include "cli/command.hpp"
+#include "common/paths.hpp"
+#include "common/text.hpp"
 #include "core/engine.hpp"
 #include "core/framing.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
-#include "daemon/process.hpp"
 #include "datapath/xsk.hpp"
-#include "setup/loader.hpp"
-#include "setup/netlink.hpp"
+#include "setup/attach.hpp"
+#include "setup/process.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdio>
@@ -19,165 +21,65 @@ namespace pspxdp::cli {
 
 namespace dp = pspxdp::setup;
 
-static Result<uint64_t> parse_u64(const std::string &what, const std::string &s, uint64_t lo,
-                                  uint64_t hi) {
-    char *end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-    if (s.empty() || *end || errno || v < lo || v > hi)
-        return err(what + " \"" + s + "\": expected an integer in " + std::to_string(lo) + ".." +
-                   std::to_string(hi));
-    return uint64_t(v);
-}
-
-// An attachment whose daemon is dead (kill -9, OOM, a crash) is stale: TC
-// fails open and nothing is paced, but the state file, the pins, the pacer
-// veth pair, the XDP program and the TC filter are all still there. Attach
-// replaces it instead of calling DEV "already attached" forever: everything
-// the old attachment created goes (so nothing is duplicated), except
-//  - the pins: they hold the classes and filters the user configured; the new
-//    programs reuse them, so pacing resumes as configured;
-//  - the clsact qdisc if the old attachment created it: kept, and handed on
-//    as still ours (AttachRequest::clsact_ours) so detach removes it later.
-// The caller holds the DevLock and has seen that no daemon runs.
-static Result<void> remove_stale(const dp::Paths &paths, dp::AttachState old,
-                                 uint32_t dev_ifindex, dp::AttachRequest &req) {
-    if (old.dev_ifindex != dev_ifindex) {
-        // DEV was re-created: its old qdisc and filter went with the old one
-        // (and the old ifindex may belong to another device by now).
-        old.tc_attached = false;
-        old.clsact_created = false;
-    }
-    req.clsact_ours = old.clsact_created;
-    old.pins_created = false;
-    old.clsact_created = false;
-    return dp::detach(paths, old); // removes the state file when done
-}
-
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
-    // Checks first: a refused attach changes nothing.
-    auto link = dp::get_link(dev);
-    if (!link) return fail("attach: " + link.error());
-    if (!link->is_ether()) return fail("attach: " + dev + " is not an Ethernet device");
-    if (!link->is_up()) return fail("attach: " + dev + " is down");
-    if (link->name.starts_with("psp") && (link->name.ends_with("a") || link->name.ends_with("b")) &&
-        link->kind == "veth")
-        return fail("attach: " + dev + " looks like a pspxdp pacer veth");
-    auto paths = dp::paths_for(dev);
-    // Attached = a state file and a live daemon; without the daemon the
-    // attachment is stale and replaced below, under the lock.
-    if (auto st = dp::read_state(paths); st && daemon::running_pid(paths))
-        return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
+    auto paths = common::paths_for(dev);
+    if (!paths) return fail_input("attach: " + paths.error());
 
-    ClassId default_class{1, 0xffff};
+    dp::AttachOptions opt;
+    opt.dev = dev;
+    opt.force = args.has("force");
+    // Tests inject the driver name (the refusal of i40e/ice needs no such NIC).
+    if (const char *d = std::getenv("PSPXDP_TEST_DRIVER")) opt.driver = d;
     if (args.has("default-class")) {
         auto c = parse_classid(args.get("default-class"));
-        if (!c) return fail("attach: --default-class: " + c.error());
-        if (c->minor == 0) return fail("attach: --default-class: minor 0 is not a class");
-        default_class = *c;
+        if (!c) return fail_input("attach: --default-class: " + c.error());
+        if (c->minor == 0) return fail_input("attach: --default-class: minor 0 is not a class");
+        opt.default_classid = c->raw();
     }
     // One pacer queue and AF_XDP RX socket per core by default: classes are
     // not sockets (any number of classes share them). --queues is the old name.
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t queues = std::clamp<uint64_t>(cpus > 0 ? uint64_t(cpus) : 1, 1, PSPXDP_MAX_SOCKETS);
     for (const char *name : {"queues", "sockets"}) {
         if (!args.has(name)) continue;
-        auto q = parse_u64(std::string("--") + name, args.get(name), 1, PSPXDP_MAX_SOCKETS);
-        if (!q) return fail("attach: " + q.error());
-        queues = *q;
+        auto q = common::parse_u64(std::string("--") + name, args.get(name), 1, PSPXDP_MAX_SOCKETS);
+        if (!q) return fail_input("attach: " + q.error());
+        opt.queues = uint32_t(*q);
     }
-    uint64_t buffer = datapath::kDefaultBufferBytes;
-    if (args.has("buffer")) {
-        auto b = parse_u64("--buffer", args.get("buffer"), 1ull << 20, 64ull << 30);
-        if (!b) return fail("attach: " + b.error());
-        buffer = *b;
-    }
-    // The window: how far the schedule may run ahead of the wire. A NIC's TX
-    // ring holds that much already (full frames), so it sizes the window; a
-    // veth has no ring and gets the default.
-    uint64_t window = EngineConfig{}.window_bytes;
-    std::string window_source = "default";
     if (args.has("window")) {
-        auto w = parse_u64("--window", args.get("window"), 1514, 64ull << 20);
-        if (!w) return fail("attach: " + w.error());
-        window = *w;
-        window_source = "--window";
-    } else if (auto ring = dp::get_tx_ring(dev)) {
-        const uint64_t frame = link->mtu + kEthHeaderBytes + kEthOverheadBytes;
-        window = std::clamp<uint64_t>(*ring * frame, window, 64ull << 20);
-        window_source = "TX ring of " + std::to_string(*ring);
+        auto w = common::parse_u64("--window", args.get("window"), 1514, 64ull << 20);
+        if (!w) return fail_input("attach: " + w.error());
+        opt.window_bytes = *w;
     }
     daemon::DaemonConfig dcfg;
     dcfg.dev = dev;
-    dcfg.buffer_bytes = buffer;
+    if (args.has("buffer")) {
+        auto b = common::parse_u64("--buffer", args.get("buffer"), 1ull << 20, 64ull << 30);
+        if (!b) return fail_input("attach: " + b.error());
+        dcfg.buffer_bytes = *b;
+    }
     if (args.has("spin")) dcfg.sleep_min_ns = 0;
     if (args.has("cpu")) {
-        long cpus = sysconf(_SC_NPROCESSORS_CONF);
-        auto c = parse_u64("--cpu", args.get("cpu"), 0, uint64_t(std::max(cpus, 1L) - 1));
-        if (!c) return fail("attach: " + c.error());
+        const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        auto c = common::parse_u64("--cpu", args.get("cpu"), 0, uint64_t(std::max(cpus, 1L) - 1));
+        if (!c) return fail_input("attach: " + c.error());
         dcfg.cpu = int(*c);
     }
     dcfg.realtime = args.has("rt");
     dcfg.busy_poll = args.has("busy-poll");
-    uint64_t line = 0;
-    std::string source;
     if (args.has("line-rate")) {
         auto r = parse_rate_bps(args.get("line-rate"));
-        if (!r) return fail("attach: --line-rate: " + r.error());
-        line = *r;
-        source = "--line-rate";
-    } else if (auto mbps = dp::get_speed_mbps(*link)) {
-        line = *mbps * 1000000ull;
-        source = "ethtool speed";
-    } else {
-        line = 1000000000ull;
-        source = "default";
-        std::fprintf(stderr,
-                     "pspxdp: warning: %s reports no link speed (%s); assuming 1Gbit, "
-                     "use --line-rate to set it\n",
-                     dev.c_str(), link->kind == "veth" ? "a veth has none" : "unknown");
+        if (!r) return fail_input("attach: --line-rate: " + r.error());
+        opt.line_rate_bps = *r;
     }
-    if (auto pause = dp::get_pause(dev); pause && pause->tx_pause)
-        std::fprintf(stderr,
-                     "pspxdp: warning: 802.3x TX pause is on on %s: the switch may stop the wire "
-                     "(ethtool -A %s tx off)\n",
-                     dev.c_str(), dev.c_str());
-    if (!link->has_carrier())
-        std::fprintf(stderr, "pspxdp: warning: %s has no carrier: nothing will reach the wire\n",
-                     dev.c_str());
 
-    auto lock = dp::DevLock::acquire(paths, false);
-    if (!lock) return fail("attach: " + lock.error());
-    // Again under the lock: another attach may have finished in between
-    // (an attach in progress holds the lock until its daemon beats).
-    auto old = dp::read_state(paths);
-    if (old && daemon::running_pid(paths))
-        return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
-    dp::AttachRequest req;
-    req.dev = dev;
-    req.queues = uint32_t(queues);
-    req.line_rate_bps = line;
-    req.window_bytes = window;
-    req.default_classid = default_class.raw();
-    if (old) {
-        std::fprintf(stderr,
-                     "pspxdp: warning: %s's daemon is dead (killed or crashed; TC was passing "
-                     "traffic unpaced): replacing its attachment, classes and filters kept\n",
-                     dev.c_str());
-        if (auto r = remove_stale(paths, *old, link->ifindex, req); !r)
-            return fail("attach: removing the dead attachment: " + r.error() + " (try pspxdp detach " +
-                        dev + ")");
-    }
-    auto st = dp::attach(req);
-    if (!st) {
-        dp::remove_run_files(paths); // attach undid the rest
-        return fail("attach: " + st.error());
-    }
+    auto att = dp::attach(opt, [](const std::string &w) { warn(w); });
+    if (!att) return fail("attach: " + att.error());
+    const dp::AttachState &st = att->state;
     std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B (%s), %u pacer sockets "
                 "on %s/%s\n",
-                dev.c_str(), format_rate(line).c_str(), source.c_str(), (unsigned long long)window,
-                window_source.c_str(), st->queues, st->pacer_a.c_str(), st->pacer_b.c_str());
+                dev.c_str(), format_rate(st.line_rate_bps).c_str(), att->line_rate_source.c_str(),
+                (unsigned long long)st.window_bytes, att->window_source.c_str(), st.queues,
+                st.pacer_a.c_str(), st.pacer_b.c_str());
     std::fflush(stdout);
 
     if (args.has("foreground")) {
@@ -186,37 +88,24 @@ static int run(const Args &args) {
         // Our pid in the pidfile before the lock goes: a state file without a
         // live daemon is what a concurrent attach takes for a dead attachment
         // to replace. (daemon::run rewrites it with the same pid.)
-        if (FILE *f = std::fopen(paths.pid.c_str(), "w")) {
-            std::fprintf(f, "%d\n", int(getpid()));
-            std::fclose(f);
-        }
-        { dp::DevLock release = std::move(lock.value()); } // detach may run meanwhile
+        if (auto r = dp::write_pidfile(*paths, getpid()); !r) return fail("attach: " + r.error());
+        { common::DevLock release = std::move(att.value().lock); } // detach may run meanwhile
         int rc = daemon::run(dcfg);
-        auto l2 = dp::DevLock::acquire(paths, false);
-        if (!l2) return rc; // detach is running and will clean up
-        auto s2 = dp::read_state(paths);
-        if (s2) {
-            if (auto r = dp::detach(paths, *s2); !r)
-                return fail("detach after foreground run: " + r.error());
-            dp::remove_run_files(paths);
-            std::printf("pspxdp: detached from %s\n", dev.c_str());
-        }
+        auto after = dp::probe(*paths);
+        // Stopped because of its device: the attachment stays (dead, with
+        // its classes and filters) for a re-attach, as with a spawned daemon.
+        if (after.state && !after.state->stopped.empty()) return rc;
+        if (after.kind == dp::Probe::Kind::NotAttached) return rc; // a detach cleaned up
+        auto d = dp::detach(*paths);
+        if (!d) return fail("detach after foreground run: " + d.error());
+        for (const auto &n : d->notes) warn(n);
+        std::printf("pspxdp: detached from %s\n", dev.c_str());
         return rc;
     }
 
-    auto pid = daemon::spawn(paths, daemon::to_args(dcfg));
-    if (!pid) {
-        (void)dp::detach(paths, *st);
-        dp::remove_run_files(paths);
-        return fail("attach: starting daemon: " + pid.error());
-    }
-    if (auto r = daemon::wait_started(paths, *pid, 5000); !r) {
-        (void)daemon::stop(paths, 1000);
-        (void)dp::detach(paths, *st);
-        dp::remove_run_files(paths);
-        return fail("attach: " + r.error() + "(" + dev + " left detached)");
-    }
-    std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths.log.c_str());
+    auto pid = dp::start_daemon(*paths, st, daemon::to_args(dcfg));
+    if (!pid) return fail("attach: " + pid.error());
+    std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths->log.c_str());
     return 0;
 }
 
@@ -229,7 +118,12 @@ const Command kAttach = {
     "daemon (pidfile and log under /run/pspxdp/). The line rate is DEV's ethtool\n"
     "speed unless --line-rate is given; a veth has none (1gbit is assumed).\n"
     "If DEV's daemon died (killed, crashed: TC passes traffic unpaced meanwhile),\n"
-    "attach replaces the dead attachment and keeps its classes and filters.\n"
+    "or DEV was deleted and created again, attach replaces the dead attachment\n"
+    "and keeps its classes and filters (refused if they sum above the line rate).\n"
+    "Refused, changing nothing: DEV attached already or from another network\n"
+    "namespace, an ingress qdisc on DEV (a clsact is shared), a foreign filter at\n"
+    "egress prio 1, and NICs that drop host-sent PAUSE frames (i40e, ice) unless\n"
+    "--force. Needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW.\n"
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
@@ -254,6 +148,8 @@ const Command kAttach = {
          "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
          "(sched_rt_runtime_us)"},
         {"busy-poll", 0, nullptr, "SO_PREFER_BUSY_POLL on the pacer sockets"},
+        {"force", 0, nullptr,
+         "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"},
     },
     1,
     1,

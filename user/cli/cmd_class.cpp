@@ -1,6 +1,8 @@
 // pspxdp class set|del|show: the class_config map of an attached device.
 #include "cli/command.hpp"
+#include "common/clock.hpp"
 #include "control/control.hpp"
+#include "core/quote.hpp"
 #include "core/units.hpp"
 
 #include <cstdio>
@@ -13,12 +15,6 @@ namespace pspxdp::cli {
 
 using control::ClassInfo;
 
-static uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 static const char *kind_name(const ClassInfo &c) {
     if (!c.configured) return "unconfigured";
     return c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal";
@@ -29,7 +25,7 @@ static int show(const control::Device &dev, bool json) {
     if (!st) return fail(st.error());
     auto classes = dev.classes();
     if (!classes) return fail(classes.error());
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = common::mono_ns();
     const bool alive = pspxdp_pacer_alive(&*st, now);
     uint64_t paced_sum = 0;
     for (const auto &c : *classes)
@@ -139,7 +135,13 @@ static int run(const Args &args) {
                      : verb == "show" || verb == "list" ? " [DEV] [-j]"
                                                         : " [DEV] CLASSID"));
     const bool has_dev = n == want;
-    auto dev = control::open_device(has_dev ? &p[1] : nullptr);
+    // "class set DEV 1:1": DEV is no class id but 1:1 is - the rate is missing.
+    if (verb == "set" && !has_dev && !parse_classid(p[1]) && parse_classid(p[2]))
+        return fail_input("class set: no RATE after " + quote(p[2]) +
+                          " (pspxdp class set [DEV] CLASSID RATE|normal)");
+    const bool read_only = verb == "show" || verb == "list";
+    auto dev = control::open_device(has_dev ? &p[1] : nullptr,
+                                    read_only ? common::Access::Read : common::Access::Write);
     if (!dev) return fail(dev.error());
     const size_t at = has_dev ? 2 : 1;
 

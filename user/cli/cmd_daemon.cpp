@@ -1,29 +1,60 @@
 // pspxdp daemon DEV: the pacer loop. Started by `pspxdp attach` (detached,
 // logging to /run/pspxdp/DEV.log); not meant to be run by hand.
 #include "cli/command.hpp"
+#include "common/caps.hpp"
+#include "common/paths.hpp"
+#include "common/text.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
-
-#include <cstdlib>
+#include "setup/attach.hpp"
 
 namespace pspxdp::cli {
 
 static int run(const Args &args) {
     daemon::DaemonConfig cfg;
     cfg.dev = args.positional[0];
+    auto paths = common::paths_for(cfg.dev);
+    if (!paths) return fail_input("daemon: " + paths.error());
     if (args.has("line-rate")) {
         auto r = parse_rate_bps(args.get("line-rate"));
-        if (!r) return fail("daemon: --line-rate: " + r.error());
+        if (!r) return fail_input("daemon: --line-rate: " + r.error());
         cfg.line_rate_bps = *r;
     }
-    if (args.has("window"))
-        cfg.window_bytes = std::strtoull(args.get("window").c_str(), nullptr, 10);
-    if (args.has("buffer")) cfg.buffer_bytes = std::strtoull(args.get("buffer").c_str(), nullptr, 10);
-    if (args.has("cpu")) cfg.cpu = std::atoi(args.get("cpu").c_str());
+    struct {
+        const char *name;
+        uint64_t lo, hi;
+        uint64_t *out;
+        uint64_t scale;
+    } nums[] = {{"window", 1514, 64ull << 20, &cfg.window_bytes, 1},
+                {"buffer", 1ull << 20, 64ull << 30, &cfg.buffer_bytes, 1},
+                {"sleep-min-us", 0, 1000000, &cfg.sleep_min_ns, 1000}};
+    for (auto &n : nums) {
+        if (!args.has(n.name)) continue;
+        auto v = common::parse_u64(std::string("--") + n.name, args.get(n.name), n.lo, n.hi);
+        if (!v) return fail_input("daemon: " + v.error());
+        *n.out = *v * n.scale;
+    }
+    if (args.has("cpu")) {
+        auto v = common::parse_u64("--cpu", args.get("cpu"), 0, 4095);
+        if (!v) return fail_input("daemon: " + v.error());
+        cfg.cpu = int(*v);
+    }
     cfg.realtime = args.has("rt");
     cfg.busy_poll = args.has("busy-poll");
-    if (args.has("sleep-min-us"))
-        cfg.sleep_min_ns = std::strtoull(args.get("sleep-min-us").c_str(), nullptr, 10) * 1000;
+    if (auto r = common::need_caps("daemon", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
+        return fail(r.error());
+    // DEV must be attached here (name, ifindex, network namespace).
+    auto st = setup::check_here(*paths);
+    if (!st) return fail("daemon: " + st.error());
+    // A line rate below the paced classes would accept them and never serve them.
+    if (cfg.line_rate_bps) {
+        auto sum = setup::paced_sum(*paths);
+        if (!sum) return fail("daemon: " + sum.error());
+        if (sum->bps > cfg.line_rate_bps)
+            return fail("daemon: --line-rate " + format_rate(cfg.line_rate_bps) + " is below " +
+                        cfg.dev + "'s paced classes (" + std::to_string(sum->classes) +
+                        " classes, " + format_rate(uint64_t(sum->bps)) + ")");
+    }
     return daemon::run(cfg);
 }
 

@@ -75,7 +75,9 @@ int run(const Args &args) {
     // DEV is the first word unless that word already starts the filter; it
     // may be left out when exactly one device is attached.
     const bool has_dev = !words.empty() && !control::is_filter_word(words[0]);
-    auto dev = control::open_device(has_dev ? &words[0] : nullptr);
+    const bool read_only = verb == "show" || verb == "list";
+    auto dev = control::open_device(has_dev ? &words[0] : nullptr,
+                                    read_only ? common::Access::Read : common::Access::Write);
     if (!dev) return failed(dev);
     if (has_dev) words.erase(words.begin());
     const std::span<const std::string> rest(words);

@@ -3,8 +3,12 @@
 #include "cli/command.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
-#include "daemon/process.hpp"
-#include "setup/loader.hpp"
+#include "common/clock.hpp"
+#include "common/pins.hpp"
+#include "setup/attach.hpp"
+#include "setup/process.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -15,12 +19,6 @@
 namespace pspxdp::cli {
 
 namespace dp = pspxdp::setup;
-
-static uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
 
 // Sum of a per-CPU __u64 array map entry.
 static uint64_t percpu_u64(int fd, uint32_t key) {
@@ -85,41 +83,49 @@ static void summarize(const pspxdp_daemon_stats &d) {
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
     const bool json = args.has("json");
-    auto paths = dp::paths_for(dev);
-    auto st = dp::read_state(paths);
-    if (!st) return fail("status: " + st.error());
-    pid_t pid = daemon::running_pid(paths);
-    auto d = control::Device::open(dev);
+    auto checked = common::paths_for(dev);
+    if (!checked) return fail_input("status: " + checked.error());
+    const auto &paths = *checked;
+    // The attach library's answer, the same one attach and detach act on.
+    auto pr = dp::probe(paths);
+    using K = dp::Probe::Kind;
+    if (pr.kind == K::NotAttached) return fail("status: " + dev + " is not attached");
+    if (pr.kind == K::Elsewhere || pr.kind == K::Broken) return fail("status: " + pr.why);
+    const auto st = pr.state;
+    pid_t pid = pr.daemon;
+    auto d = control::Device::open(dev, common::Access::Read);
     if (!d) return fail("status: " + d.error());
     auto ps = d->state();
     if (!ps) return fail("status: " + ps.error());
     auto classes = d->classes();
     if (!classes) return fail("status: " + classes.error());
-    uint64_t now = mono_ns();
+    uint64_t now = common::mono_ns();
     bool beating = pspxdp_pacer_alive(&*ps, now);
     double age_ms = ps->heartbeat_ns ? double(int64_t(now - ps->heartbeat_ns)) / 1e6 : -1;
     const pspxdp_daemon_stats ds = read_daemon_stats(paths);
     uint64_t xdp_redirected = 0, xdp_no_socket = 0;
-    if (auto fd = dp::open_pinned_map(paths, "xdp_stats")) {
-        xdp_redirected = percpu_u64(*fd, PSPXDP_XDP_REDIRECTED);
-        xdp_no_socket = percpu_u64(*fd, PSPXDP_XDP_NO_SOCKET);
-        close(*fd);
+    using common::Access;
+    using common::open_pinned_map;
+    if (auto fd = open_pinned_map<uint32_t, uint64_t>(paths, "xdp_stats", Access::Read)) {
+        xdp_redirected = percpu_u64(fd->get(), PSPXDP_XDP_REDIRECTED);
+        xdp_no_socket = percpu_u64(fd->get(), PSPXDP_XDP_NO_SOCKET);
     }
     uint64_t tc_dead = 0, tc_no_slot = 0, tc_redirect_err = 0;
-    if (auto fd = dp::open_pinned_map(paths, "tc_stats")) {
-        tc_dead = percpu_u64(*fd, PSPXDP_TC_PACER_DEAD);
-        tc_no_slot = percpu_u64(*fd, PSPXDP_TC_NO_SLOT);
-        tc_redirect_err = percpu_u64(*fd, PSPXDP_TC_REDIRECT_ERR);
-        close(*fd);
+    if (auto fd = open_pinned_map<uint32_t, uint64_t>(paths, "tc_stats", Access::Read)) {
+        tc_dead = percpu_u64(fd->get(), PSPXDP_TC_PACER_DEAD);
+        tc_no_slot = percpu_u64(fd->get(), PSPXDP_TC_NO_SLOT);
+        tc_redirect_err = percpu_u64(fd->get(), PSPXDP_TC_REDIRECT_ERR);
     }
     auto u = [](uint64_t v) { return (unsigned long long)v; };
 
     if (json) {
+        std::printf("{\"attachment\":%s,\"why\":%s,", nlohmann::json(dp::kind_name(pr.kind)).dump().c_str(),
+                    nlohmann::json(pr.why).dump().c_str());
         std::printf(
-            "{\"dev\":\"%s\",\"pacer\":[\"%s\",\"%s\"],\"queues\":%u,\"line_rate_bps\":%llu,"
+            "\"dev\":%s,\"pacer\":[\"%s\",\"%s\"],\"queues\":%u,\"line_rate_bps\":%llu,"
             "\"window_bytes\":%llu,\"clsact_created\":%s,\"daemon_pid\":%d,\"alive\":%s,"
             "\"heartbeat_age_ms\":%.3f,\"default_class\":\"%s\",",
-            dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues, u(st->line_rate_bps),
+            nlohmann::json(dev).dump().c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues, u(st->line_rate_bps),
             u(st->window_bytes), st->clsact_created ? "true" : "false", int(pid),
             (pid && beating) ? "true" : "false", age_ms,
             format_classid(ClassId::from_raw(pspxdp_classid_raw(ps->default_classid))).c_str());
@@ -151,6 +157,8 @@ static int run(const Args &args) {
         return 0;
     }
 
+    if (pr.kind == K::DevGone || (pr.kind == K::Dead && !st->stopped.empty()))
+        std::printf("%s: DEAD: %s\n", dev.c_str(), pr.why.c_str());
     std::printf("%s: attached, pacer %s -> %s (%u sockets), line rate %s, window %llu B%s\n",
                 dev.c_str(), st->pacer_a.c_str(), st->pacer_b.c_str(), st->queues,
                 format_rate(st->line_rate_bps).c_str(), u(st->window_bytes),

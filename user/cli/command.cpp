@@ -88,4 +88,13 @@ int fail(const std::string &message) {
     return 1;
 }
 
+int fail_input(const std::string &message) {
+    fail(message);
+    return 2;
+}
+
+void warn(const std::string &message) {
+    std::fprintf(stderr, "pspxdp: warning: %s\n", message.c_str());
+}
+
 } // namespace pspxdp::cli

@@ -54,6 +54,10 @@ void print_command_help(const Command &cmd, FILE *out);
 
 // Error reporting: "pspxdp: <what>" on stderr, returns the exit code 1.
 int fail(const std::string &message);
+// Bad input (a word the user typed): the same line, exit code 2.
+int fail_input(const std::string &message);
+// "pspxdp: warning: <what>" on stderr.
+void warn(const std::string &message);
 
 // Every subcommand, defined in its cmd_*.cpp.
 extern const Command kSimulate;

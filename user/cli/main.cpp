@@ -1,5 +1,7 @@
 // pspxdp: precise software pacing with eBPF and AF_XDP.
 #include "cli/command.hpp"
+#include "common/libbpf_log.hpp"
+#include "common/ns.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -39,6 +41,17 @@ int main(int argc, char **argv) {
         if (args->has("help")) {
             print_command_help(*c, stdout);
             return 0;
+        }
+        pspxdp::common::install_libbpf_printer();
+        // Pins and run files are the host's: under `ip netns exec` (a private
+        // mount namespace) use PID 1's mounts, keeping the network namespace.
+        // simulate and analyze touch neither.
+        if (c != &kSimulate && c != &kAnalyze) {
+            auto r = pspxdp::common::enter_host_mount_ns();
+            if (!r) {
+                std::fprintf(stderr, "pspxdp %s: %s\n", c->name, r.error().c_str());
+                return 1;
+            }
         }
         return c->run(*args);
     }

@@ -1,7 +1,9 @@
 #include "control/control.hpp"
 
+#include "common/text.hpp"
 #include "control/config_map.hpp"
 #include "control/slots.hpp"
+#include "setup/attach.hpp"
 #include "core/units.hpp"
 
 #include <bpf/bpf.h>
@@ -20,18 +22,6 @@
 #include <tuple>
 
 namespace pspxdp::control {
-
-Fd &Fd::operator=(Fd &&o) noexcept {
-    if (this != &o) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = o.release();
-    }
-    return *this;
-}
-
-Fd::~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-}
 
 std::string pin_dir(const std::string &dev) { return std::string(PSPXDP_PIN_ROOT) + "/" + dev; }
 
@@ -52,35 +42,7 @@ namespace {
 
 std::string cls(uint32_t raw) { return format_classid(ClassId::from_raw(raw)); }
 
-std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
-
-// Opens a pinned map and checks its key/value sizes against shared.h, so a
-// pin left by an older pspxdp is reported instead of misread.
-Result<Fd> open_map(const std::string &dev, const char *name, uint32_t key_size,
-                    uint32_t value_size, bool required, bool *missing = nullptr) {
-    const std::string path = pin_dir(dev) + "/" + name;
-    int fd = bpf_obj_get(path.c_str());
-    if (fd < 0) {
-        int err = -errno;
-        if (err == -ENOENT && !required) {
-            if (missing) *missing = true;
-            return Fd();
-        }
-        if (err == -ENOENT) return pspxdp::err(dev + ": not attached (missing " + path + ")");
-        return pspxdp::err(path + ": " + errno_text(err));
-    }
-    Fd owned(fd);
-    bpf_map_info info{};
-    uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
-        return pspxdp::err(path + ": " + errno_text(-errno));
-    if (info.key_size != key_size || info.value_size != value_size)
-        return pspxdp::err(path + ": key/value size " + std::to_string(info.key_size) + "/" +
-                           std::to_string(info.value_size) + ", expected " +
-                           std::to_string(key_size) + "/" + std::to_string(value_size) +
-                           " (pins from another pspxdp version? detach and attach again)");
-    return owned;
-}
+using common::errno_text;
 
 // Iterates the keys of any map; fn(key) returns false to stop.
 template <class K, class F> int for_each_key(int fd, F fn) {
@@ -96,49 +58,43 @@ template <class K, class F> int for_each_key(int fd, F fn) {
 
 } // namespace
 
-Result<Device> Device::open(const std::string &dev) {
-    if (dev.empty() || dev.find('/') != std::string::npos || dev == "." || dev == "..")
-        return err("bad device name \"" + dev + "\"");
+Result<Device> Device::open(const std::string &dev, common::Access access) {
+    auto paths = common::paths_for(dev);
+    if (!paths) return Error{paths.error()};
     Device d;
     d.dev_ = dev;
-    int dfd = ::open(pin_dir(dev).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) {
-        int e = errno;
-        if (e == ENOENT) return err(dev + ": not attached (no " + pin_dir(dev) + ")");
-        return err(pin_dir(dev) + ": " + errno_text(e));
-    }
-    d.dir_ = Fd(dfd);
+    d.paths_ = *paths;
 
     struct Want {
         Fd *fd;
         const char *name;
         uint32_t key, value;
-        bool required;
+        common::Need need;
     };
+    using common::Need;
     const Want want[] = {
-        {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), true},
-        {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true},
-        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_class_counters), true},
-        {&d.filters_, "filters", 4, sizeof(pspxdp_filter), true},
+        {&d.class_config_, "class_config", 4, sizeof(pspxdp_class_config), Need::Required},
+        {&d.pacer_state_, "pacer_state", 4, sizeof(pspxdp_pacer_state), Need::Required},
+        {&d.pacer_stats_, "pacer_stats", 4, sizeof(pspxdp_class_counters), Need::Required},
+        {&d.filters_, "filters", 4, sizeof(pspxdp_filter), Need::Required},
         {&d.filter_entries_, "filter_entries", sizeof(pspxdp_filter_key),
-         sizeof(pspxdp_filter_entry), true},
-        {&d.filter_shapes_, "filter_shapes", 4, sizeof(pspxdp_filter_shape_slot), true},
-        {&d.filter_state_, "filter_state", 4, sizeof(pspxdp_filter_state), true},
-        {&d.filter_stats_, "filter_stats", 4, sizeof(pspxdp_filter_stats), true},
+         sizeof(pspxdp_filter_entry), Need::Required},
+        {&d.filter_shapes_, "filter_shapes", 4, sizeof(pspxdp_filter_shape_slot), Need::Required},
+        {&d.filter_state_, "filter_state", 4, sizeof(pspxdp_filter_state), Need::Required},
+        {&d.filter_stats_, "filter_stats", 4, sizeof(pspxdp_filter_stats), Need::Required},
         // Only for `show`: a missing one prints as zeros.
-        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), false},
+        {&d.class_stats_, "class_stats", 4, sizeof(pspxdp_class_tc_stats), Need::Optional},
     };
     for (const Want &w : want) {
-        auto fd = open_map(dev, w.name, w.key, w.value, w.required);
+        auto fd = common::open_pinned_map(d.paths_, w.name, w.key, w.value, access, w.need);
         if (!fd) return Error{fd.error()};
         *w.fd = std::move(fd.value());
     }
     return d;
 }
 
-Result<void> Device::lock() {
-    if (flock(dir_.get(), LOCK_EX) != 0) return err(pin_dir(dev_) + ": lock: " + errno_text(errno));
-    return {};
+Result<common::DevLock> Device::lock() {
+    return common::DevLock::acquire(paths_, common::DevLock::Wait::Yes);
 }
 
 Result<pspxdp_pacer_state> Device::state() const {
@@ -176,7 +132,8 @@ Result<void> Device::class_set_many(std::vector<ClassSpec> specs) {
             return err("unknown class kind " + std::to_string(s.kind));
         if (s.kind == PSPXDP_CLASS_NORMAL) s.rate_bps = 0;
     }
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
 
     // One pass over class_config for any number of classes (lookup_batch).
     auto all = read_class_configs(class_config_.get());
@@ -255,7 +212,8 @@ Result<void> Device::class_set_many(std::vector<ClassSpec> specs) {
 
 Result<void> Device::class_del(uint32_t classid) {
     if (auto r = check_classid(classid); !r) return r;
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     auto exists = class_exists(classid);
     if (!exists) return Error{exists.error()};
     if (!*exists) return err("class " + cls(classid) + " does not exist on " + dev_);
@@ -351,22 +309,31 @@ Result<std::vector<FilterInfo>> Device::filter_infos(bool with_stats) const {
 }
 
 Result<void> Device::filter_add(const FilterSpec &spec) {
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     return add_filter(filter_maps(), spec);
 }
 
 Result<std::vector<FilterSpec>> Device::filter_del(const FilterSelect &sel) {
-    if (auto r = lock(); !r) return r.failure();
+    auto held = lock();
+    if (!held) return Error{held.error()};
     return delete_filters(filter_maps(), sel);
 }
 
 Result<void> Device::replace_filters(const std::vector<FilterSpec> &specs) {
-    if (auto r = lock(); !r) return r;
+    auto held = lock();
+    if (!held) return Error{held.error()};
     return control::replace_filters(filter_maps(), specs);
 }
 
-Result<Device> open_device(const std::string *dev) {
-    if (dev) return Device::open(*dev);
+Result<Device> open_device(const std::string *dev, common::Access access) {
+    auto open_here = [&](const std::string &name) -> Result<Device> {
+        auto paths = common::paths_for(name);
+        if (!paths) return Error{paths.error()};
+        if (auto st = setup::check_here(*paths); !st) return Error{st.error()};
+        return Device::open(name, access);
+    };
+    if (dev) return open_here(*dev);
     const auto devs = attached_devices();
     if (devs.empty()) return err("no device attached (pspxdp attach DEV)");
     if (devs.size() > 1) {
@@ -374,7 +341,7 @@ Result<Device> open_device(const std::string *dev) {
         for (const auto &d : devs) list += (list.empty() ? "" : ", ") + d;
         return err("several devices attached (" + list + "): name one");
     }
-    return Device::open(devs.front());
+    return open_here(devs.front());
 }
 
 } // namespace pspxdp::control

@@ -1,11 +1,16 @@
 // The control plane: the maps pinned under /sys/fs/bpf/pspxdp/<DEV>/ by
 // `pspxdp attach`, read and written through the bpf(2) syscall wrappers.
 //
-// Every mutation validates first and writes last, under an flock on the
-// device's pin directory, so a refused command changes nothing and two
-// concurrent `pspxdp class set` cannot both pass the line-rate check.
+// Every mutation validates first and writes last, under the device's lock
+// (common::DevLock, shared with attach and detach), so a refused command
+// changes nothing, two concurrent `pspxdp class set` cannot both pass the
+// line-rate check, and a `class set` racing a `detach` is refused cleanly.
 #pragma once
 
+#include "common/fd.hpp"
+#include "common/lock.hpp"
+#include "common/paths.hpp"
+#include "common/pins.hpp"
 #include "control/filter.hpp"
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
@@ -16,27 +21,7 @@
 
 namespace pspxdp::control {
 
-// An owned file descriptor.
-class Fd {
-  public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    Fd(Fd &&o) noexcept : fd_(o.release()) {}
-    Fd &operator=(Fd &&o) noexcept;
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    ~Fd();
-    int get() const { return fd_; }
-    bool valid() const { return fd_ >= 0; }
-    int release() {
-        int fd = fd_;
-        fd_ = -1;
-        return fd;
-    }
-
-  private:
-    int fd_ = -1;
-};
+using common::Fd;
 
 struct ClassInfo {
     uint32_t classid = 0;
@@ -62,9 +47,9 @@ std::vector<std::string> attached_devices();
 
 class Device {
   public:
-    // Opens the pins; "eth0: not attached" if the directory or a required
-    // map is missing.
-    static Result<Device> open(const std::string &dev);
+    // Opens the pins (checked device name; read-only unless write); "eth0
+    // is not attached" if the directory or a required map is missing.
+    static Result<Device> open(const std::string &dev, common::Access access = common::Access::Write);
 
     const std::string &name() const { return dev_; }
 
@@ -99,18 +84,20 @@ class Device {
     Result<void> replace_filters(const std::vector<FilterSpec> &specs);
 
   private:
-    Result<void> lock();
+    Result<common::DevLock> lock();
     Result<bool> class_exists(uint32_t classid) const;
     FilterMaps filter_maps() const;
 
     std::string dev_;
-    Fd dir_;
+    common::Paths paths_;
     Fd class_config_, class_stats_, pacer_stats_, pacer_state_;
     Fd filters_, filter_entries_, filter_shapes_, filter_state_, filter_stats_;
 };
 
 // DEV given: opens it. DEV omitted (nullptr): opens the only attached
-// device, or explains why there is none to pick.
-Result<Device> open_device(const std::string *dev);
+// device, or explains why there is none to pick. Either way only if DEV is
+// attached in this network namespace (setup::check_here): name, ifindex and
+// namespace as attach recorded them.
+Result<Device> open_device(const std::string *dev, common::Access access = common::Access::Write);
 
 } // namespace pspxdp::control

@@ -1,6 +1,8 @@
 // Rates and class ids, the tc(8) way. See units.hpp.
 #include "core/units.hpp"
 
+#include "core/quote.hpp"
+
 #include <cctype>
 #include <cstdio>
 #include <iterator>
@@ -97,7 +99,7 @@ void multiply_decimal(std::string &digits, uint64_t factor) {
 // "<decimal><unit>" as an exact whole number of q's base unit, 64 bits.
 Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
     auto bad = [&](const std::string &what) {
-        return err(std::string(q.noun) + " \"" + std::string(text) + "\": " + what);
+        return err(std::string(q.noun) + " " + quote(text) + ": " + what);
     };
     const std::string example = std::string("(expected e.g. \"") + q.example + "\")";
     if (text.empty()) return bad("empty " + example);
@@ -119,13 +121,13 @@ Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
     std::string_view unit_text = text.substr(pos);
     for (char c : unit_text)
         if (!std::isalpha(static_cast<unsigned char>(c)))
-            return bad("unexpected \"" + std::string(unit_text) + "\" after the number");
+            return bad("unexpected " + quote(unit_text) + " after the number");
     const ScaledUnit *unit = nullptr;
     std::string unit_lower = lower(unit_text);
     for (const auto &u : q.units)
         if (unit_lower == u.name) unit = &u;
     if (!unit && unit_text.empty()) return bad("no unit " + example);
-    if (!unit) return bad("unknown unit \"" + std::string(unit_text) + "\"");
+    if (!unit) return bad("unknown unit " + quote(unit_text));
 
     // value = (int_digits.frac_digits) * unit: multiply the digit string
     // without the point, then the last frac_digits.size() digits must be zero.
@@ -190,7 +192,7 @@ bool parse_hex16(std::string_view s, uint16_t &out) {
 
 Result<ClassId> parse_classid(std::string_view text) {
     auto bad = [&](const char *why) {
-        return err("class id \"" + std::string(text) + "\": " + why +
+        return err("class id " + quote(text) + ": " + why +
                    " (expected major:minor in hex, e.g. \"1:a\")");
     };
     if (text.empty()) return bad("empty");

@@ -4,6 +4,8 @@
 #include "daemon/log.hpp"
 #include "daemon/loop.hpp"
 #include "daemon/process.hpp"
+#include "daemon/watch.hpp"
+#include "setup/attach.hpp"
 #include "setup/loader.hpp"
 
 #include <cerrno>
@@ -130,16 +132,29 @@ int run(const DaemonConfig &cfg) {
     }
     int rc;
     timespec t0{}, t1{};
-    {
+    for (bool restarted = false;; restarted = true) {
         Loop loop;
         auto r = loop.init(cfg);
         if (!r) {
             logf("cannot start: %s", r.error().c_str());
             rc = 1;
-        } else {
-            rc = loop.run(g_stop);
+            if (restarted) { // after following DEV's MTU: say why in the state too
+                (void)setup::retire(paths, "restart failed: " + r.error(), false);
+                rc = kExitDeviceGone;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            break;
         }
+        rc = loop.run(g_stop);
         clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (loop.dev_event().kind == DevEvent::Kind::None) break;
+        // DEV changed under the loop (watch.hpp): the loop has drained.
+        auto out = handle_dev_event(paths, loop.state(), loop.dev_event(), PSPXDP_TAG_BYTES,
+                                    [](const std::string &m) { logf("%s", m.c_str()); });
+        if (!out.restart) {
+            rc = out.exit_code;
+            break;
+        }
     } // the loop's destructor releases the sockets and the UMEM
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (cfg.write_pidfile) remove_pidfile(paths);

@@ -60,6 +60,9 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
         return err(cfg.dev + " is only partly attached (run pspxdp detach, then attach)");
     auto dev = setup::get_link(cfg.dev);
     if (!dev) return err(dev.error());
+    auto watch = DevWatch::open(cfg.dev, dev->ifindex, dev->mtu);
+    if (!watch) return err(watch.error());
+    watch_.emplace(std::move(watch.value()));
     uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
     if (!line) return err("no line rate (state file and --line-rate both empty)");
 
@@ -257,6 +260,7 @@ int Loop::run(const volatile sig_atomic_t &stop) {
         }
         move_frames(now);
         if (now >= next_tick_ns_) {
+            if ((dev_event_ = watch_->poll(now)).kind != DevEvent::Kind::None) break;
             tick(now);
             int e = plane_->last_kick_errno();
             if (e == ENXIO || e == ENODEV) {

@@ -15,6 +15,8 @@
 // the window has room again (or a frame arrives).
 #pragma once
 
+#include "daemon/watch.hpp"
+
 #include "core/engine.hpp"
 #include "core/result.hpp"
 #include "daemon/class_queues.hpp"
@@ -34,8 +36,12 @@ class Loop {
   public:
     ~Loop();
     Result<void> init(const DaemonConfig &cfg);
-    // Runs until stop is set. Returns the exit code.
+    // Runs until stop is set or DEV changes under it (dev_event()). Returns
+    // the exit code.
     int run(const volatile sig_atomic_t &stop);
+    // Why run() returned early, if DEV changed under it (watch.hpp).
+    const DevEvent &dev_event() const { return dev_event_; }
+    const setup::AttachState &state() const { return st_; }
 
   private:
     // One pass over the frames: completions, RX, overflow, refill, engine, kick.
@@ -50,6 +56,8 @@ class Loop {
 
     DaemonConfig cfg_;
     setup::AttachState st_;
+    std::optional<DevWatch> watch_;
+    DevEvent dev_event_;
     Framing framing_{};
     std::optional<PacerMaps> maps_;
     std::unique_ptr<Engine> engine_;

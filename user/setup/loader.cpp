@@ -1,9 +1,14 @@
 #include "setup/loader.hpp"
 
+#include "common/caps.hpp"
+#include "common/fd.hpp"
+#include "common/libbpf_log.hpp"
+#include "common/ns.hpp"
+#include "common/text.hpp"
 #include "control/config_map.hpp"
 #include "control/slots.hpp"
-#include "setup/netlink.hpp"
 #include "pspxdp/shared.h"
+#include "setup/netlink.hpp"
 
 #include "classifier.skel.h"
 #include "redirect.skel.h"
@@ -12,14 +17,12 @@
 #include <bpf/libbpf.h>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
 #include <linux/if_link.h>
 #include <linux/magic.h>
-#include <sstream>
-#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -27,47 +30,10 @@
 
 namespace pspxdp::setup {
 
+using common::errno_text;
+using common::Fd;
+
 namespace {
-
-std::string errstr(int e) {
-    return std::strerror(e < 0 ? -e : e);
-}
-
-Result<void> mkdir_p(const std::string &path, mode_t mode) {
-    std::string cur;
-    std::stringstream ss(path);
-    std::string part;
-    while (std::getline(ss, part, '/')) {
-        if (part.empty()) continue;
-        cur += "/" + part;
-        if (mkdir(cur.c_str(), mode) < 0 && errno != EEXIST)
-            return err("mkdir " + cur + ": " + errstr(errno));
-    }
-    return {};
-}
-
-// Removes every pin in DEV's pin dir and the dir itself (and the pspxdp root
-// when it is left empty). Only files in our own per-DEV dir are touched.
-Result<void> remove_pins(const std::string &dir) {
-    DIR *d = opendir(dir.c_str());
-    if (!d) {
-        if (errno == ENOENT) return {};
-        return err("opening " + dir + ": " + errstr(errno));
-    }
-    std::string first_error;
-    while (dirent *e = readdir(d)) {
-        if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-        std::string f = dir + "/" + e->d_name;
-        if (unlink(f.c_str()) < 0 && first_error.empty())
-            first_error = "removing pin " + f + ": " + errstr(errno);
-    }
-    closedir(d);
-    if (rmdir(dir.c_str()) < 0 && errno != ENOENT && first_error.empty())
-        first_error = "removing " + dir + ": " + errstr(errno);
-    rmdir(PSPXDP_PIN_ROOT); // fails harmlessly while other DEVs are attached
-    if (!first_error.empty()) return err(first_error);
-    return {};
-}
 
 // Every user map of obj is pinned at pin_dir/<name>; libbpf reuses an
 // existing compatible pin at load (so class config survives a re-attach) and
@@ -79,186 +45,144 @@ Result<void> set_pins(bpf_object *obj, const std::string &pin_dir) {
         if (bpf_map__is_internal(map)) continue;
         std::string path = pin_dir + "/" + bpf_map__name(map);
         int rc = bpf_map__set_pin_path(map, path.c_str());
-        if (rc) return err("setting pin path " + path + ": " + errstr(rc));
+        if (rc) return err("setting pin path " + path + ": " + errno_text(rc));
     }
     return {};
 }
 
+// libbpf's error, with its last warning when it has one (the verifier's or
+// the loader's reason), since its printer is quiet.
 std::string libbpf_err(int rc) {
-    return errstr(rc);
+    std::string why = common::take_libbpf_warning();
+    return errno_text(rc) + (why.empty() ? "" : " (libbpf: " + why + ")");
 }
 
 Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_rate_bps,
-                               uint32_t default_classid) {
+                               uint32_t default_classid, bool clsact_ours) {
     // The default class first: the TC program must find it configured as
     // soon as it can see default_classid.
-    auto cfd = open_pinned_map(p, "class_config");
-    if (!cfd) return err(cfd.error());
-    auto sfd = open_pinned_map(p, "pacer_stats");
-    if (!sfd) {
-        close(*cfd);
-        return err(sfd.error());
-    }
-    // The control plane's lock (an flock on the pin directory): slots are
-    // given out under it.
-    int dir = open(p.pin_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) flock(dir, LOCK_EX);
-    std::string error;
+    // Slots are given out under DEV's lock, which attach holds.
+    auto cfd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
+                                                                      common::Access::Write);
+    if (!cfd) return Error{cfd.error()};
+    auto sfd = common::open_pinned_map<uint32_t, pspxdp_class_counters>(p, "pacer_stats",
+                                                                        common::Access::Write);
+    if (!sfd) return Error{sfd.error()};
     pspxdp_class_config cc{};
-    if (bpf_map_lookup_elem(*cfd, &default_classid, &cc) != 0) { // keep a reused pin's config
+    if (bpf_map_lookup_elem(cfd->get(), &default_classid, &cc) != 0) { // keep a reused pin's config
         cc = pspxdp_class_config{};
         cc.kind = PSPXDP_CLASS_NORMAL;
-        auto slots = control::SlotAllocator::open(*cfd, *sfd);
+        auto slots = control::SlotAllocator::open(cfd->get(), sfd->get());
         auto slot = slots ? slots.value().allocate() : Result<uint32_t>(Error{slots.error()});
-        if (!slot) error = "a slot for the default class: " + slot.error();
-        else cc.slot = *slot;
-        if (error.empty() && bpf_map_update_elem(*cfd, &default_classid, &cc, BPF_NOEXIST))
-            error = "writing the default class into class_config: " + errstr(errno);
+        if (!slot) return err("a slot for the default class: " + slot.error());
+        cc.slot = *slot;
+        int rc = bpf_map_update_elem(cfd->get(), &default_classid, &cc, BPF_NOEXIST) ? -errno : 0;
+        if (rc && rc != -EEXIST)
+            return err("writing the default class into class_config: " + errno_text(rc));
     }
-    if (dir >= 0) close(dir);
-    close(*cfd);
-    close(*sfd);
-    if (!error.empty()) return err(error);
-    auto fd = open_pinned_map(p, "pacer_state");
-    if (!fd) return err(fd.error());
+    auto fd = common::open_pinned_map<uint32_t, pspxdp_pacer_state>(p, "pacer_state",
+                                                                    common::Access::Write);
+    if (!fd) return Error{fd.error()};
     uint32_t key = 0;
     pspxdp_pacer_state st{};
-    bpf_map_lookup_elem(*fd, &key, &st); // keeps the flags of a reused pin
+    bpf_map_lookup_elem(fd->get(), &key, &st); // keeps the config_gen of a reused pin
     st.default_classid = pspxdp_classid_of(default_classid);
     st.pacer_ifindex = ifindex;
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0;              // no daemon yet: TC passes
-    int rc = bpf_map_update_elem(*fd, &key, &st, BPF_ANY) ? -errno : 0;
-    auto bumped = rc ? Result<void>() : control::bump_config_gen(*fd);
-    close(*fd);
-    if (rc) return err("writing pacer_state: " + errstr(rc));
-    if (!bumped) return err(bumped.error());
+    if (clsact_ours) st.flags |= PSPXDP_STATE_F_CLSACT_OURS;
+    else st.flags &= ~uint32_t(PSPXDP_STATE_F_CLSACT_OURS);
+    if (bpf_map_update_elem(fd->get(), &key, &st, BPF_ANY) != 0)
+        return err("writing pacer_state: " + errno_text(errno));
+    if (auto r = control::bump_config_gen(fd->get()); !r) return Error{r.error()};
     return {};
+}
+
+// Is the qdisc at DEV's clsact slot free of filters pspxdp did not put there?
+Result<bool> clsact_holds_only_ours(uint32_t ifindex) {
+    for (bool egress : {true, false}) {
+        auto fl = list_tc_filters(ifindex, egress);
+        if (!fl) return Error{fl.error()};
+        for (const auto &f : *fl)
+            if (!(egress && f.handle == kTcHandle && f.prio == kTcPriority)) return false;
+    }
+    return true;
+}
+
+std::string prog_name(uint32_t id) {
+    Fd fd(bpf_prog_get_fd_by_id(id));
+    if (!fd.valid()) return {};
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd.get(), &info, &len) != 0) return {};
+    return info.name;
 }
 
 } // namespace
 
 Paths paths_for(const std::string &dev) {
-    Paths p;
-    p.dev = dev;
-    p.pin_dir = std::string(PSPXDP_PIN_ROOT) + "/" + dev;
-    std::string base = std::string(kRunDir) + "/" + dev;
-    p.lock = base + ".lock";
-    p.state = base + ".state";
-    p.pid = base + ".pid";
-    p.log = base + ".log";
-    p.stats = base + ".stats";
-    return p;
-}
-
-std::map<std::string, std::string> AttachState::to_kv() const {
-    auto b = [](bool v) { return std::string(v ? "1" : "0"); };
-    return {{"dev", dev},
-            {"dev_ifindex", std::to_string(dev_ifindex)},
-            {"pacer_a", pacer_a},
-            {"pacer_b", pacer_b},
-            {"pacer_a_ifindex", std::to_string(pacer_a_ifindex)},
-            {"pacer_b_ifindex", std::to_string(pacer_b_ifindex)},
-            {"queues", std::to_string(queues)},
-            {"line_rate_bps", std::to_string(line_rate_bps)},
-            {"window_bytes", std::to_string(window_bytes)},
-            {"veth_created", b(veth_created)},
-            {"clsact_created", b(clsact_created)},
-            {"tc_attached", b(tc_attached)},
-            {"xdp_attached", b(xdp_attached)},
-            {"pins_created", b(pins_created)}};
-}
-
-Result<AttachState> AttachState::from_kv(const std::map<std::string, std::string> &kv) {
-    AttachState s;
-    auto str = [&](const char *k) {
-        auto it = kv.find(k);
-        return it == kv.end() ? std::string() : it->second;
-    };
-    auto num = [&](const char *k) -> uint64_t {
-        auto v = str(k);
-        return v.empty() ? 0 : std::strtoull(v.c_str(), nullptr, 10);
-    };
-    s.dev = str("dev");
-    if (s.dev.empty()) return err("state file has no dev");
-    s.dev_ifindex = uint32_t(num("dev_ifindex"));
-    s.pacer_a = str("pacer_a");
-    s.pacer_b = str("pacer_b");
-    s.pacer_a_ifindex = uint32_t(num("pacer_a_ifindex"));
-    s.pacer_b_ifindex = uint32_t(num("pacer_b_ifindex"));
-    s.queues = uint32_t(num("queues"));
-    s.line_rate_bps = num("line_rate_bps");
-    s.window_bytes = num("window_bytes");
-    s.veth_created = num("veth_created");
-    s.clsact_created = num("clsact_created");
-    s.tc_attached = num("tc_attached");
-    s.xdp_attached = num("xdp_attached");
-    s.pins_created = num("pins_created");
-    return s;
-}
-
-Result<void> write_state(const Paths &p, const AttachState &s) {
-    std::string tmp = p.state + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::trunc);
-        if (!f) return err("writing " + tmp + ": " + errstr(errno));
-        for (auto &[k, v] : s.to_kv())
-            f << k << "=" << v << "\n";
-        f.flush();
-        if (!f) return err("writing " + tmp + ": " + errstr(errno));
+    auto p = common::paths_for(dev);
+    if (!p) {
+        std::fprintf(stderr, "pspxdp: internal error: %s\n", p.error().c_str());
+        std::abort();
     }
-    // rename: a reader never sees half a state file.
-    if (rename(tmp.c_str(), p.state.c_str()) < 0)
-        return err("renaming " + tmp + ": " + errstr(errno));
-    return {};
+    return *p;
 }
 
-Result<AttachState> read_state(const Paths &p) {
-    std::ifstream f(p.state);
-    if (!f) {
-        if (errno == ENOENT) return err(p.dev + " is not attached (no " + p.state + ")");
-        return err("reading " + p.state + ": " + errstr(errno));
+const std::vector<MapIdentity> &our_maps() {
+    static const std::vector<MapIdentity> maps = [] {
+        std::vector<MapIdentity> out;
+        auto add = [&](bpf_object *obj) {
+            bpf_map *m;
+            bpf_object__for_each_map(m, obj) {
+                if (bpf_map__is_internal(m)) continue;
+                MapIdentity id{bpf_map__name(m), uint32_t(bpf_map__type(m)),
+                               bpf_map__key_size(m), bpf_map__value_size(m)};
+                bool dup = false;
+                for (const auto &o : out) dup |= o.name == id.name;
+                if (!dup) out.push_back(id);
+            }
+        };
+        // Opened, never loaded: the maps' definitions are all we need.
+        if (classifier_bpf *c = classifier_bpf__open()) {
+            add(c->obj);
+            classifier_bpf__destroy(c);
+        }
+        if (redirect_bpf *r = redirect_bpf__open()) {
+            add(r->obj);
+            redirect_bpf__destroy(r);
+        }
+        return out;
+    }();
+    return maps;
+}
+
+bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info) {
+    if (!info.is_map) return false;
+    for (const auto &m : our_maps()) {
+        if (m.name != file) continue;
+        // The kernel keeps at most BPF_OBJ_NAME_LEN - 1 characters of a name.
+        return info.name == m.name.substr(0, BPF_OBJ_NAME_LEN - 1) && info.type == m.type &&
+               info.key_size == m.key_size && info.value_size == m.value_size;
     }
-    std::map<std::string, std::string> kv;
-    std::string line;
-    while (std::getline(f, line)) {
-        auto eq = line.find('=');
-        if (eq == std::string::npos) continue;
-        kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    auto s = AttachState::from_kv(kv);
-    if (!s) return err(p.state + ": " + s.error());
-    return s;
+    return false;
 }
 
-Result<DevLock> DevLock::acquire(const Paths &p, bool wait) {
-    if (auto r = ensure_run_dir(); !r) return err(r.error());
-    int fd = open(p.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return err("opening lock " + p.lock + ": " + errstr(errno));
-    if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
-        int e = errno;
-        close(fd);
-        if (e == EWOULDBLOCK)
-            return err("another pspxdp attach/detach on " + p.dev + " is running");
-        return err("locking " + p.lock + ": " + errstr(e));
-    }
-    return DevLock(fd);
-}
-
-DevLock::~DevLock() {
-    if (fd_ >= 0) close(fd_); // releases the flock; the lock file stays (unlinking it races)
-}
-
-Result<void> ensure_run_dir() {
-    return mkdir_p(kRunDir, 0755);
+uint32_t max_pacer_mtu(uint32_t tag_bytes) {
+    const long page = sysconf(_SC_PAGESIZE);
+    constexpr uint32_t kXdpHeadroom = 256;    // XDP_PACKET_HEADROOM
+    constexpr uint32_t kSharedInfo = 320;     // SKB_DATA_ALIGN(sizeof(struct skb_shared_info))
+    constexpr uint32_t kEthHeader = 14;
+    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader - tag_bytes;
 }
 
 Result<void> ensure_bpffs() {
     struct statfs st {};
     if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == BPF_FS_MAGIC) return {};
-    if (auto r = mkdir_p("/sys/fs/bpf", 0755); !r) return r;
+    if (auto r = common::need_caps("mounting bpffs on /sys/fs/bpf", {CAP_SYS_ADMIN}); !r) return r;
+    if (auto r = common::mkdir_p("/sys/fs/bpf", 0755); !r) return r;
     if (mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700") < 0)
-        return err("mounting bpffs on /sys/fs/bpf: " + errstr(errno));
+        return err("mounting bpffs on /sys/fs/bpf: " + errno_text(errno));
     return {};
 }
 
@@ -267,54 +191,173 @@ void remove_run_files(const Paths &p) {
     unlink(p.log.c_str());
     unlink(p.pid.c_str());   // normally gone with the daemon, but not after a SIGKILL
     unlink(p.state.c_str()); // normally gone with detach; a failed attach may leave it
-    unlink(p.lock.c_str()); // a waiter on the old inode finds the state file gone
-    rmdir(kRunDir);         // only when empty
+    unlink(p.lock.c_str());  // a waiter on the old file sees it went and locks the new one
+    rmdir(common::kRunDir);  // only when empty
 }
 
 Result<int> open_pinned_map(const Paths &p, const std::string &map) {
-    std::string path = p.pin(map);
-    int fd = bpf_obj_get(path.c_str());
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT) return err("map " + path + " not found (is " + p.dev + " attached?)");
-        return err("opening pinned map " + path + ": " + errstr(e));
+    for (const auto &m : our_maps()) {
+        if (m.name != map) continue;
+        auto fd = common::open_pinned_map(p, map, m.key_size, m.value_size, common::Access::Write);
+        if (!fd) return Error{fd.error()};
+        return fd.value().release();
     }
-    return fd;
+    return err("no map " + common::quote(map) + " in pspxdp's BPF objects");
 }
 
-Result<AttachState> attach(const AttachRequest &req) {
+Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who) {
+    auto fl = list_tc_filters(ifindex, true);
+    if (!fl) return Error{fl.error()};
+    for (const auto &f : *fl) {
+        if (f.prio != kTcPriority) continue;
+        bool ours = f.kind == "bpf" && f.handle == kTcHandle &&
+                    (prog_name(f.bpf_id) == kTcProgName ||
+                     f.bpf_name.starts_with(std::string(kTcProgName) + ":"));
+        if (ours) return Ownership::Ours;
+        if (who) {
+            char h[16];
+            std::snprintf(h, sizeof(h), "%x", f.handle);
+            *who = "a " + f.kind + " filter (handle 0x" + h +
+                   (f.bpf_name.empty() ? "" : ", " + common::quote(f.bpf_name)) + ")";
+        }
+        return Ownership::Foreign;
+    }
+    return Ownership::Absent;
+}
+
+Result<void> remove_tc_filter(uint32_t ifindex) {
+    LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(ifindex), .attach_point = BPF_TC_EGRESS);
+    LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kTcHandle, .priority = kTcPriority);
+    int rc = bpf_tc_detach(&hook, &opts);
+    if (rc && rc != -ENOENT && rc != -ENODEV && rc != -EINVAL)
+        return err("detaching the TC filter from ifindex " + std::to_string(ifindex) + ": " +
+                   libbpf_err(rc));
+    return {};
+}
+
+namespace {
+// a_ifindex: a's ifindex when known (the state file's): a pair of the same
+// names made since (ifindexes can be reused) is not ours.
+Ownership veth_pair_owner(const std::string &a, const std::string &b, uint32_t a_ifindex = 0) {
+    auto la = get_link(a);
+    if (!la) return Ownership::Absent;
+    if (la->kind != "veth" || !la->link || (a_ifindex && la->ifindex != a_ifindex))
+        return Ownership::Foreign;
+    auto lb = get_link(la->link);
+    if (!lb || lb->name != b || lb->kind != "veth") return Ownership::Foreign;
+    return Ownership::Ours;
+}
+} // namespace
+
+Ownership pacer_veth_owner(uint32_t dev_ifindex) {
+    return veth_pair_owner(pacer_name_a(dev_ifindex), pacer_name_b(dev_ifindex));
+}
+
+Result<void> remove_pins(const Paths &p, Notes &notes) {
+    DIR *d = opendir(p.pin_dir.c_str());
+    if (!d) {
+        if (errno == ENOENT) return {};
+        return err(common::path_error("removing the pins of " + p.dev, p.pin_dir, errno));
+    }
+    std::string first_error;
+    std::vector<std::string> left;
+    while (dirent *e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name == "." || name == "..") continue;
+        const std::string path = p.pin_dir + "/" + name;
+        struct stat st {};
+        if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+            left.push_back(name + "/");
+            continue;
+        }
+        auto info = common::pinned_map_info(path);
+        if (!info || !is_our_pin(name, *info)) {
+            left.push_back(name);
+            continue;
+        }
+        if (unlink(path.c_str()) < 0 && first_error.empty())
+            first_error = common::path_error("removing a pin of " + p.dev, path, errno);
+    }
+    closedir(d);
+    if (!left.empty()) {
+        std::string list;
+        for (const auto &l : left) list += (list.empty() ? "" : ", ") + common::quote(l);
+        notes.push_back("left " + p.pin_dir + " in place: it holds " + list +
+                        ", which pspxdp did not create");
+    } else if (rmdir(p.pin_dir.c_str()) < 0 && errno != ENOENT && first_error.empty()) {
+        first_error = common::path_error("removing the pin directory of " + p.dev, p.pin_dir, errno);
+    }
+    rmdir(common::kPinRoot); // fails harmlessly while other DEVs are attached
+    if (!first_error.empty()) return err(first_error);
+    return {};
+}
+
+Result<PacedSum> paced_sum(const Paths &p) {
+    auto fd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
+                                                                     common::Access::Read);
+    if (!fd) return Error{fd.error()};
+    PacedSum sum;
+    uint32_t key = 0, next = 0;
+    const uint32_t *prev = nullptr;
+    while (bpf_map_get_next_key(fd->get(), prev, &next) == 0) {
+        key = next;
+        prev = &key;
+        pspxdp_class_config cc{};
+        if (bpf_map_lookup_elem(fd->get(), &key, &cc) == 0 && cc.kind == PSPXDP_CLASS_PACED) {
+            sum.bps += cc.rate_bps;
+            ++sum.classes;
+        }
+    }
+    if (errno != ENOENT) return err("reading " + p.pin("class_config") + ": " + errno_text(errno));
+    return sum;
+}
+
+Result<AttachState> build(const AttachRequest &req) {
     Paths p = paths_for(req.dev);
     auto dev = get_link(req.dev);
-    if (!dev) return err(dev.error());
+    if (!dev) return Error{dev.error()};
     AttachState s;
     s.dev = req.dev;
     s.dev_ifindex = dev->ifindex;
+    const common::NetnsId here = common::netns_here();
+    s.netns = here.inode;
+    s.netns_cookie = here.cookie;
     s.pacer_a = pacer_name_a(dev->ifindex);
     s.pacer_b = pacer_name_b(dev->ifindex);
     s.queues = req.queues;
     s.line_rate_bps = req.line_rate_bps;
     s.window_bytes = req.window_bytes;
 
+    if (auto r = ensure_run_dir(); !r) return Error{r.error()};
+    if (auto r = ensure_bpffs(); !r) return Error{r.error()};
+    // A replacement reuses the pins of the attachment it replaces: they
+    // hold the user's classes and filters and survive a failed attach.
+    const bool pins_existed = access(p.pin_dir.c_str(), F_OK) == 0;
+
     classifier_bpf *cls = nullptr;
     redirect_bpf *rdr = nullptr;
-    std::string error;
     auto fail = [&](std::string msg) -> Result<AttachState> {
-        error = std::move(msg);
         if (cls) classifier_bpf__destroy(cls);
         if (rdr) redirect_bpf__destroy(rdr);
-        (void)detach(p, s); // undo exactly what the state says
-        return err(error);
+        Notes ignored;
+        (void)teardown(p, s, ignored, pins_existed); // undo exactly what the state says
+        return err(std::move(msg));
     };
-
-    if (auto r = ensure_run_dir(); !r) return err(r.error());
-    if (auto r = ensure_bpffs(); !r) return err(r.error());
     // The state file goes first: whatever happens next, detach can undo it.
-    if (auto r = write_state(p, s); !r) return err(r.error());
+    if (auto r = write_state(p, s); !r) return Error{r.error()};
 
-    // A stale pair from a crashed run would make creation fail with EEXIST;
-    // it is ours by name, so it can go.
-    if (get_link(s.pacer_a)) {
+    // A pair left by a crashed run would make creation fail with EEXIST;
+    // it can go if it is ours (name, kind and peer), never otherwise.
+    switch (veth_pair_owner(s.pacer_a, s.pacer_b)) {
+    case Ownership::Ours:
         if (auto r = delete_link(s.pacer_a); !r) return fail(r.error());
+        break;
+    case Ownership::Foreign:
+        return fail("a device named " + s.pacer_a + " exists and is not a pspxdp pacer veth");
+    case Ownership::Absent:
+        if (get_link(s.pacer_b))
+            return fail("a device named " + s.pacer_b + " exists and is not a pspxdp pacer veth");
+        break;
     }
     // The pacer carries DEV's frames with a tag in front (shared.h).
     if (auto r = create_veth_pair(s.pacer_a, s.pacer_b, s.queues, dev->mtu + PSPXDP_TAG_BYTES); !r)
@@ -333,8 +376,12 @@ Result<AttachState> attach(const AttachRequest &req) {
     s.pacer_a_ifindex = a->ifindex;
     s.pacer_b_ifindex = b->ifindex;
 
-    if (auto r = mkdir_p(p.pin_dir, 0700); !r) return fail(r.error());
-    s.pins_created = true;
+    // The root readable by all (an administrator may grant read access to
+    // one device's pins: status and show then work for that user), DEV's
+    // directory root's only.
+    if (auto r = common::mkdir_p(common::kPinRoot, 0755); !r) return fail(r.error());
+    if (auto r = common::mkdir_p(p.pin_dir, 0700); !r) return fail(r.error());
+    s.pins_created = true; // this attachment's: a detach removes them
     if (auto r = write_state(p, s); !r) return fail(r.error());
 
     cls = classifier_bpf__open();
@@ -348,35 +395,49 @@ Result<AttachState> attach(const AttachRequest &req) {
                     p.pin_dir + " from an older version? detach first)");
     if (int rc = redirect_bpf__load(rdr))
         return fail("loading redirect BPF program: " + libbpf_err(rc));
-    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps, req.default_classid); !r)
+
+    // clsact: ours if we create it here, or if the attachment this one
+    // replaces created it; a clsact someone else made is shared, never ours.
+    auto qdisc = ingress_qdisc_kind(s.dev_ifindex);
+    if (!qdisc) return fail(qdisc.error());
+    const bool clsact_ours = qdisc->empty() || req.clsact_ours;
+    if (auto r = write_pacer_state(p, s.pacer_a_ifindex, s.line_rate_bps, req.default_classid,
+                                   clsact_ours);
+        !r)
         return fail(r.error());
 
     // XDP native on b: generic XDP never sees the redirected skbs.
     int rc = bpf_xdp_attach(int(s.pacer_b_ifindex), bpf_program__fd(rdr->progs.pspxdp_redirect),
                             XDP_FLAGS_DRV_MODE | XDP_FLAGS_UPDATE_IF_NOEXIST, nullptr);
+    if (rc == -ERANGE) // veth: "Peer MTU is too large to set XDP" (a page per frame)
+        return fail(s.dev + "'s MTU " + std::to_string(dev->mtu) +
+                    " is more than the pacer veth can carry with XDP (" +
+                    std::to_string(max_pacer_mtu(0)) + ")");
     if (rc) return fail("attaching XDP (native) on " + s.pacer_b + ": " + libbpf_err(rc));
     s.xdp_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());
 
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex), .attach_point = BPF_TC_EGRESS);
-    // -EEXIST is an answer here, not an error: keep libbpf from printing it.
-    libbpf_print_fn_t old_print = libbpf_set_print(nullptr);
-    rc = bpf_tc_hook_create(&hook);
-    libbpf_set_print(old_print);
+    rc = qdisc->empty() ? bpf_tc_hook_create(&hook) : 0;
+    common::take_libbpf_warning();
     if (rc && rc != -EEXIST)
         return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
-    // -EEXIST: someone else's, never ours to delete - unless it is the one a
-    // replaced (crashed) attachment of ours created and left in place.
-    s.clsact_created = (rc == 0) || (rc == -EEXIST && req.clsact_ours);
+    s.clsact_created = clsact_ours;
     if (auto r = write_state(p, s); !r) return fail(r.error());
-    // REPLACE: a filter at pspxdp's handle/prio is a leftover of a crashed
-    // pspxdp (its state file gone), never someone else's.
+    // A filter at our handle/prio is replaced only if it is ours (a leftover
+    // of a crashed pspxdp whose state file went); the caller refused a
+    // foreign one, and this checks again.
+    std::string who;
+    auto owner = tc_filter_owner(s.dev_ifindex, &who);
+    if (!owner) return fail(owner.error());
+    if (*owner == Ownership::Foreign)
+        return fail(s.dev + "'s egress prio " + std::to_string(kTcPriority) + " holds " + who +
+                    " that is not pspxdp's");
     LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(cls->progs.pspxdp_classify),
-                .flags = BPF_TC_F_REPLACE, .handle = kTcHandle, .priority = kTcPriority);
+                .flags = uint32_t(*owner == Ownership::Ours ? BPF_TC_F_REPLACE : 0),
+                .handle = kTcHandle, .priority = kTcPriority);
     rc = bpf_tc_attach(&hook, &opts);
-    if (rc)
-        return fail("attaching TC egress filter on " + s.dev + ": " + libbpf_err(rc) +
-                    (rc == -EEXIST ? " (a filter with handle 0x5053 prio 1 exists)" : ""));
+    if (rc) return fail("attaching TC egress filter on " + s.dev + ": " + libbpf_err(rc));
     s.tc_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());
 
@@ -387,37 +448,65 @@ Result<AttachState> attach(const AttachRequest &req) {
     return s;
 }
 
-Result<void> detach(const Paths &p, const AttachState &s) {
+Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool keep_pins) {
     std::string first;
     auto note = [&](const std::string &e) {
         if (first.empty()) first = e;
     };
-    if (s.tc_attached) {
-        LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex),
-                    .attach_point = BPF_TC_EGRESS);
-        LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kTcHandle, .priority = kTcPriority);
-        int rc = bpf_tc_detach(&hook, &opts);
-        if (rc && rc != -ENOENT && rc != -ENODEV && rc != -EINVAL)
-            note("detaching TC filter from " + s.dev + ": " + libbpf_err(rc));
+    // DEV's TC parts only if DEV is still the device the state names, here:
+    // after DEV was deleted they went with it, and its ifindex may belong to
+    // another device by now.
+    auto dev = get_link(s.dev_ifindex);
+    const bool same_dev = s.dev_ifindex && dev && dev->name == s.dev &&
+                          (s.netns == 0 || s.netns_id().same(common::netns_here()));
+    if (same_dev && s.tc_attached) {
+        std::string who;
+        auto owner = tc_filter_owner(s.dev_ifindex, &who);
+        if (!owner) note(owner.error());
+        else if (*owner == Ownership::Ours) {
+            if (auto r = remove_tc_filter(s.dev_ifindex); !r) note(r.error());
+        } else if (*owner == Ownership::Foreign)
+            notes.push_back("left " + who + " at " + s.dev + "'s egress prio " +
+                            std::to_string(kTcPriority) + ": not pspxdp's");
     }
-    if (s.clsact_created) {
-        // Only a qdisc pspxdp created; INGRESS|EGRESS is how libbpf names clsact.
-        LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex),
-                    .attach_point = bpf_tc_attach_point(BPF_TC_INGRESS | BPF_TC_EGRESS));
-        int rc = bpf_tc_hook_destroy(&hook);
-        if (rc && rc != -ENOENT && rc != -ENODEV && rc != -EINVAL)
-            note("deleting clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
+    if (same_dev && s.clsact_created) {
+        auto kind = ingress_qdisc_kind(s.dev_ifindex);
+        auto only_ours = clsact_holds_only_ours(s.dev_ifindex);
+        if (!kind) note(kind.error());
+        else if (!only_ours) note(only_ours.error());
+        else if (*kind == "clsact" && !*only_ours)
+            notes.push_back("left the clsact qdisc on " + s.dev +
+                            ": pspxdp created it, but it now holds filters of others");
+        else if (*kind == "clsact") {
+            // INGRESS|EGRESS is how libbpf names clsact.
+            LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex),
+                        .attach_point = bpf_tc_attach_point(BPF_TC_INGRESS | BPF_TC_EGRESS));
+            int rc = bpf_tc_hook_destroy(&hook);
+            common::take_libbpf_warning();
+            if (rc && rc != -ENOENT && rc != -ENODEV && rc != -EINVAL)
+                note("deleting clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
+        }
     }
-    if (s.xdp_attached && s.pacer_b_ifindex) {
+    if (s.veth_created && !s.pacer_a.empty()) {
+        // Deleting a deletes b, and the XDP program on b with it.
+        switch (veth_pair_owner(s.pacer_a, s.pacer_b, s.pacer_a_ifindex)) {
+        case Ownership::Ours:
+            if (auto r = delete_link(s.pacer_a); !r) note(r.error());
+            break;
+        case Ownership::Foreign:
+            notes.push_back("left " + s.pacer_a + ": it is no longer pspxdp's pacer veth");
+            break;
+        case Ownership::Absent:
+            break;
+        }
+    } else if (s.xdp_attached && s.pacer_b_ifindex) {
         int rc = bpf_xdp_detach(int(s.pacer_b_ifindex), XDP_FLAGS_DRV_MODE, nullptr);
+        common::take_libbpf_warning();
         if (rc && rc != -ENODEV && rc != -ENOENT)
             note("detaching XDP from " + s.pacer_b + ": " + libbpf_err(rc));
     }
-    if (s.veth_created && !s.pacer_a.empty()) {
-        if (auto r = delete_link(s.pacer_a); !r) note(r.error());
-    }
-    if (s.pins_created) {
-        if (auto r = remove_pins(p.pin_dir); !r) note(r.error());
+    if (s.pins_created && !keep_pins) {
+        if (auto r = remove_pins(p, notes); !r) note(r.error());
     }
     if (!first.empty()) return err(first);
     unlink(p.state.c_str());

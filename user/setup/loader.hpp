@@ -1,81 +1,56 @@
 // Loading and attaching: the two BPF programs, their pinned maps, the pacer
-// veth pair and the TC hook on DEV. Everything attach() creates is written to
-// a state file first, so that detach() removes exactly that and nothing else
-// (a clsact qdisc someone else made stays), even after a crash mid-attach.
-//
-// Files:
-//   /sys/fs/bpf/pspxdp/DEV/<map>   pinned maps (the control plane)
-//   /run/pspxdp/DEV.lock           flock: one attach/detach per DEV at a time
-//   /run/pspxdp/DEV.state          what was created (key=value lines)
-//   /run/pspxdp/DEV.pid, DEV.log   the daemon
-//   /run/pspxdp/DEV.stats          the daemon's counters (JSON, rewritten ~1/s)
+// veth pair and the TC hook on DEV. Each step is recorded in the state file
+// before the next (state.hpp), so that teardown() removes exactly that and
+// nothing else (a clsact qdisc someone else made stays), even after a crash
+// mid-attach. The policy - what may be attached, replaced or removed - is in
+// attach.hpp; this file is the mechanism.
 #pragma once
 
+#include "common/lock.hpp"
+#include "common/paths.hpp"
+#include "common/pins.hpp"
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
+#include "setup/state.hpp"
 
 #include <cstdint>
-#include <map>
 #include <string>
+#include <vector>
 
 namespace pspxdp::setup {
 
-inline constexpr const char *kRunDir = "/run/pspxdp";
-// TC filter identity on DEV's clsact egress: ours, whatever else is there.
+using common::DevLock;
+using common::ensure_run_dir;
+
+// Our TC filter on DEV's clsact egress: handle/prio and the program's name.
+// A filter is ours only if all three match.
 inline constexpr uint32_t kTcHandle = 0x5053; // "PS"
 inline constexpr uint32_t kTcPriority = 1;
+inline constexpr const char *kTcProgName = "pspxdp_classify";
 
-struct Paths {
-    std::string dev;
-    std::string pin_dir;
-    std::string lock;
-    std::string state;
-    std::string pid;
-    std::string log;
-    std::string stats;
-    std::string pin(const std::string &map) const { return pin_dir + "/" + map; }
-};
+// The paths of a device whose name the caller has checked already (every
+// command checks it first, with common::paths_for). An invalid name here is
+// a bug: it aborts rather than build a path from it.
 Paths paths_for(const std::string &dev);
 
-// What attach created and the parameters the daemon runs with.
-struct AttachState {
-    std::string dev;
-    uint32_t dev_ifindex = 0;
-    std::string pacer_a; // TC redirects into a
-    std::string pacer_b; // XDP + AF_XDP RX sockets on b
-    uint32_t pacer_a_ifindex = 0;
-    uint32_t pacer_b_ifindex = 0;
-    uint32_t queues = 0;
-    uint64_t line_rate_bps = 0;
-    uint64_t window_bytes = 0;
-    bool veth_created = false;
-    bool clsact_created = false; // only then does detach delete the qdisc
-    bool tc_attached = false;
-    bool xdp_attached = false;
-    bool pins_created = false;
-
-    std::map<std::string, std::string> to_kv() const;
-    static Result<AttachState> from_kv(const std::map<std::string, std::string> &kv);
+// A map pspxdp's BPF objects define: a pin is ours only if its name, type
+// and key/value sizes are these (a foreign map pinned in our directory
+// under one of our names stays).
+struct MapIdentity {
+    std::string name;
+    uint32_t type = 0, key_size = 0, value_size = 0;
 };
+const std::vector<MapIdentity> &our_maps();
+// Is the pinned object at dir/file one of our maps?
+bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info);
 
-Result<void> write_state(const Paths &p, const AttachState &s);
-// Error "not attached" when the state file does not exist.
-Result<AttachState> read_state(const Paths &p);
+// The largest MTU of DEV the pacer veth can carry: native XDP on a veth
+// needs each frame in one page, so the kernel refuses XDP when the peer's MTU
+// exceeds SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM) - ETH_HLEN
+// (3506 with 4 KiB pages), less what the pacer veth carries on top of DEV's
+// MTU (tag_bytes: 0 in v1, PSPXDP_TAG_BYTES in v2).
+uint32_t max_pacer_mtu(uint32_t tag_bytes);
 
-// flock(LOCK_EX) on /run/pspxdp/DEV.lock, released on destruction.
-class DevLock {
-  public:
-    static Result<DevLock> acquire(const Paths &p, bool wait);
-    DevLock(DevLock &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-    DevLock &operator=(DevLock &&) = delete;
-    ~DevLock();
-
-  private:
-    explicit DevLock(int fd) : fd_(fd) {}
-    int fd_ = -1;
-};
-
-Result<void> ensure_run_dir();
 // Mounts bpffs on /sys/fs/bpf when nothing is mounted there.
 Result<void> ensure_bpffs();
 
@@ -95,19 +70,48 @@ struct AttachRequest {
 };
 
 // Creates the veth pair, loads both programs, pins (or reuses) the maps,
-// writes pacer_state.pacer_ifindex, attaches XDP (native) on b and TC egress
-// on DEV. On failure undoes what it did. The caller holds the DevLock and has
-// validated DEV.
-Result<AttachState> attach(const AttachRequest &req);
-// Removes what s says was created. Best effort: keeps going on errors and
-// reports the first one. Removes the state file when everything went.
-Result<void> detach(const Paths &p, const AttachState &s);
+// writes pacer_state, attaches XDP (native) on b and TC egress on DEV. On
+// failure undoes what it did. The caller holds the DevLock, has checked DEV
+// (attach.hpp) and runs in DEV's network namespace.
+Result<AttachState> build(const AttachRequest &req);
 
-// Removes DEV's stats, log and lock files and /run/pspxdp when empty (after
-// a detach: nothing of pspxdp stays behind).
+// What teardown() left in place because it was not pspxdp's, one line each.
+using Notes = std::vector<std::string>;
+
+// Removes what s says was created, each part only after checking it is
+// still ours (TC filter by handle, prio and program name; the veth by name,
+// kind and peer; pins by name and map identity). Keeps going on errors and
+// reports the first one. Notes what it left. Removes the state file when
+// everything went. keep_pins: a replacement keeps the configuration.
+Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool keep_pins = false);
+
+// The parts teardown() uses, for clean-ups without a (complete) state file.
+enum class Ownership { Absent, Ours, Foreign };
+// Our TC filter at handle/prio on ifindex's clsact egress? *who describes a
+// foreign one ("u32 filter handle 800::800 prio 1").
+Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who = nullptr);
+Result<void> remove_tc_filter(uint32_t ifindex);
+// The pacer veth pair of DEV's ifindex: psp<ifindex>a, a veth whose peer is
+// psp<ifindex>b.
+Ownership pacer_veth_owner(uint32_t dev_ifindex);
+// Removes our pins from p.pin_dir, notes what is not ours, removes the
+// directory if it ends up empty (and the pspxdp root then too).
+Result<void> remove_pins(const Paths &p, Notes &notes);
+
+// The paced classes in DEV's class_config: their rates summed (128-bit, so a
+// hand-written huge rate cannot wrap), and how many.
+struct PacedSum {
+    unsigned __int128 bps = 0;
+    uint32_t classes = 0;
+};
+Result<PacedSum> paced_sum(const Paths &p);
+
+// Removes DEV's stats, log, pid, state and lock files and /run/pspxdp when
+// empty (after a detach: nothing of pspxdp stays behind).
 void remove_run_files(const Paths &p);
 
-// bpf_obj_get of a pinned map of DEV, with an error naming the pin.
+// bpf_obj_get of a pinned map of DEV, read-write, unchecked sizes. Kept for
+// the daemon until it opens its maps with common::open_pinned_map.
 Result<int> open_pinned_map(const Paths &p, const std::string &map);
 
 } // namespace pspxdp::setup

@@ -1,5 +1,8 @@
 #include "setup/netlink.hpp"
 
+#include "common/fd.hpp"
+#include "common/text.hpp"
+
 // net/if.h before any linux/ header: glibc then tells the UAPI headers not to
 // redefine struct ifreq and the IFF_ flags.
 #include <net/if.h>
@@ -11,6 +14,8 @@
 #include <linux/if_arp.h>
 #include <linux/if_link.h>
 #include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
 #include <linux/sockios.h>
 #include <linux/veth.h>
@@ -23,9 +28,8 @@ namespace pspxdp::setup {
 
 namespace {
 
-std::string errstr(int err) {
-    return std::strerror(err < 0 ? -err : err);
-}
+using common::errno_text;
+using common::Fd;
 
 // A netlink request under construction: header, family struct, attributes,
 // nested attributes. Everything 4-byte aligned as NLMSG_ALIGN/RTA_ALIGN want.
@@ -71,33 +75,24 @@ class NlMsg {
     std::vector<uint8_t> buf_;
 };
 
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) close(fd);
-    }
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-};
-
-// Sends one request and collects the reply. With want_reply, the first
-// RTM_NEWLINK payload is copied to *reply; otherwise only the ACK counts.
-// Returns 0 or -errno from the kernel's NLMSG_ERROR.
-int nl_transact(NlMsg &msg, std::vector<uint8_t> *reply) {
+// Sends one request and reads the answer. on_msg sees every message of the
+// reply (a dump's parts until NLMSG_DONE, or the one answer of a GET); with
+// no on_msg the request asks for an ACK. Returns 0 or -errno from the kernel.
+template <class F> int nl_request(NlMsg &msg, F on_msg, bool dump) {
     Fd sock(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-    if (sock.fd < 0) return -errno;
+    if (sock.get() < 0) return -errno;
     sockaddr_nl sa{};
     sa.nl_family = AF_NETLINK;
     static uint32_t seq = 1;
     msg.hdr()->nlmsg_seq = ++seq;
-    if (!reply) msg.hdr()->nlmsg_flags |= NLM_F_ACK;
+    if (dump) msg.hdr()->nlmsg_flags |= NLM_F_DUMP;
+    else msg.hdr()->nlmsg_flags |= NLM_F_ACK;
     const auto &b = msg.bytes();
-    if (sendto(sock.fd, b.data(), b.size(), 0, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) < 0)
+    if (sendto(sock.get(), b.data(), b.size(), 0, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) < 0)
         return -errno;
-    std::vector<uint8_t> buf(32768);
+    std::vector<uint8_t> buf(65536);
     for (;;) {
-        ssize_t n = recv(sock.fd, buf.data(), buf.size(), 0);
+        ssize_t n = recv(sock.get(), buf.data(), buf.size(), 0);
         if (n < 0) {
             if (errno == EINTR) continue;
             return -errno;
@@ -110,22 +105,34 @@ int nl_transact(NlMsg &msg, std::vector<uint8_t> *reply) {
                 return e->error; // 0 is the ACK
             }
             if (h->nlmsg_type == NLMSG_DONE) return 0;
-            if (reply && h->nlmsg_type == RTM_NEWLINK) {
-                auto *p = reinterpret_cast<uint8_t *>(h);
-                reply->assign(p, p + h->nlmsg_len);
-                return 0;
-            }
+            on_msg(h);
         }
     }
 }
 
+// A request answered by an ACK, or (reply != nullptr) by one RTM_NEWLINK
+// copied to *reply.
+int nl_transact(NlMsg &msg, std::vector<uint8_t> *reply) {
+    bool got = false;
+    return nl_request(
+        msg,
+        [&](const nlmsghdr *h) {
+            if (reply && !got && h->nlmsg_type == RTM_NEWLINK) {
+                auto *p = reinterpret_cast<const uint8_t *>(h);
+                reply->assign(p, p + h->nlmsg_len);
+                got = true;
+            }
+        },
+        false);
+}
+
 int ethtool_ioctl(const std::string &name, void *data) {
     Fd sock(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    if (sock.fd < 0) return -errno;
+    if (!sock.valid()) return -errno;
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
     ifr.ifr_data = static_cast<char *>(data);
-    if (ioctl(sock.fd, SIOCETHTOOL, &ifr) < 0) return -errno;
+    if (ioctl(sock.get(), SIOCETHTOOL, &ifr) < 0) return -errno;
     return 0;
 }
 
@@ -136,8 +143,7 @@ std::string driver_of(const std::string &name) {
     return std::string(info.driver, strnlen(info.driver, sizeof(info.driver)));
 }
 
-Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
-    const auto *h = reinterpret_cast<const nlmsghdr *>(msg.data());
+LinkInfo parse_link(const nlmsghdr *h) {
     const auto *ifi = static_cast<const ifinfomsg *>(NLMSG_DATA(h));
     LinkInfo li;
     li.ifindex = uint32_t(ifi->ifi_index);
@@ -153,6 +159,9 @@ Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
             break;
         case IFLA_MTU:
             std::memcpy(&li.mtu, d, 4);
+            break;
+        case IFLA_LINK:
+            std::memcpy(&li.link, d, 4);
             break;
         case IFLA_NUM_TX_QUEUES:
             std::memcpy(&li.num_tx_queues, d, 4);
@@ -175,7 +184,6 @@ Result<LinkInfo> parse_link(const std::vector<uint8_t> &msg) {
             break;
         }
     }
-    li.driver = driver_of(li.name);
     return li;
 }
 
@@ -195,18 +203,24 @@ Result<LinkInfo> get_link_impl(const std::string *name, uint32_t ifindex) {
     int rc = nl_transact(msg, &reply);
     std::string what = name ? "device \"" + *name + "\"" : "ifindex " + std::to_string(ifindex);
     if (rc == -ENODEV) return err(what + ": no such device");
-    if (rc < 0) return err(what + ": RTM_GETLINK failed: " + errstr(rc));
+    if (rc < 0) return err(what + ": RTM_GETLINK failed: " + errno_text(rc));
     if (reply.empty()) return err(what + ": RTM_GETLINK returned nothing");
-    return parse_link(reply);
+    LinkInfo li = parse_link(reinterpret_cast<const nlmsghdr *>(reply.data()));
+    li.driver = driver_of(li.name);
+    return li;
 }
 
 Result<uint32_t> ifindex_of(const std::string &name) {
     unsigned idx = if_nametoindex(name.c_str());
-    if (!idx) return err("device \"" + name + "\": " + errstr(errno));
+    if (!idx) return err("device \"" + name + "\": " + errno_text(errno));
     return idx;
 }
 
 } // namespace
+
+LinkInfo link_from_msg(const nlmsghdr *msg) {
+    return parse_link(msg);
+}
 
 bool LinkInfo::is_ether() const {
     return type == ARPHRD_ETHER;
@@ -223,6 +237,86 @@ Result<LinkInfo> get_link(const std::string &name) {
 }
 Result<LinkInfo> get_link(uint32_t ifindex) {
     return get_link_impl(nullptr, ifindex);
+}
+
+namespace {
+// Walks the attributes after a tcmsg.
+template <class F> void for_each_tc_attr(const nlmsghdr *h, F fn) {
+    const auto *tcm = static_cast<const tcmsg *>(NLMSG_DATA(h));
+    int len = int(h->nlmsg_len) - int(NLMSG_LENGTH(sizeof(*tcm)));
+    for (auto *rta = reinterpret_cast<const rtattr *>(reinterpret_cast<const uint8_t *>(tcm) +
+                                                      NLMSG_ALIGN(sizeof(*tcm)));
+         RTA_OK(rta, len); rta = RTA_NEXT(rta, len))
+        fn(rta);
+}
+
+std::string rta_string(const rtattr *rta) {
+    const char *d = static_cast<const char *>(RTA_DATA(rta));
+    return std::string(d, strnlen(d, RTA_PAYLOAD(rta)));
+}
+} // namespace
+
+Result<std::string> ingress_qdisc_kind(uint32_t ifindex) {
+    NlMsg msg(RTM_GETQDISC, 0);
+    tcmsg tcm{};
+    tcm.tcm_family = AF_UNSPEC;
+    tcm.tcm_ifindex = int(ifindex);
+    msg.put_struct(tcm);
+    std::string kind;
+    int rc = nl_request(
+        msg,
+        [&](const nlmsghdr *h) {
+            if (h->nlmsg_type != RTM_NEWQDISC) return;
+            const auto *t = static_cast<const tcmsg *>(NLMSG_DATA(h));
+            // clsact and ingress both sit at parent ffff:fff1.
+            if (uint32_t(t->tcm_ifindex) != ifindex || t->tcm_parent != TC_H_INGRESS) return;
+            for_each_tc_attr(h, [&](const rtattr *rta) {
+                if (rta->rta_type == TCA_KIND) kind = rta_string(rta);
+            });
+        },
+        true);
+    if (rc < 0) return err("listing the qdiscs of ifindex " + std::to_string(ifindex) + ": " + errno_text(rc));
+    return kind;
+}
+
+Result<std::vector<TcFilter>> list_tc_filters(uint32_t ifindex, bool egress) {
+    NlMsg msg(RTM_GETTFILTER, 0);
+    tcmsg tcm{};
+    tcm.tcm_family = AF_UNSPEC;
+    tcm.tcm_ifindex = int(ifindex);
+    tcm.tcm_parent = TC_H_MAKE(TC_H_CLSACT, egress ? TC_H_MIN_EGRESS : TC_H_MIN_INGRESS);
+    msg.put_struct(tcm);
+    std::vector<TcFilter> out;
+    int rc = nl_request(
+        msg,
+        [&](const nlmsghdr *h) {
+            if (h->nlmsg_type != RTM_NEWTFILTER) return;
+            const auto *t = static_cast<const tcmsg *>(NLMSG_DATA(h));
+            // A dump lists each prio's chain head (handle 0) too: only filters.
+            if (t->tcm_handle == 0) return;
+            TcFilter f;
+            f.prio = TC_H_MAJ(t->tcm_info) >> 16;
+            f.protocol = uint16_t(TC_H_MIN(t->tcm_info));
+            f.handle = t->tcm_handle;
+            for_each_tc_attr(h, [&](const rtattr *rta) {
+                if (rta->rta_type == TCA_KIND) f.kind = rta_string(rta);
+                if (rta->rta_type != TCA_OPTIONS) return;
+                int nl = int(RTA_PAYLOAD(rta));
+                for (auto *n = static_cast<const rtattr *>(RTA_DATA(rta)); RTA_OK(n, nl);
+                     n = RTA_NEXT(n, nl)) {
+                    if (n->rta_type == TCA_BPF_NAME) f.bpf_name = rta_string(n);
+                    if (n->rta_type == TCA_BPF_ID && RTA_PAYLOAD(n) >= 4)
+                        std::memcpy(&f.bpf_id, RTA_DATA(n), 4);
+                }
+            });
+            out.push_back(f);
+        },
+        true);
+    // No clsact/ingress qdisc: nothing to list.
+    if (rc == -EINVAL || rc == -ENOENT) return out;
+    if (rc < 0)
+        return err("listing the TC filters of ifindex " + std::to_string(ifindex) + ": " + errno_text(rc));
+    return out;
 }
 
 std::optional<uint64_t> get_speed_mbps(const LinkInfo &link) {
@@ -291,7 +385,7 @@ Result<void> create_veth_pair(const std::string &a, const std::string &b, uint32
     int rc = nl_transact(msg, nullptr);
     if (rc < 0)
         return err("creating veth pair " + a + "/" + b + " (" + std::to_string(queues) +
-                   " queues): " + errstr(rc));
+                   " queues): " + errno_text(rc));
     return {};
 }
 
@@ -304,23 +398,40 @@ Result<void> delete_link(const std::string &name) {
     ifi.ifi_index = int(idx);
     msg.put_struct(ifi);
     int rc = nl_transact(msg, nullptr);
-    if (rc < 0 && rc != -ENODEV) return err("deleting " + name + ": " + errstr(rc));
+    if (rc < 0 && rc != -ENODEV) return err("deleting " + name + ": " + errno_text(rc));
     return {};
 }
 
-Result<void> set_link_up(const std::string &name) {
+namespace {
+// RTM_NEWLINK on an existing device by name: flags (mask `change`) and
+// attributes added by `attrs`; `what` names the change for the error.
+template <class F>
+Result<void> change_link(const std::string &name, uint32_t flags, uint32_t change, F attrs,
+                         const std::string &what) {
     auto idx = ifindex_of(name);
     if (!idx) return err(idx.error());
     NlMsg msg(RTM_NEWLINK, 0);
     ifinfomsg ifi{};
     ifi.ifi_family = AF_UNSPEC;
     ifi.ifi_index = int(*idx);
-    ifi.ifi_flags = IFF_UP;
-    ifi.ifi_change = IFF_UP;
+    ifi.ifi_flags = flags;
+    ifi.ifi_change = change;
     msg.put_struct(ifi);
+    attrs(msg);
     int rc = nl_transact(msg, nullptr);
-    if (rc < 0) return err("setting " + name + " up: " + errstr(rc));
+    if (rc < 0) return err(what + ": " + errno_text(rc));
     return {};
+}
+} // namespace
+
+Result<void> set_link_up(const std::string &name) {
+    return change_link(name, IFF_UP, IFF_UP, [](NlMsg &) {}, "setting " + name + " up");
+}
+
+Result<void> set_mtu(const std::string &name, uint32_t mtu) {
+    return change_link(
+        name, 0, 0, [&](NlMsg &m) { m.put_u32(IFLA_MTU, mtu); },
+        "setting the MTU of " + name + " to " + std::to_string(mtu));
 }
 
 Result<void> disable_ipv6(const std::string &name) {
@@ -328,12 +439,12 @@ Result<void> disable_ipv6(const std::string &name) {
     int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return {}; // no IPv6 in this kernel/netns
-        return err("disabling IPv6 on " + name + ": open " + path + ": " + errstr(errno));
+        return err("disabling IPv6 on " + name + ": open " + path + ": " + errno_text(errno));
     }
     ssize_t n = write(fd, "1\n", 2);
     int e = errno;
     close(fd);
-    if (n != 2) return err("disabling IPv6 on " + name + ": write " + path + ": " + errstr(e));
+    if (n != 2) return err("disabling IPv6 on " + name + ": write " + path + ": " + errno_text(e));
     return {};
 }
 
@@ -344,7 +455,7 @@ Result<void> set_tx_checksum(const std::string &name, bool on) {
     int rc = ethtool_ioctl(name, &v);
     if (rc < 0)
         return err(std::string("turning tx checksum offload ") + (on ? "on" : "off") + " on " +
-                   name + ": " + errstr(rc));
+                   name + ": " + errno_text(rc));
     return {};
 }
 

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Counters for the soak: one JSON snapshot of everything that counts a frame
+on its way from the senders to the sinks, and the balance between two.
+
+  account.py snap DEV SRC_NS DST_NS > snap.json
+  account.py backlog DEV       frames queued in the pacer now
+  account.py balance before.json after.json sent.json... -- sink.json
+      prints the balance; exit 1 if frames went missing uncounted
+
+Counted drops are read from the pins by their BTF names (bpftool), so the
+same code reads the v1 maps (pacer_stats.drops) and the v2 ones (drop_*,
+died_in_rings, socket_ring_full, ...), plus the pacer veths' and the
+receiver's kernel counters."""
+import json, subprocess, sys
+
+PIN = "/sys/fs/bpf/pspxdp/"
+
+def bpftool_dump(dev, name):
+    try:
+        out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", PIN + dev + "/" + name],
+                             capture_output=True, text=True, timeout=10)
+        return json.loads(out.stdout) if out.returncode == 0 else []
+    except Exception:
+        return []
+
+def values(entries):
+    """Every formatted value (per-CPU values summed) of a bpftool dump."""
+    for e in entries:
+        f = e.get("formatted", e)
+        if "values" in f:  # per-CPU
+            total = {}
+            for v in f["values"]:
+                val = v.get("value")
+                if isinstance(val, dict):
+                    for k, x in val.items():
+                        if isinstance(x, int): total[k] = total.get(k, 0) + x
+                elif isinstance(val, int):
+                    total["value"] = total.get("value", 0) + val
+            yield f.get("key"), total
+        else:
+            yield f.get("key"), f.get("value")
+
+# Pacer counters that mean "a frame the pacer took in and did not send".
+DROP_FIELDS = {"drops", "drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
+               "drop_died", "drop_invalid"}
+DAEMON_DROP_FIELDS = {"socket_ring_full", "socket_fill_empty", "no_socket", "unknown_class",
+                      "died_in_rings"}
+
+def snap(dev, src, dst):
+    s = {"pacer_drops": 0, "daemon_drops": 0, "xdp_no_socket": 0, "v2": False,
+         "accounting_failures": 0}
+    for _, v in values(bpftool_dump(dev, "pacer_stats")):
+        if isinstance(v, dict):
+            s["pacer_drops"] += sum(x for k, x in v.items() if k in DROP_FIELDS and isinstance(x, int))
+    ds = bpftool_dump(dev, "daemon_stats")
+    if ds:
+        s["v2"] = True
+        for _, v in values(ds):
+            if isinstance(v, dict):
+                s["daemon_drops"] += sum(x for k, x in v.items() if k in DAEMON_DROP_FIELDS)
+                s["accounting_failures"] += v.get("accounting_failures", 0)
+    else:
+        # v1: the daemon's own file (reset when a daemon restarts).
+        try:
+            st = json.load(open(f"/run/pspxdp/{dev}.stats"))
+            s["daemon_drops"] = st["rx"]["unassigned_drops"]
+            s["umem_balanced"] = st["umem"]["balanced"]
+            s["accounting_failures"] = st["loop"]["accounting_failures"]
+        except Exception:
+            pass
+    for k, v in values(bpftool_dump(dev, "xdp_stats")):
+        key = k if isinstance(k, int) else (k[0] if isinstance(k, list) else 0)
+        if key == 1 and isinstance(v, dict): s["xdp_no_socket"] += v.get("value", 0)
+    links = json.loads(subprocess.run(["ip", "-n", src, "-s", "-j", "link", "show"],
+                                      capture_output=True, text=True).stdout or "[]")
+    # Transmit drops of every veth on the sending side: into the pacer veth
+    # (its peer's queue full) and onto the wire (the receiver's backlog
+    # full). Not the receive drops of the pacer's b end: those are frames
+    # XDP could not hand to a socket, which the socket counters (pacer
+    # drops) have already counted.
+    s["veth_drops"] = sum(l["stats64"]["tx"]["dropped"] for l in links)
+    snmp = subprocess.run(["ip", "netns", "exec", dst, "cat", "/proc/net/snmp"],
+                          capture_output=True, text=True).stdout.splitlines()
+    def table(proto):
+        rows = [l.split()[1:] for l in snmp if l.startswith(proto + ":")]
+        return dict(zip(rows[0], map(int, rows[1]))) if len(rows) == 2 else {}
+    u, ip = table("Udp"), table("Ip")
+    # The receiving host's own drops: socket buffer and checksum errors
+    # (InErrors holds both), IP header/address errors and discards.
+    s["rcv_drops"] = u.get("InErrors", 0) + ip.get("InHdrErrors", 0) + \
+        ip.get("InAddrErrors", 0) + ip.get("InDiscards", 0)
+    # Frames that reached the receiver after its sink had closed (a backlog
+    # still draining): delivered, not lost.
+    s["rcv_late"] = u.get("NoPorts", 0)
+    return s
+
+COUNTED = ["pacer_drops", "daemon_drops", "xdp_no_socket", "veth_drops", "rcv_drops", "rcv_late"]
+
+def balance(before, after, senders, sinks):
+    sent = sum(json.load(open(f))["sent"] for f in senders)
+    got = sum(p["datagrams"] for f in sinks for p in json.load(open(f)).values())
+    b, a = json.load(open(before)), json.load(open(after))
+    counted = {k: a.get(k, 0) - b.get(k, 0) for k in COUNTED}
+    missing = sent - got - sum(counted.values())
+    per_port = {}
+    for f in senders:
+        port = f.rsplit(".", 1)[1]
+        per_port[port] = [json.load(open(f))["sent"], 0]
+    for f in sinks:
+        for port, p in json.load(open(f)).items():
+            per_port.setdefault(port, [0, 0])[1] = p["datagrams"]
+    print(json.dumps({"sent": sent, "received": got, "counted_drops": counted,
+                      "per_port_sent_received": per_port,
+                      "uncounted": missing, "v2": a.get("v2", False),
+                      "accounting_failures": a.get("accounting_failures", 0),
+                      "umem_balanced": a.get("umem_balanced", True)}))
+    return missing
+
+def backlog(dev):
+    total = 0
+    for _, v in values(bpftool_dump(dev, "pacer_stats")):
+        if isinstance(v, dict):  # v1: backlog, v2: backlog_frames
+            total += v.get("backlog", 0) + v.get("backlog_frames", 0)
+    return total
+
+if __name__ == "__main__":
+    if sys.argv[1] == "backlog":
+        print(backlog(sys.argv[2]))
+    elif sys.argv[1] == "snap":
+        print(json.dumps(snap(*sys.argv[2:5])))
+    else:
+        args = sys.argv[2:]
+        cut = args.index("--")
+        missing = balance(args[0], args[1], args[2:cut], args[cut + 1:])
+        sys.exit(0 if missing == 0 else 1)

@@ -1,0 +1,21 @@
+// The one monotonic clock reader. CLOCK_MONOTONIC is the clock of
+// bpf_ktime_get_ns(), so the daemon's heartbeat and the TC program's
+// liveness test (pspxdp_pacer_alive) compare like with like.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+
+namespace pspxdp::common {
+
+inline uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// Nanoseconds per millisecond / per second, for timeouts written in ms.
+inline constexpr uint64_t kNsPerMs = 1000ull * 1000;
+inline constexpr uint64_t kNsPerSec = 1000ull * 1000 * 1000;
+
+} // namespace pspxdp::common

@@ -1,0 +1,42 @@
+// The one lock of a device: flock on /run/pspxdp/DEV.lock. attach, detach,
+// the daemon's own clean-up and every configuration change (class, filter,
+// default) take it, so two commands on one device never interleave and a
+// `class set` racing a `detach` ends with one of them refused cleanly.
+// Read-only commands (status, show) do not lock.
+//
+// The lock file is removed when the device is detached. A waiter that was
+// blocked on the removed file would otherwise hold a lock nobody else sees,
+// so acquire() checks, once it holds the flock, that the file it locked is
+// still the one at the path, and starts over if not.
+//
+// Re-entrant within a process: attach holds it while it applies a
+// configuration file through the same calls `class set` uses.
+#pragma once
+
+#include "common/paths.hpp"
+#include "core/result.hpp"
+
+#include <string>
+
+namespace pspxdp::common {
+
+class DevLock {
+  public:
+    enum class Wait { No, Yes };
+    static Result<DevLock> acquire(const Paths &p, Wait wait);
+    DevLock() = default; // holds nothing
+    DevLock(DevLock &&o) noexcept : dev_(std::move(o.dev_)) { o.dev_.clear(); }
+    DevLock &operator=(DevLock &&) = delete;
+    void swap(DevLock &o) noexcept { dev_.swap(o.dev_); }
+    DevLock(const DevLock &) = delete;
+    ~DevLock();
+
+  private:
+    explicit DevLock(std::string dev) : dev_(std::move(dev)) {}
+    std::string dev_; // empty when moved from
+};
+
+// /run/pspxdp, created 0755 when missing.
+Result<void> ensure_run_dir();
+
+} // namespace pspxdp::common

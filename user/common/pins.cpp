@@ -1,0 +1,75 @@
+#include "common/pins.hpp"
+
+#include "common/text.hpp"
+
+#include <bpf/bpf.h>
+#include <cerrno>
+#include <fstream>
+
+namespace pspxdp::common {
+
+namespace {
+int obj_get(const std::string &path, Access access) {
+    LIBBPF_OPTS(bpf_obj_get_opts, opts, .file_flags = access == Access::Read ? uint32_t(BPF_F_RDONLY) : 0u);
+    int fd = bpf_obj_get_opts(path.c_str(), &opts);
+    return fd < 0 ? -errno : fd;
+}
+} // namespace
+
+Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_size,
+                           uint32_t value_size, Access access, Need need) {
+    const std::string path = p.pin(map);
+    int fd = obj_get(path, access);
+    if (fd == -ENOENT || fd == -ENOTDIR) {
+        if (need == Need::Optional) return Fd();
+        return err(p.dev + " is not attached (no " + path + ")");
+    }
+    if (fd == -EACCES || fd == -EPERM) {
+        if (access == Access::Read)
+            return err("reading " + p.dev + "'s pins: permission denied on " + path +
+                       " (run as root or with CAP_DAC_READ_SEARCH, or have root grant read "
+                       "access to " + p.pin_dir + ")");
+        return err("changing " + p.dev + "'s configuration: permission denied on " + path +
+                   " (the pins are root's: run as root, or with CAP_DAC_OVERRIDE)");
+    }
+    if (fd < 0) return err("opening pinned map " + path + ": " + errno_text(fd));
+    Fd owned(fd);
+    bpf_map_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+        return err("pinned map " + path + ": " + errno_text(errno));
+    if (info.key_size != key_size || info.value_size != value_size)
+        return err("pinned map " + path + ": key/value size " + std::to_string(info.key_size) +
+                   "/" + std::to_string(info.value_size) + ", this pspxdp expects " +
+                   std::to_string(key_size) + "/" + std::to_string(value_size) +
+                   " (left by another pspxdp version? detach and attach again)");
+    return owned;
+}
+
+Result<PinnedMapInfo> pinned_map_info(const std::string &path) {
+    int fd = obj_get(path, Access::Read);
+    if (fd < 0) return err(path + ": " + errno_text(fd));
+    Fd owned(fd);
+    PinnedMapInfo out;
+    // A pinned program or link would answer BPF_OBJ_GET_INFO_BY_FD with its
+    // own info layout: ask fdinfo what the object is first.
+    std::ifstream fdinfo("/proc/self/fdinfo/" + std::to_string(fd));
+    std::string line;
+    bool map = false;
+    while (std::getline(fdinfo, line))
+        if (line.starts_with("map_type:")) map = true;
+    if (!map) return out;
+    bpf_map_info info{};
+    uint32_t len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0) return err(path + ": " + errno_text(errno));
+    out.is_map = true;
+    out.type = info.type;
+    out.key_size = info.key_size;
+    out.value_size = info.value_size;
+    out.max_entries = info.max_entries;
+    out.map_flags = info.map_flags;
+    out.name = info.name;
+    return out;
+}
+
+} // namespace pspxdp::common

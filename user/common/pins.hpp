@@ -1,0 +1,44 @@
+// The one opener of pspxdp's pinned maps (daemon, CLI, control plane).
+//
+// Every map is checked against the layout this binary was built with (key
+// and value sizes from shared.h), so a pin left by another pspxdp version is
+// reported instead of misread. Read-only users open with BPF_F_RDONLY: then
+// read permission on the pin is enough (status, show for a non-root user the
+// administrator allowed to read the pins).
+#pragma once
+
+#include "common/fd.hpp"
+#include "common/paths.hpp"
+#include "core/result.hpp"
+
+#include <cstdint>
+#include <string_view>
+
+namespace pspxdp::common {
+
+enum class Access { Read, Write };
+enum class Need { Required, Optional };
+
+// Opens pin_dir/map. Errors: "DEV is not attached (no PATH)" when missing and
+// required (an Optional missing map gives an invalid Fd), a permission
+// message naming what is needed, or the size mismatch.
+Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_size,
+                           uint32_t value_size, Access access, Need need = Need::Required);
+
+template <class Key, class Value>
+Result<Fd> open_pinned_map(const Paths &p, std::string_view map, Access access,
+                           Need need = Need::Required) {
+    return open_pinned_map(p, map, sizeof(Key), sizeof(Value), access, need);
+}
+
+// What a pinned object is, for removing only our own (detach).
+struct PinnedMapInfo {
+    bool is_map = false;
+    uint32_t type = 0, key_size = 0, value_size = 0, max_entries = 0, map_flags = 0;
+    std::string name; // the kernel's map name (at most 15 characters)
+};
+// bpf_obj_get + BPF_OBJ_GET_INFO_BY_FD on any path; is_map false for a pinned
+// program or link. Errors only when the path cannot be opened at all.
+Result<PinnedMapInfo> pinned_map_info(const std::string &path);
+
+} // namespace pspxdp::common

@@ -25,7 +25,10 @@
 #include <string>
 #include <vector>
 
+#include "common/ns.hpp"
 #include "pspxdp/shared.h"
+#include "setup/loader.hpp"
+#include "setup/state.hpp"
 
 namespace psptest {
 
@@ -111,6 +114,36 @@ class PrivateNetns {
     bool created_ = false, entered_ = false;
 };
 
+// A device DEV in the current network namespace with a state file that says
+// it is attached here (name, ifindex, namespace), as attach leaves it: the
+// CLI acts only on such a device (setup::check_here). Enter a PrivateNetns
+// first. Removes both.
+class AttachedHere {
+  public:
+    explicit AttachedHere(std::string dev) : paths_(pspxdp::setup::paths_for(dev)) {
+        sh("ip link add " + dev + " type veth peer name " + dev + "p");
+        pspxdp::setup::AttachState st;
+        st.dev = dev;
+        st.dev_ifindex = if_nametoindex(dev.c_str());
+        const pspxdp::common::NetnsId ns = pspxdp::common::netns_here();
+        st.netns = ns.inode;
+        st.netns_cookie = ns.cookie;
+        if (!st.dev_ifindex) throw std::runtime_error("no device " + dev);
+        mkdir("/run/pspxdp", 0755); // may exist
+        auto r = pspxdp::setup::write_state(paths_, st);
+        if (!r) throw std::runtime_error(r.error());
+    }
+    ~AttachedHere() {
+        unlink(paths_.state.c_str());
+        std::system(("ip link del " + paths_.dev + " >/dev/null 2>&1").c_str());
+    }
+    AttachedHere(const AttachedHere &) = delete;
+    AttachedHere &operator=(const AttachedHere &) = delete;
+
+  private:
+    pspxdp::setup::Paths paths_;
+};
+
 // ---------------------------------------------------------------- pins
 
 // A BPF object's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;
@@ -132,6 +165,9 @@ class Pins {
     ~Pins() {
         for (bpf_map *m : pinned_) bpf_map__unpin(m, nullptr);
         rmdir(dir_.c_str());
+        // The device's lock file (common::DevLock), as detach removes it.
+        unlink(("/run/pspxdp/" + dev_ + ".lock").c_str());
+        rmdir("/run/pspxdp"); // only when empty
     }
     Pins(const Pins &) = delete;
     Pins &operator=(const Pins &) = delete;

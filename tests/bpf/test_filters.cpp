@@ -714,6 +714,8 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
         return;
     }
     const std::string dev = "psf" + std::to_string(getpid());
+    PrivateNetns ns;
+    AttachedHere here(dev);
     Pins pins(m.skel_->obj, dev);
     for (uint32_t id : {PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)}) {
         pspxdp_class_config cfg{};

@@ -41,6 +41,18 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
+// Counter idx of a per-CPU struct-of-__u64 counters map (tc_stats,
+// xdp_stats: one entry, the enum indexes the fields), summed over CPUs.
+template <class Counters> uint64_t percpu_counter(int map_fd, uint32_t idx) {
+    const int ncpu = libbpf_num_possible_cpus();
+    std::vector<Counters> v(static_cast<size_t>(ncpu));
+    uint32_t key = 0;
+    REQUIRE(bpf_map_lookup_elem(map_fd, &key, v.data()) == 0);
+    uint64_t sum = 0;
+    for (const auto &c : v) sum += reinterpret_cast<const uint64_t *>(&c)[idx];
+    return sum;
+}
+
 // ---------------------------------------------------------------- skip
 
 void require_root_or_skip() {
@@ -383,12 +395,7 @@ class Classifier {
         return sum;
     }
     uint64_t tc_counter(uint32_t counter) {
-        const int ncpu = libbpf_num_possible_cpus();
-        std::vector<uint64_t> v(static_cast<size_t>(ncpu));
-        REQUIRE(bpf_map_lookup_elem(fd(skel_->maps.tc_stats), &counter, v.data()) == 0);
-        uint64_t sum = 0;
-        for (uint64_t x : v) sum += x;
-        return sum;
+        return percpu_counter<pspxdp_tc_counters>(fd(skel_->maps.tc_stats), counter);
     }
 
     classifier_bpf *skel_ = nullptr;
@@ -747,12 +754,7 @@ class Redirect {
         return int(opts.retval);
     }
     uint64_t counter(uint32_t idx) {
-        const int ncpu = libbpf_num_possible_cpus();
-        std::vector<uint64_t> v(static_cast<size_t>(ncpu));
-        REQUIRE(bpf_map_lookup_elem(bpf_map__fd(skel_->maps.xdp_stats), &idx, v.data()) == 0);
-        uint64_t sum = 0;
-        for (uint64_t x : v) sum += x;
-        return sum;
+        return percpu_counter<pspxdp_xdp_counters>(bpf_map__fd(skel_->maps.xdp_stats), idx);
     }
     redirect_bpf *skel_ = nullptr;
 };
@@ -828,6 +830,7 @@ TEST_CASE("redirect: frames go to their rx queue's socket, others are dropped an
 
 namespace {
 
+using pspxdp::control::Access;
 using pspxdp::control::Device;
 using pspxdp::control::Selector;
 
@@ -878,6 +881,16 @@ std::vector<std::string> split(const std::string &text) {
     return out;
 }
 
+// class set, the way `pspxdp class set` calls it.
+pspxdp::Result<void> class_set(Device &d, uint32_t classid, pspxdp_class_kind kind,
+                               uint64_t rate_bps) {
+    pspxdp::control::ClassSpec s;
+    s.classid = classid;
+    s.kind = kind;
+    s.rate_bps = rate_bps;
+    return d.class_put(Device::Put::Set, s);
+}
+
 Selector sel(const std::string &text) {
     auto words = split(text);
     auto s = pspxdp::control::parse_selector(std::span<const std::string>(words));
@@ -894,9 +907,9 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         return;
     }
     PrivateNetns ns;
-    const std::string dev = "psp-bpf-ctl-" + std::to_string(getpid());
+    const std::string dev = "pspctl" + std::to_string(getpid());
 
-    auto missing = Device::open(dev);
+    auto missing = Device::open(dev, Access::ChangeLocked);
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
 
@@ -910,7 +923,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         st.line_rate_bps = 1000000000ull;
         REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
     }
-    auto opened = Device::open(dev);
+    // The test plays attach: it holds the (no) lock and made the pins.
+    auto opened = Device::open(dev, Access::ChangeLocked);
     REQUIRE(opened);
     Device &d = opened.value();
     auto rate_of = [&](uint32_t classid) -> uint64_t {
@@ -921,42 +935,43 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     };
 
     SECTION("paced rates may not sum above the line rate") {
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 500000000));
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 400000000));
-        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0)); // normal classes cost nothing
-        auto over = d.class_set(C4, PSPXDP_CLASS_PACED, 200000000);
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 500000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_PACED, 400000000));
+        REQUIRE(class_set(d, C3, PSPXDP_CLASS_NORMAL, 0)); // normal classes cost nothing
+        auto over = class_set(d, C4, PSPXDP_CLASS_PACED, 200000000);
         REQUIRE_FALSE(over);
         CHECK_THAT(over.error(), Catch::Contains("above the line rate"));
         CHECK(rate_of(C4) == UINT64_MAX); // nothing written
         // Re-setting a class replaces its own rate in the sum.
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 600000000));
         CHECK(rate_of(C1) == 600000000);
-        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000001));
+        REQUIRE_FALSE(class_set(d, C1, PSPXDP_CLASS_PACED, 600000001));
         CHECK(rate_of(C1) == 600000000);
         // A normal class takes no share.
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_NORMAL, 400000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_NORMAL, 400000000));
         CHECK(rate_of(C2) == 0);
-        REQUIRE(d.class_set(C4, PSPXDP_CLASS_PACED, 400000000));
+        REQUIRE(class_set(d, C4, PSPXDP_CLASS_PACED, 400000000));
 
         auto classes = d.classes();
         REQUIRE(classes);
         REQUIRE(classes->size() == 4);
         CHECK((*classes)[0].classid == C1);
         CHECK((*classes)[0].config.kind == PSPXDP_CLASS_PACED);
-        CHECK((*classes)[0].queue == 0); // no slot yet: the daemon assigns it
+        CHECK((*classes)[0].config.slot != 0); // the control plane gives each class a slot
+        CHECK_FALSE((*classes)[0].served);       // no daemon serves it
     }
     SECTION("bad class ids and unknown line rate are refused") {
-        auto minor0 = d.class_set(PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
+        auto minor0 = class_set(d, PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
         REQUIRE_FALSE(minor0);
         CHECK_THAT(minor0.error(), Catch::Contains("minor 0"));
-        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 0));
+        REQUIRE_FALSE(class_set(d, C1, PSPXDP_CLASS_PACED, 0));
         pspxdp_pacer_state st{};
         uint32_t key = 0;
         st.heartbeat_ns = now_ns();
         REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
-        auto unknown = d.class_set(C1, PSPXDP_CLASS_PACED, 1000);
+        auto unknown = class_set(d, C1, PSPXDP_CLASS_PACED, 1000);
         REQUIRE_FALSE(unknown);
-        CHECK_THAT(unknown.error(), Catch::Contains("line rate unknown"));
+        CHECK_THAT(unknown.error(), Catch::Contains("line rate of " + dev + " is unknown"));
         CHECK(rate_of(C1) == UINT64_MAX);
     }
     SECTION("filters need an existing class; classes in use cannot be deleted") {
@@ -967,8 +982,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(f0);
         CHECK(f0->empty());
 
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
-        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C3, PSPXDP_CLASS_NORMAL, 0));
         REQUIRE(d.filter_add(sel("dst 192.168.2.0/24"), C1));
         REQUIRE(d.filter_add(sel("src 2001:db8::/32"), C1));
         REQUIRE(d.filter_add(sel("proto udp dport 5001"), C1));
@@ -1002,8 +1017,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE_FALSE(d.class_del(C1));
     }
     SECTION("what the control plane writes is what the classifier matches") {
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_PACED, 100000000));
         c.slot(C1, 1); // the daemon's part
         c.slot(C2, 2);
         c.slot(C3, 3);
@@ -1021,7 +1036,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(classes);
         REQUIRE(classes->size() == 3); // 1:1, 1:2 configured; 1:3 seen in stats only
         CHECK((*classes)[0].tc.tc_packets == 1);
-        CHECK((*classes)[0].queue == 1);
+        CHECK((*classes)[0].served);
         CHECK((*classes)[1].tc.tc_packets == 2);
         CHECK((*classes)[2].classid == C3);
         CHECK_FALSE((*classes)[2].configured);

@@ -17,7 +17,7 @@ static bool is_selector_word(const std::string &w) {
 
 static int show(const control::Device &dev, bool json) {
     auto filters = dev.filters();
-    if (!filters) return fail(filters.error());
+    if (!filters) return fail(filters);
     if (json) std::printf("[");
     bool first = true;
     for (const auto &f : *filters) {
@@ -43,8 +43,10 @@ static int run(const Args &args) {
     // DEV is the first word unless that word already starts the selector;
     // it may be left out when exactly one device is attached.
     const bool has_dev = !words.empty() && !is_selector_word(words[0]);
-    auto dev = control::open_device(has_dev ? &words[0] : nullptr);
-    if (!dev) return fail(dev.error());
+    const bool read_only = verb == "show" || verb == "list";
+    auto dev = control::open_device(has_dev ? &words[0] : nullptr,
+                                    read_only ? control::Access::Read : control::Access::Change);
+    if (!dev) return fail(dev);
     if (has_dev) words.erase(words.begin());
 
     if (verb == "show" || verb == "list") {
@@ -58,11 +60,11 @@ static int run(const Args &args) {
                                  words[words.size() - 2] != "flowid"))
             return fail("filter add: usage: pspxdp filter add [DEV] SELECTOR classid CLASSID");
         auto id = parse_classid(words.back());
-        if (!id) return fail(id.error());
+        if (!id) return fail(id.error(), 2);
         words.resize(words.size() - 2);
         auto sel = control::parse_selector(std::span<const std::string>(words));
-        if (!sel) return fail(sel.error());
-        if (auto r = dev.value().filter_add(*sel, id->raw()); !r) return fail(r.error());
+        if (!sel) return fail(sel.error(), 2);
+        if (auto r = dev.value().filter_add(*sel, id->raw()); !r) return fail(r);
         return 0;
     }
     // del: "classid X" is accepted and ignored, so an add line can be reused.
@@ -70,8 +72,8 @@ static int run(const Args &args) {
         (words[words.size() - 2] == "classid" || words[words.size() - 2] == "flowid"))
         words.resize(words.size() - 2);
     auto sel = control::parse_selector(std::span<const std::string>(words));
-    if (!sel) return fail(sel.error());
-    if (auto r = dev.value().filter_del(*sel); !r) return fail(r.error());
+    if (!sel) return fail(sel.error(), 2);
+    if (auto r = dev.value().filter_del(*sel); !r) return fail(r);
     return 0;
 }
 

@@ -1,16 +1,26 @@
 // The control plane: the maps pinned under /sys/fs/bpf/pspxdp/<DEV>/ by
 // `pspxdp attach`, read and written through the bpf(2) syscall wrappers.
 //
-// Every mutation validates first and writes last, under an flock on the
-// device's pin directory, so a refused command changes nothing and two
-// concurrent `pspxdp class set` cannot both pass the line-rate check.
+// A Device opened for changes holds DEV's lock (/run/pspxdp/DEV.lock, the
+// lock attach and detach take) from open to destruction and checks, under
+// it, that DEV is still attached: two CLI calls cannot interleave, and a
+// change racing a detach either finishes before it or is refused cleanly
+// ("not attached"). Every change validates first and writes last, so a
+// refused command changes nothing; then it bumps pacer_state.config_gen, the
+// daemon's cue to re-read its configuration.
+//
+// A Device opened for reading takes no lock and opens the pins read-only
+// (BPF_F_RDONLY): show and stats work for any user allowed to read the pins.
 #pragma once
 
+#include "control/config.hpp"
 #include "control/selector.hpp"
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
+#include "setup/loader.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,12 +50,21 @@ class Fd {
 
 struct ClassInfo {
     uint32_t classid = 0;
-    bool configured = false; // in class_config (else only seen in stats)
+    bool configured = false;       // in class_config (else only seen in class_stats)
     pspxdp_class_config config{};
-    uint32_t queue = 0;            // class_slot, 0 = not served
-    pspxdp_class_tc_stats tc{};       // class_stats summed over CPUs
-    bool has_pacer = false;
-    pspxdp_pacer_stats pacer{};
+    pspxdp_class_tc_stats tc{};    // class_stats summed over CPUs
+    // The pacer's side: served means the daemon has the class (TC hands its
+    // frames over); state and counters come from pacer_stats[slot].
+    bool served = false;
+    pspxdp_slot_state state = PSPXDP_SLOT_FREE;
+    pspxdp_class_counters pacer{};
+};
+
+struct DeviceCounters {
+    pspxdp_tc_counters tc{};   // tc_stats summed over CPUs
+    pspxdp_xdp_counters xdp{}; // xdp_stats summed over CPUs
+    bool have_daemon = false;  // daemon_stats read (or the old daemon's stats file)
+    pspxdp_daemon_stats daemon{};
 };
 
 struct FilterInfo {
@@ -57,42 +76,87 @@ struct FilterInfo {
 std::string pin_dir(const std::string &dev);
 // Devices with a pin directory, sorted.
 std::vector<std::string> attached_devices();
+// A name the kernel could give a network device: refused (exit 2) otherwise.
+Result<void> check_device_name(const std::string &dev);
+
+enum class Access {
+    Read,          // no lock, pins opened read-only
+    Change,        // takes DEV's lock (waits for it) and checks DEV is attached
+    ChangeLocked,  // the caller holds DEV's lock already (attach --config)
+};
+
+// What apply changed.
+struct ApplySummary {
+    size_t classes_added = 0, classes_changed = 0, classes_deleted = 0;
+    size_t filters_added = 0, filters_deleted = 0;
+    bool default_changed = false, line_rate_changed = false;
+    bool nothing() const {
+        return !classes_added && !classes_changed && !classes_deleted && !filters_added &&
+               !filters_deleted && !default_changed && !line_rate_changed;
+    }
+};
 
 class Device {
   public:
-    // Opens the pins; "eth0: not attached" if the directory or a required
-    // map is missing.
-    static Result<Device> open(const std::string &dev);
+    // "eth0 is not attached" (exit 2) if the directory or a required map is missing.
+    static Result<Device> open(const std::string &dev, Access access);
 
     const std::string &name() const { return dev_; }
 
     Result<pspxdp_pacer_state> state() const;
-
-    // kind PSPXDP_CLASS_PACED needs rate_bps > 0; a normal class ignores it.
-    Result<void> class_set(uint32_t classid, uint32_t kind, uint64_t rate_bps);
-    Result<void> class_del(uint32_t classid);
-    // Configured classes plus any class that only appears in class_stats
-    // (e.g. an unconfigured default class), sorted by class id.
+    // Configured classes plus any class that only appears in class_stats,
+    // sorted by class id.
     Result<std::vector<ClassInfo>> classes() const;
+    Result<DeviceCounters> counters() const;
+    // Port rules first, then prefixes (the classifier's lookup order).
+    Result<std::vector<FilterInfo>> filters() const;
+    // The live configuration: line rate, classes, default class, filters.
+    Result<Config> config() const;
+
+    // tc semantics: Add fails if the class exists, Change if it does not,
+    // Set does either. The whole class is replaced by spec (what is not
+    // given is the default), its slot kept.
+    enum class Put { Add, Change, Set };
+    Result<void> class_put(Put how, const ClassSpec &spec);
+    Result<void> class_del(uint32_t classid);
+    Result<void> set_default(uint32_t classid);
+    // Refused if the paced classes would not fit the new rate.
+    Result<void> set_line_rate(uint64_t line_rate_bps);
+    // Makes the device's configuration c, or changes nothing: c is checked
+    // whole first; a write that fails is rolled back.
+    Result<ApplySummary> apply(const Config &c);
 
     Result<void> filter_add(const Selector &selector, uint32_t classid);
     Result<void> filter_del(const Selector &selector);
-    // Port rules first, then prefixes (the classifier's lookup order).
-    Result<std::vector<FilterInfo>> filters() const;
 
   private:
-    Result<void> lock();
+    Result<void> require_change() const;
+    Result<std::vector<ClassSpec>> class_specs() const;
     Result<bool> class_exists(uint32_t classid) const;
+    Result<uint32_t> free_slot(std::vector<bool> &taken) const;
+    Result<std::vector<bool>> taken_slots() const;
+    // Writes fields of pacer_state (default class, line rate) and bumps
+    // config_gen.
+    Result<void> update_pacer_state(const std::optional<uint32_t> &default_classid,
+                                    const std::optional<uint64_t> &line_rate_bps);
+    Result<void> bump_config_gen() { return update_pacer_state(std::nullopt, std::nullopt); }
+    Result<void> write_classes(const std::vector<uint32_t> &ids,
+                               const std::vector<pspxdp_class_config> &values);
+    Result<void> delete_classes(const std::vector<uint32_t> &ids);
     int rules_fd(const Selector &s) const;
 
     std::string dev_;
-    Fd dir_;
-    Fd class_config_, class_slot_, class_stats_, pacer_stats_, pacer_state_;
+    Access access_ = Access::Read;
+    std::optional<setup::DevLock> lock_;
+    Fd class_config_, class_stats_, pacer_stats_, pacer_state_, daemon_stats_, tc_stats_,
+        xdp_stats_, class_slot_;
+    bool pacer_stats_by_slot_ = false; // v2 pacer_stats (ARRAY by slot), else v1 (HASH by class)
+    bool pacer_state_mmapable_ = false;
     Fd dst_v4_, src_v4_, dst_v6_, src_v6_, port_;
 };
 
 // DEV given: opens it. DEV omitted (nullptr): opens the only attached
 // device, or explains why there is none to pick.
-Result<Device> open_device(const std::string *dev);
+Result<Device> open_device(const std::string *dev, Access access);
 
 } // namespace pspxdp::control

@@ -1,5 +1,6 @@
 // pspxdp attach DEV: set up the pacer on DEV and start its daemon.
 #include "cli/command.hpp"
+#include "control/control.hpp"
 #include "core/engine.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
@@ -67,7 +68,17 @@ static int run(const Args &args) {
     if (auto st = dp::read_state(paths); st && daemon::running_pid(paths))
         return fail("attach: " + dev + " is already attached (pspxdp detach " + dev + " first)");
 
+    // --config FILE: read and checked before anything is created; its line
+    // rate and default class unless given here; applied under the lock
+    // before the daemon starts.
+    std::optional<control::Config> config;
+    if (args.has("config")) {
+        auto c = control::load_config(args.get("config"));
+        if (!c) return fail("attach: --config " + c.error(), 2);
+        config = *c;
+    }
     ClassId default_class{1, 0xffff};
+    if (config && config->default_classid) default_class = ClassId::from_raw(*config->default_classid);
     if (args.has("default-class")) {
         auto c = parse_classid(args.get("default-class"));
         if (!c) return fail("attach: --default-class: " + c.error());
@@ -93,6 +104,9 @@ static int run(const Args &args) {
         if (!r) return fail("attach: --line-rate: " + r.error());
         line = *r;
         source = "--line-rate";
+    } else if (config && config->line_rate_bps) {
+        line = *config->line_rate_bps;
+        source = "--config";
     } else if (auto mbps = dp::get_speed_mbps(*link)) {
         line = *mbps * 1000000ull;
         source = "ethtool speed";
@@ -112,6 +126,10 @@ static int run(const Args &args) {
     if (!link->has_carrier())
         std::fprintf(stderr, "pspxdp: warning: %s has no carrier: nothing will reach the wire\n",
                      dev.c_str());
+
+    if (config)
+        if (auto r = control::check_config(*config, line, default_class.raw(), dev); !r)
+            return fail("attach: --config " + args.get("config") + ": " + r.error(), 2);
 
     auto lock = dp::DevLock::acquire(paths, false);
     if (!lock) return fail("attach: " + lock.error());
@@ -139,6 +157,16 @@ static int run(const Args &args) {
     if (!st) {
         dp::remove_run_files(paths); // attach undid the rest
         return fail("attach: " + st.error());
+    }
+    if (config) {
+        auto d = control::Device::open(dev, control::Access::ChangeLocked);
+        auto r = d ? d.value().apply(*config) : Result<control::ApplySummary>(d.failure());
+        if (!r) {
+            (void)dp::detach(paths, *st);
+            dp::remove_run_files(paths);
+            return fail("attach: --config " + args.get("config") + ": " + r.error() + " (" + dev +
+                        " left detached)");
+        }
     }
     std::printf(
         "pspxdp: attached to %s: line rate %s (%s), window %llu B, %u pacer queues on %s/%s\n",
@@ -209,6 +237,9 @@ const Command kAttach = {
         {"default-class", 'd', "CLASSID",
          "class of unclassified traffic (default 1:ffff, a normal class)"},
         {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},
+        {"config", 'c', "FILE",
+         "configure classes, default class, filters (and the line rate, unless --line-rate) "
+         "from FILE, the format of pspxdp save"},
         {"spin", 0, nullptr,
          "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
          "(default: sleep through waits > 50 us)"},

@@ -69,7 +69,7 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     // JSON: every key always (a fixed schema; 0 = the default). Text: what is set.
     if (p.json() || paced) p.rate("rate", c.config.rate_bps);
     if (p.json() || c.config.limit_bytes) p.bytes("limit", c.config.limit_bytes);
-    if (p.json() || c.config.limit_ns) p.duration("limit", c.config.limit_ns, "limit %s ");
+    if (p.json() || c.config.limit_ns) p.duration("limit", c.config.limit_ns);
     const bool ce_off = c.config.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF;
     if (p.json()) {
         p.u64("ce_threshold_ns", ce_off ? 0 : c.config.ce_threshold_ns);
@@ -77,7 +77,7 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     } else if (ce_off) {
         p.text("ce_threshold off ");
     } else if (c.config.ce_threshold_ns) {
-        p.duration("ce_threshold", c.config.ce_threshold_ns, "ce_threshold %s ");
+        p.duration("ce_threshold", c.config.ce_threshold_ns);
     }
     p.u64("slot", c.config.slot);
     p.string("state", state_name(c), "%s ");
@@ -112,9 +112,10 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     p.rate("paced", paced);
     p.string("default_class", format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
              "default %s ");
-    p.boolean("pacer_alive", pspxdp_pacer_alive(&s.st, s.t_ns), "pacer %s ");
+    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+    p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
     p.u64("config_gen", s.st.config_gen);
-    if (stats && dt) p.duration("interval", dt);
+    if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
     p.newline();
     p.open_array("classes");
     for (const auto &c : s.classes) {
@@ -153,6 +154,70 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
 #undef PSPXDP_PRINT_XDP
     p.newline();
     p.close_object();
+}
+
+// Every JSON key of show/stats/status -j and what it means: `pspxdp stats
+// --keys` prints this as the README's table, and the lab test checks that
+// the JSON has exactly these keys. Counters are described once, in shared.h.
+struct KeyDoc {
+    const char *where, *key, *meaning;
+};
+std::vector<KeyDoc> key_docs() {
+    std::vector<KeyDoc> k = {
+        {"", "dev", "the device"},
+        {"", "line_rate_bps", "the wire's rate M, bit/s"},
+        {"", "paced_bps", "sum of the paced classes' rates, bit/s"},
+        {"", "default_class", "class of unclassified traffic, \"major:minor\" (hex)"},
+        {"", "pacer_alive", "the daemon's heartbeat is fresh (else TC passes traffic unpaced)"},
+        {"", "config_gen", "bumped by every configuration change"},
+        {"", "interval_ns", "stats: what the measured rates are measured over"},
+        {"", "classes", "one object per class, by class id"},
+        {"classes[]", "class", "\"major:minor\" (hex)"},
+        {"classes[]", "kind", "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
+        {"classes[]", "rate_bps", "paced: the rate, L2 bit/s with FCS; 0 for normal"},
+        {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
+        {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
+        {"classes[]", "ce_threshold_ns", "ECN CE above this backlog (time at the rate); 0: the default"},
+        {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
+        {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
+        {"classes[]", "state", "served (the pacer has it), draining (deleted, queue emptying), unserved"},
+        {"classes[]", "measured_rate_bps", "stats: tx_bytes over the interval, bit/s; null without one"},
+    };
+#define PSPXDP_DOC(name, help) k.push_back({"classes[]", #name, help});
+    PSPXDP_CLASS_COUNTERS(PSPXDP_DOC)
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "daemon", "stats: the daemon's device-wide counters; null when it is not running"});
+#define PSPXDP_DOC(name, help) k.push_back({"daemon", #name, help});
+    PSPXDP_DAEMON_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "tc", "stats: the TC classifier's counters (tc_stats)"});
+#define PSPXDP_DOC(up, name, help) k.push_back({"tc", #name, help});
+    PSPXDP_TC_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "xdp", "stats: the XDP redirect's counters (xdp_stats)"});
+#define PSPXDP_DOC(up, name, help) k.push_back({"xdp", #name, help});
+    PSPXDP_XDP_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    const KeyDoc status[] = {
+        {"status", "attached", "DEV is attached (false: see error)"},
+        {"status", "error", "why there is nothing to show (only then)"},
+        {"status", "pacer_veth", "the pacer veth pair [TC side, XDP side]"},
+        {"status", "queues", "pacer rx queues"},
+        {"status", "window_bytes", "how far the schedule may run ahead of real time"},
+        {"status", "clsact_created", "attach created DEV's clsact qdisc (detach removes it)"},
+        {"status", "daemon_pid", "the daemon's pid; 0: not running"},
+        {"status", "heartbeat_age_ns", "since the daemon's last heartbeat; null: never beat"},
+    };
+    k.insert(k.end(), std::begin(status), std::end(status));
+    return k;
+}
+
+int print_key_docs() {
+    std::printf("| object | key | meaning |\n|---|---|---|\n");
+    for (const auto &d : key_docs())
+        std::printf("| %s | `%s` | %s |\n", d.where[0] ? d.where : "top", d.key, d.meaning);
+    return 0;
 }
 
 volatile sig_atomic_t g_stop = 0;
@@ -213,6 +278,7 @@ int run_show(const Args &args) {
 }
 
 int run_stats(const Args &args) {
+    if (args.flag("keys")) return print_key_docs();
     const auto &p = args.positional;
     return show_device(p.empty() ? nullptr : &p[0], show_options(args, true));
 }
@@ -229,6 +295,7 @@ const std::vector<Option> kShowOptions = {
         .within(100'000'000, 3600'000'000'000),
     opt(OptType::Integer, "count", 'c', "N", "with --watch: stop after N prints (0: never)")
         .by_default(0),
+    flag("keys", 0, "print every JSON key with its meaning (a markdown table) and exit"),
 };
 
 const char *kShowDetails =
@@ -303,10 +370,13 @@ int run_status(const Args &args) {
     p.boolean("clsact_created", as->clsact_created);
     p.newline();
     p.i64("daemon_pid", pid, "daemon pid %s ");
-    if (s->st.heartbeat_ns)
-        p.i64("heartbeat_age_ns", int64_t(s->t_ns - s->st.heartbeat_ns), "heartbeat_age %s ns ");
-    else
+    if (s->st.heartbeat_ns) {
+        const int64_t age = int64_t(s->t_ns - s->st.heartbeat_ns);
+        p.value("heartbeat_age_ns", age, fixed(double(age) / 1e6, 1) + "ms", "heartbeat %s ago ");
+    } else {
         p.null("heartbeat_age_ns");
+        p.text("heartbeat never ");
+    }
     if (!pid) p.text("(not running: TC passes everything unpaced)");
     else if (!beating) p.text("(NOT beating: TC passes unpaced)");
     p.newline();

@@ -86,18 +86,22 @@ void Printer::boolean(std::string_view key, bool v, const char *fmt) {
 void Printer::null(std::string_view key) {
     if (json_) put(key, nullptr, "", nullptr);
 }
+// Text shows the name without the unit, the value with it: "rate 300Mbit".
+std::string Printer::text_format(std::string_view name, const char *fmt) {
+    return fmt ? std::string(fmt) : std::string(name) + " %s ";
+}
 void Printer::rate(std::string_view name, uint64_t bps, const char *fmt) {
-    put(std::string(name) + "_bps", bps, format_rate(bps), fmt);
+    put(std::string(name) + "_bps", bps, format_rate(bps), text_format(name, fmt).c_str());
 }
 void Printer::measured_rate(std::string_view name, double bps, const char *fmt) {
     put(std::string(name) + "_bps", std::isfinite(bps) ? ojson(std::llround(bps)) : ojson(nullptr),
-        cli::measured_rate(bps), fmt);
+        cli::measured_rate(bps), text_format(name, fmt).c_str());
 }
 void Printer::bytes(std::string_view name, uint64_t bytes, const char *fmt) {
-    put(std::string(name) + "_bytes", bytes, format_bytes(bytes), fmt);
+    put(std::string(name) + "_bytes", bytes, format_bytes(bytes), text_format(name, fmt).c_str());
 }
 void Printer::duration(std::string_view name, uint64_t ns, const char *fmt) {
-    put(std::string(name) + "_ns", ns, format_duration(ns), fmt);
+    put(std::string(name) + "_ns", ns, format_duration(ns), text_format(name, fmt).c_str());
 }
 
 void Printer::text(std::string_view s) {

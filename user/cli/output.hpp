@@ -42,6 +42,11 @@ class Printer {
     void measured_rate(std::string_view name, double bps, const char *fmt = nullptr);
     void bytes(std::string_view name, uint64_t bytes, const char *fmt = nullptr);
     void duration(std::string_view name, uint64_t ns, const char *fmt = nullptr);
+    // Any JSON value with its own text form.
+    void value(std::string_view key, nlohmann::ordered_json v, const std::string &shown,
+               const char *fmt = nullptr) {
+        put(key, std::move(v), shown, fmt);
+    }
     // Text only.
     void text(std::string_view s);
     void newline();
@@ -60,6 +65,7 @@ class Printer {
     void put(std::string_view key, nlohmann::ordered_json v, const std::string &shown,
              const char *fmt);
     void open(std::string_view key, nlohmann::ordered_json v);
+    static std::string text_format(std::string_view name, const char *fmt);
 
     bool json_;
     nlohmann::ordered_json doc_;

@@ -116,6 +116,7 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
     p.u64("config_gen", s.st.config_gen);
     if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
+    else if (stats) p.null("interval_ns");
     p.newline();
     p.open_array("classes");
     for (const auto &c : s.classes) {

@@ -1,5 +1,6 @@
 #include "cli/command.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <cstring>
 #include <stdexcept>
@@ -209,7 +210,9 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
     };
     for (int i = 0; i < argc; ++i) {
         std::string_view a = argv[i];
-        if (only_positional || a.size() < 2 || a[0] != '-') {
+        // "-5mbit" is a (bad) value, not an option: the class words refuse it.
+        if (only_positional || a.size() < 2 || a[0] != '-' ||
+            std::isdigit(static_cast<unsigned char>(a[1]))) {
             args.positional.emplace_back(a);
             continue;
         }

@@ -360,26 +360,27 @@ int run_status(const Args &args) {
     const pid_t pid = daemon::running_pid(paths);
     const bool beating = pspxdp_pacer_alive(&s->st, s->t_ns);
 
-    p.boolean("attached", true, "attached ");
+    p.boolean("attached", true, (dev + ": attached, ").c_str());
     p.text("pacer ");
     p.open_array("pacer_veth");
     p.string("", as->pacer_a, "%s -> ");
     p.string("", as->pacer_b, "%s ");
     p.close_array();
-    p.u64("queues", as->queues);
-    p.bytes("window", as->window_bytes);
-    p.boolean("clsact_created", as->clsact_created);
+    p.u64("queues", as->queues, "(%s queues), ");
+    p.bytes("window", as->window_bytes, "window %s");
+    p.boolean("clsact_created", as->clsact_created,
+              as->clsact_created ? "" : ", clsact qdisc not ours");
     p.newline();
-    p.i64("daemon_pid", pid, "daemon pid %s ");
-    if (s->st.heartbeat_ns) {
-        const int64_t age = int64_t(s->t_ns - s->st.heartbeat_ns);
-        p.value("heartbeat_age_ns", age, fixed(double(age) / 1e6, 1) + "ms", "heartbeat %s ago ");
-    } else {
-        p.null("heartbeat_age_ns");
-        p.text("heartbeat never ");
-    }
-    if (!pid) p.text("(not running: TC passes everything unpaced)");
-    else if (!beating) p.text("(NOT beating: TC passes unpaced)");
+    // The words scripts grep for: "alive, heartbeat", "daemon: not running".
+    const int64_t age = s->st.heartbeat_ns ? int64_t(s->t_ns - s->st.heartbeat_ns) : 0;
+    const std::string age_text = fixed(double(age) / 1e6, 1) + " ms ago";
+    p.i64("daemon_pid", pid, !pid ? "daemon: not running (TC passes everything unpaced)"
+                                   : "daemon: pid %s, ");
+    if (s->st.heartbeat_ns)
+        p.value("heartbeat_age_ns", age, age_text,
+                !pid ? "" : beating ? "alive, heartbeat %s" : "NOT beating (heartbeat %s): TC passes unpaced");
+    else
+        p.value("heartbeat_age_ns", nullptr, "", pid ? "NOT beating (never beat): TC passes unpaced" : "");
     p.newline();
     print_device(p, dev, *s, nullptr, true);
     p.close_object();

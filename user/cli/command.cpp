@@ -11,41 +11,35 @@
 
 namespace pspxdp::cli {
 
+namespace {
+// A copy of o changed by f: the modifiers below are one expression each.
+template <class F> Option changed(const Option &o, F f) {
+    Option c = o;
+    f(c);
+    return c;
+}
+} // namespace
+
 Option Option::by_default(uint64_t v) const {
-    Option o = *this;
-    o.fallback = v;
-    return o;
+    return changed(*this, [&](Option &o) { o.fallback = v; });
 }
 Option Option::by_default(ClassId v) const {
-    Option o = *this;
-    o.fallback = v;
-    return o;
+    return changed(*this, [&](Option &o) { o.fallback = v; });
 }
 Option Option::by_default(std::string v) const {
-    Option o = *this;
-    o.fallback = std::move(v);
-    return o;
+    return changed(*this, [&](Option &o) { o.fallback = std::move(v); });
 }
 Option Option::within(uint64_t low, uint64_t high) const {
-    Option o = *this;
-    o.lo = low;
-    o.hi = high;
-    return o;
+    return changed(*this, [&](Option &o) { o.lo = low, o.hi = high; });
 }
 Option Option::default_is(const char *note) const {
-    Option o = *this;
-    o.fallback_note = note;
-    return o;
+    return changed(*this, [&](Option &o) { o.fallback_note = note; });
 }
 Option Option::bare_unit(uint64_t ns) const {
-    Option o = *this;
-    o.bare_unit_ns = ns;
-    return o;
+    return changed(*this, [&](Option &o) { o.bare_unit_ns = ns; });
 }
 Option Option::repeat() const {
-    Option o = *this;
-    o.repeatable = true;
-    return o;
+    return changed(*this, [](Option &o) { o.repeatable = true; });
 }
 
 Option opt(OptType type, const char *name, char short_name, const char *metavar,

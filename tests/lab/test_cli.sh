@@ -160,6 +160,15 @@ for name in "$DEV" nosuch0 'we"ird\name' 'a/b' "$(printf 'x\377y')"; do
         python3 -c "import json,sys; d=json.load(open(sys.argv[1], encoding='utf-8', errors='replace')); assert isinstance(d, dict) and 'attached' in d" "$TMP/status"
 done
 
+# DEV may be left out when exactly one device is attached (others' tests
+# may have attached theirs meanwhile: then this check is skipped).
+if [[ $(ls /sys/fs/bpf/pspxdp 2>/dev/null | wc -l) -eq 1 ]]; then
+    check "DEV left out: the only attached device" bash -c "$N $PSPXDP show | grep -q '^dev $DEV '"
+else
+    check "DEV left out with several attached: refused, naming them" bash -c "
+        $N $PSPXDP show 2>&1 >/dev/null | grep -q 'several devices attached (.*$DEV'"
+fi
+
 # ---- JSON keys: exactly the documented ones; the README's table is --keys
 "$PSPXDP" stats --keys >"$TMP/keys"
 check "README's key table is pspxdp stats --keys" bash -c "

@@ -54,7 +54,9 @@ $N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4 >/dev/null || { echo "atta
 # machine a daemon at normal priority misses its heartbeat and TC passes
 # traffic unpaced (fail-open), which is not what this test is about.
 chrt -a -f -p 10 "$(cat /run/pspxdp/$DEV.pid)" >/dev/null 2>&1 || echo "     (no real-time priority for the daemon)"
-check "class add 1:1 300mbit" $N "$PSPXDP" class add $DEV 1:1 300mbit limit 4mb
+# Only words every pspxdp version takes (class set, status -j), so the same
+# test measures the data path before and after a change to it.
+check "class set 1:1 300mbit" $N "$PSPXDP" class set $DEV 1:1 300mbit
 check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
 sleep 0.1
 
@@ -68,32 +70,46 @@ $D timeout 20 tcpdump -i $PEER -s 96 -B 16384 --immediate-mode --time-stamp-prec
 TCPDUMP=$!
 PIDS+=($TCPDUMP)
 for _ in $(seq 50); do grep -q listening "$TMP/tcpdump.log" && break; sleep 0.1; done
-$N "$PSPXDP" stats $DEV -j --interval 0 >"$TMP/s0"
+$N "$PSPXDP" status $DEV -j >"$TMP/s0"
 
 $N timeout 20 iperf3 -c $NET.2 -p 5201 -t 3.2 -w 256K -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err" &
 CLIENT=$!
 # The command's time: taken inside the namespace just before pspxdp starts
-# (nsenter's own start-up is not the command's).
-change() { $N sh -c 'date +%s.%N; exec "$0" "$@"' "$PSPXDP" class change $DEV 1:1 "$1" limit 4mb; }
+# (nsenter's own start-up is not the command's). With strace, also the
+# moment it wrote class_config (its first map update): the daemon's own
+# reaction, whatever the command's start-up costs on a loaded machine.
+change() { # RATE TRACE_FILE
+    if command -v strace >/dev/null; then
+        $N sh -c 'date +%s.%N; exec strace -ttt -e trace=bpf -o "$0" "$@"' "$2" \
+            "$PSPXDP" class set $DEV 1:1 "$1"
+    else
+        $N sh -c 'date +%s.%N; exec "$0" "$@"' "$PSPXDP" class set $DEV 1:1 "$1"
+    fi
+}
+written() { # TRACE_FILE: the time of the first map update, or 0
+    awk '/BPF_MAP_UPDATE/ {print $1; exit}' "$1" 2>/dev/null | grep . || echo 0
+}
 sleep 1.0
-T1=$(change 100mbit)
+T1=$(change 100mbit "$TMP/trace1")
 T1_END=$(now)
 sleep 1.0
-T2=$(change 300mbit)
+T2=$(change 300mbit "$TMP/trace2")
 T2_END=$(now)
+W1=$(written "$TMP/trace1") W2=$(written "$TMP/trace2")
 wait $CLIENT
 client_rc=$?
 sleep 0.3
-$N "$PSPXDP" stats $DEV -j --interval 0 >"$TMP/s1"
+$N "$PSPXDP" status $DEV -j >"$TMP/s1"
 kill -INT $TCPDUMP 2>/dev/null
 wait $TCPDUMP 2>/dev/null
 check "iperf3 ran" test $client_rc -eq 0
 
 python3 - "$TMP/cap.pcap" "$TMP/iperf3.json" "$TMP/s0" "$TMP/s1" "$T1" "$T1_END" "$T2" "$T2_END" \
-    "$TMP/tcpdump.log" >"$TMP/result" <<'PY'
+    "$TMP/tcpdump.log" "$W1" "$W2" >"$TMP/result" <<'PY'
 import json, struct, sys
 cap, ipf, s0, s1 = sys.argv[1:5]
 t1, t1_end, t2, t2_end = map(float, sys.argv[5:9])
+w1, w2 = map(float, sys.argv[10:12])
 raw = open(cap, "rb").read()
 magic = struct.unpack("<I", raw[:4])[0]
 scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
@@ -145,15 +161,22 @@ captured_drops += received - delivered
 delivered = received
 s1_ms, s2_ms = step(t1, 100e6), step(t2, 300e6)
 ms = lambda x: -1 if x is None else x * 1000
+# From the write: the daemon's reaction alone (-1 without strace).
+r1 = ms(s1_ms + t1 - w1) if w1 and s1_ms is not None else -1
+r2 = ms(s2_ms + t2 - w2) if w2 and s2_ms is not None else -1
 print(len(t), handed - delivered, retr, drops, ring, passed, captured_drops,
       f"{ms(s1_ms):.1f}", f"{ms(s2_ms):.1f}", f"{(t1_end - t1) * 1000:.1f}", f"{(t2_end - t2) * 1000:.1f}",
+      f"{r1:.1f}", f"{r2:.1f}",
       f"{mean_rate(t1 - 0.6, t1 - 0.1) / 1e6:.1f}", f"{mean_rate(t1 + 0.3, t2 - 0.1) / 1e6:.1f}",
       f"{mean_rate(t2 + 0.3, t2 + 0.9) / 1e6:.1f}")
 PY
-read -r frames lost retr drops ring passed capdrops step_down step_up cmd1 cmd2 r300 r100 r300b <"$TMP/result"
+read -r frames lost retr drops ring passed capdrops step_down step_up cmd1 cmd2 react_down react_up \
+    r300 r100 r300b <"$TMP/result"
 echo "     captured $frames data frames ($capdrops dropped by the capture)"
-echo "     rate 300 -> 100 Mbit/s: step ${step_down} ms after the command started (it took $cmd1 ms)"
-echo "     rate 100 -> 300 Mbit/s: step ${step_up} ms after the command started (it took $cmd2 ms)"
+echo "     rate 300 -> 100 Mbit/s: step ${step_down} ms after the command started (it took $cmd1 ms)," \
+    "${react_down} ms after it wrote class_config"
+echo "     rate 100 -> 300 Mbit/s: step ${step_up} ms after the command started (it took $cmd2 ms)," \
+    "${react_up} ms after it wrote class_config"
 echo "     mean L2 rate: ${r300} Mbit/s before, ${r100} between, ${r300b} after"
 echo "     loss: $lost frames (handed to the pacer and not delivered), pacer drops $drops," \
     "socket ring full $ring, TC passed unpaced $passed; TCP retransmits $retr (spurious ones included)"
@@ -171,7 +194,7 @@ check "zero loss: the pacer dropped nothing" test "$drops" -eq 0 -a "$ring" -eq 
 check "everything went through the pacer" test "$passed" -eq 0
 
 # ---- delete a class with a backlog: delivered or counted, nothing else
-check "class add 1:2 5mbit" $N "$PSPXDP" class add $DEV 1:2 5mbit
+check "class set 1:2 5mbit" $N "$PSPXDP" class set $DEV 1:2 5mbit
 check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
 sleep 0.1
 $D timeout 10 "$TRAFFIC" sink 5002 --seconds 4 >"$TMP/sink.json" &
@@ -181,12 +204,12 @@ sleep 0.3
 $N timeout 5 "$TRAFFIC" send $NET.2 5002 --rate 20mbit --size 1000 --count 600 >"$TMP/send.json" &
 SEND=$!
 sleep 0.2
-$N "$PSPXDP" stats $DEV -j --interval 0 >"$TMP/d0"
+$N "$PSPXDP" status $DEV -j >"$TMP/d0"
 $N "$PSPXDP" filter del $DEV proto udp dport 5002 # the rest goes to the default class
 $N "$PSPXDP" class del $DEV 1:2
 del_rc=$?
 for i in $(seq 12); do # the deleted class drains: its counters while it does
-    $N "$PSPXDP" stats $DEV -j --interval 0 >"$TMP/d$i"
+    $N "$PSPXDP" status $DEV -j >"$TMP/d$i"
     sleep 0.2
 done
 wait $SEND

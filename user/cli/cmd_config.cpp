@@ -123,7 +123,9 @@ const Command kChange = {
     "change DEV's line rate without a detach",
     "The wire's rate M (tc syntax: 1gbit, 10gbit). Refused, unchanged, if the\n"
     "paced classes would not fit it (their sum, or a class above what one class\n"
-    "can reach on the wire). The pacer takes it at once; a restarted daemon too.",
+    "can reach on the wire). It is written to pacer_state (the daemon re-reads it\n"
+    "with its configuration) and to the attachment's state file (a restarted daemon\n"
+    "starts with it); classes, filters and counters stay.",
     {},
     2,
     3,

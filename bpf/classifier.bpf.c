@@ -88,14 +88,16 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, PSPXDP_TC_NR_COUNTERS);
+    __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, __u64);
+    __type(value, struct pspxdp_tc_counters);
 } tc_stats SEC(".maps");
 
 static __always_inline void count(__u32 counter) {
-    __u64 *v = bpf_map_lookup_elem(&tc_stats, &counter);
-    if (v) *v += 1;
+    __u32 zero = 0;
+    struct pspxdp_tc_counters *c = bpf_map_lookup_elem(&tc_stats, &zero);
+
+    PSPXDP_COUNT(c, counter, PSPXDP_TC_NR_COUNTERS);
 }
 
 #include "parse.h"

@@ -124,7 +124,7 @@ wait "${SEND_PIDS[@]}"
 # Let the paced queues drain before reading the counters.
 for _ in $(seq 50); do
     $N "$PSPXDP" status $DEV -j >"$WORK/status.json" 2>/dev/null || break
-    python3 -c "import json,sys; d=json.load(open('$WORK/status.json')); sys.exit(0 if all(c.get('backlog',0)==0 for c in d.get('classes',[])) else 1)" 2>/dev/null && break
+    python3 -c "import json,sys; d=json.load(open('$WORK/status.json')); sys.exit(0 if all(c.get('backlog_frames',0)==0 for c in d.get('classes',[])) else 1)" 2>/dev/null && break
     sleep 0.1
 done
 wait "$SINK_PID"
@@ -194,7 +194,7 @@ for c in classes:
         "max_burst_bytes": f.get("max_burst_bytes"),
         "real_time_mean_bps": r.get("mean_rate_bps"),
         "sent": sent(port), "received": sink.get(port, {}).get("datagrams"),
-        "pacer_drops": p.get("drops"),
+        "pacer_drops": sum(v for k, v in p.items() if k.startswith("drop_")) if p else None,
     })
 summary = {
     "line_rate": line_rate,

@@ -16,8 +16,8 @@
  *   daemon_stats  daemon               device-wide counters of the pacer (mmapable)
  *   pacer_state   CLI, daemon -> TC    heartbeat, default class, pacer ifindex, line rate,
  *                                      config generation (mmapable)
- *   tc_stats      TC                   per-CPU counters of unusual events (enum pspxdp_tc_counter)
- *   xdp_stats     XDP                  per-CPU redirect counters (enum pspxdp_xdp_counter)
+ *   tc_stats      TC                   per-CPU counters of unusual events (struct pspxdp_tc_counters)
+ *   xdp_stats     XDP                  per-CPU redirect counters (struct pspxdp_xdp_counters)
  *   xsks_map      daemon -> XDP        pacer rx queue -> AF_XDP socket
  *   filter maps   CLI  -> TC           see "Filters" below
  *
@@ -231,30 +231,48 @@ struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
 
-/* tc_stats: PERCPU_ARRAY indexed by enum pspxdp_tc_counter, value __u64.
- * Every packet the classifier could not fully trust is counted here once,
- * by the first reason found. */
-enum pspxdp_tc_counter {
-    PSPXDP_TC_SEEN = 0,         /* every packet the classifier ran on */
-    PSPXDP_TC_TRUNCATED = 1,    /* a header ended early: default class */
-    PSPXDP_TC_BAD_HEADER = 2,   /* IP version / IHL / length garbled: default class */
-    PSPXDP_TC_VLAN_DEPTH = 3,   /* more than 2 VLAN tags: default class */
-    PSPXDP_TC_EXT_DEPTH = 4,    /* more IPv6 extension headers than we walk: default class */
-    PSPXDP_TC_FRAGMENT = 5,     /* non-first fragment: matches only filters without ports */
-    PSPXDP_TC_NON_IP = 6,       /* neither IPv4 nor IPv6: default class */
-    PSPXDP_TC_PACER_DEAD = 7,   /* heartbeat stale or no pacer ifindex: passed */
-    PSPXDP_TC_NO_SLOT = 8,      /* class not served by the daemon: passed */
-    PSPXDP_TC_REDIRECT_ERR = 9, /* the hand-over failed: passed */
-    PSPXDP_TC_STATS_FULL = 10,  /* class_stats full, class not counted */
-    PSPXDP_TC_NR_COUNTERS
+/* tc_stats: PERCPU_ARRAY, one entry (key 0), value struct pspxdp_tc_counters:
+ * named fields, so bpftool prints names (an ARRAY's key must be a plain
+ * integer in BTF, so an enum key could not name them). The program counts by
+ * enum pspxdp_tc_counter, the index of the field. Every packet the
+ * classifier could not fully trust is counted here once, by the first
+ * reason found. X(ENUM_SUFFIX, field, help). */
+#define PSPXDP_TC_COUNTERS(X)                                                                      \
+    X(SEEN, seen, "every packet the classifier ran on")                                            \
+    X(TRUNCATED, truncated, "a header ended early: default class")                                 \
+    X(BAD_HEADER, bad_header, "IP version / IHL / length garbled: default class")                  \
+    X(VLAN_DEPTH, vlan_depth, "more than 2 VLAN tags: default class")                              \
+    X(EXT_DEPTH, ext_depth, "more IPv6 extension headers than we walk: default class")             \
+    X(FRAGMENT, fragment, "non-first fragment: no port rules, addresses only")                     \
+    X(NON_IP, non_ip, "neither IPv4 nor IPv6: default class")                                      \
+    X(PACER_DEAD, pacer_dead, "heartbeat stale or no pacer ifindex: passed unpaced")               \
+    X(NO_SLOT, no_slot, "class not served by the daemon: passed unpaced")                          \
+    X(REDIRECT_ERR, redirect_err, "the hand-over to the pacer failed: passed unpaced")             \
+    X(STATS_FULL, stats_full, "class_stats full: the class was not counted")
+#define PSPXDP_TC_COUNTER_ENUM(up, name, help) PSPXDP_TC_##up,
+enum pspxdp_tc_counter { PSPXDP_TC_COUNTERS(PSPXDP_TC_COUNTER_ENUM) PSPXDP_TC_NR_COUNTERS };
+#define PSPXDP_NAMED_COUNTER_FIELD(up, name, help) __u64 name;
+struct pspxdp_tc_counters {
+    PSPXDP_TC_COUNTERS(PSPXDP_NAMED_COUNTER_FIELD)
 };
 
-/* xdp_stats: PERCPU_ARRAY indexed by enum pspxdp_xdp_counter, value __u64. */
-enum pspxdp_xdp_counter {
-    PSPXDP_XDP_REDIRECTED = 0,
-    PSPXDP_XDP_NO_SOCKET = 1, /* rx queue without an XSK: dropped and counted */
-    PSPXDP_XDP_NR_COUNTERS
+/* xdp_stats: PERCPU_ARRAY, one entry (key 0), value struct pspxdp_xdp_counters,
+ * counted by enum pspxdp_xdp_counter as tc_stats is. */
+#define PSPXDP_XDP_COUNTERS(X)                                                                     \
+    X(REDIRECTED, redirected, "frames handed to the AF_XDP socket of their pacer rx queue")        \
+    X(NO_SOCKET, no_socket, "frames on a pacer rx queue without a socket: dropped")
+#define PSPXDP_XDP_COUNTER_ENUM(up, name, help) PSPXDP_XDP_##up,
+enum pspxdp_xdp_counter { PSPXDP_XDP_COUNTERS(PSPXDP_XDP_COUNTER_ENUM) PSPXDP_XDP_NR_COUNTERS };
+struct pspxdp_xdp_counters {
+    PSPXDP_XDP_COUNTERS(PSPXDP_NAMED_COUNTER_FIELD)
 };
+
+/* Adds one to counter `idx` of a struct of __u64 counters (tc_stats,
+ * xdp_stats): the enum is the field's index. */
+#define PSPXDP_COUNT(counters_ptr, idx, nr)                                                        \
+    do {                                                                                           \
+        if ((counters_ptr) && (idx) < (nr)) ((__u64 *)(counters_ptr))[(idx)] += 1;                 \
+    } while (0)
 
 /* ---- Filters: tc-style conjunctive filters in tuple-space form.
  *
@@ -417,7 +435,9 @@ static_assert(__builtin_offsetof(struct pspxdp_filter, sport_min) == 56, "filter
 static_assert(sizeof(struct pspxdp_filter_stats) == 2 * 8, "filter_stats layout");
 static_assert(PSPXDP_FILTER_PREF_MAX < (1u << (64 - PSPXDP_FILTER_SEQ_BITS)), "pref fits the order");
 static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
+static_assert(sizeof(struct pspxdp_tc_counters) == PSPXDP_TC_NR_COUNTERS * 8, "tc_stats layout");
 static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");
+static_assert(sizeof(struct pspxdp_xdp_counters) == PSPXDP_XDP_NR_COUNTERS * 8, "xdp_stats layout");
 #endif
 
 #endif /* PSPXDP_SHARED_H */

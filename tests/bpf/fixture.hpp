@@ -144,6 +144,18 @@ class AttachedHere {
     pspxdp::setup::Paths paths_;
 };
 
+// Counter idx of a per-CPU struct-of-__u64 counters map (tc_stats,
+// xdp_stats: one entry, the enum indexes the fields), summed over CPUs.
+template <class Counters> uint64_t percpu_counter(int map_fd, uint32_t idx) {
+    const int ncpu = libbpf_num_possible_cpus();
+    std::vector<Counters> v(static_cast<size_t>(ncpu));
+    uint32_t key = 0;
+    REQUIRE(bpf_map_lookup_elem(map_fd, &key, v.data()) == 0);
+    uint64_t sum = 0;
+    for (const auto &c : v) sum += reinterpret_cast<const uint64_t *>(&c)[idx];
+    return sum;
+}
+
 // ---------------------------------------------------------------- pins
 
 // A BPF object's maps pinned under PSPXDP_PIN_ROOT/<dev>, as attach does;

@@ -213,12 +213,7 @@ class Classifier {
         return sum;
     }
     uint64_t tc_counter(uint32_t counter) {
-        const int ncpu = libbpf_num_possible_cpus();
-        std::vector<uint64_t> v(static_cast<size_t>(ncpu));
-        REQUIRE(bpf_map_lookup_elem(fd(skel_->maps.tc_stats), &counter, v.data()) == 0);
-        uint64_t sum = 0;
-        for (uint64_t x : v) sum += x;
-        return sum;
+        return percpu_counter<pspxdp_tc_counters>(fd(skel_->maps.tc_stats), counter);
     }
 
     classifier_bpf *skel_ = nullptr;
@@ -605,12 +600,7 @@ class Redirect {
         return int(opts.retval);
     }
     uint64_t counter(uint32_t idx) {
-        const int ncpu = libbpf_num_possible_cpus();
-        std::vector<uint64_t> v(static_cast<size_t>(ncpu));
-        REQUIRE(bpf_map_lookup_elem(bpf_map__fd(skel_->maps.xdp_stats), &idx, v.data()) == 0);
-        uint64_t sum = 0;
-        for (uint64_t x : v) sum += x;
-        return sum;
+        return percpu_counter<pspxdp_xdp_counters>(bpf_map__fd(skel_->maps.xdp_stats), idx);
     }
     redirect_bpf *skel_ = nullptr;
 };
@@ -683,6 +673,7 @@ TEST_CASE("redirect: frames go to their rx queue's socket, others are dropped an
 
 namespace {
 
+using pspxdp::control::Access;
 using pspxdp::control::Device;
 using pspxdp::control::FilterSpec;
 
@@ -698,6 +689,34 @@ pspxdp::control::FilterSelect select(const std::string &text) {
     return *s;
 }
 
+// class set, the way `pspxdp class set` calls it.
+pspxdp::Result<void> class_set(Device &d, uint32_t classid, pspxdp_class_kind kind,
+                               uint64_t rate_bps) {
+    pspxdp::control::ClassSpec s;
+    s.classid = classid;
+    s.kind = kind;
+    s.rate_bps = rate_bps;
+    return d.class_put(Device::Put::Set, s);
+}
+
+struct Spec {
+    uint32_t classid;
+    pspxdp_class_kind kind;
+    uint64_t rate_bps;
+};
+// class set --file, the way `pspxdp class set --file` calls it.
+pspxdp::Result<void> class_set_many(Device &d, const std::vector<Spec> &specs) {
+    std::vector<pspxdp::control::ClassSpec> all;
+    for (const Spec &sp : specs) {
+        pspxdp::control::ClassSpec s;
+        s.classid = sp.classid;
+        s.kind = sp.kind;
+        s.rate_bps = sp.rate_bps;
+        all.push_back(s);
+    }
+    return d.class_put_many(Device::Put::Set, all);
+}
+
 } // namespace
 
 TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control]") {
@@ -709,9 +728,10 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     PrivateNetns ns;
     const std::string dev = "pspctl" + std::to_string(getpid()); // a valid device name: it becomes a path
 
-    auto missing = Device::open(dev);
+    auto missing = Device::open(dev, Access::ChangeLocked);
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
+    AttachedHere here(dev); // the state file attach writes: the control plane acts only on it
 
     Pins pins(c.skel_->obj, dev);
     c.alive(ns.psp0, C3);
@@ -723,7 +743,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         st.line_rate_bps = 1000000000ull;
         REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
     }
-    auto opened = Device::open(dev);
+    // The test plays attach: it holds the (no) lock and made the pins.
+    auto opened = Device::open(dev, Access::ChangeLocked);
     REQUIRE(opened);
     Device &d = opened.value();
     auto rate_of = [&](uint32_t classid) -> uint64_t {
@@ -734,22 +755,22 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     };
 
     SECTION("paced rates may not sum above the line rate") {
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 500000000));
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 400000000));
-        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0)); // normal classes cost nothing
-        auto over = d.class_set(C4, PSPXDP_CLASS_PACED, 200000000);
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 500000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_PACED, 400000000));
+        REQUIRE(class_set(d, C3, PSPXDP_CLASS_NORMAL, 0)); // normal classes cost nothing
+        auto over = class_set(d, C4, PSPXDP_CLASS_PACED, 200000000);
         REQUIRE_FALSE(over);
         CHECK_THAT(over.error(), Catch::Contains("above the line rate"));
         CHECK(rate_of(C4) == UINT64_MAX); // nothing written
         // Re-setting a class replaces its own rate in the sum.
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 600000000));
         CHECK(rate_of(C1) == 600000000);
-        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 600000001));
+        REQUIRE_FALSE(class_set(d, C1, PSPXDP_CLASS_PACED, 600000001));
         CHECK(rate_of(C1) == 600000000);
         // A normal class takes no share.
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_NORMAL, 400000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_NORMAL, 400000000));
         CHECK(rate_of(C2) == 0);
-        REQUIRE(d.class_set(C4, PSPXDP_CLASS_PACED, 400000000));
+        REQUIRE(class_set(d, C4, PSPXDP_CLASS_PACED, 400000000));
 
         auto classes = d.classes();
         REQUIRE(classes);
@@ -762,7 +783,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         CHECK((*classes)[1].config.slot == 2);
         CHECK((*classes)[2].config.slot == 3);
         CHECK((*classes)[3].config.slot == 4);
-        CHECK_FALSE((*classes)[0].has_pacer);
+        CHECK_FALSE((*classes)[0].served);
     }
     SECTION("slots: lowest free, never one still draining or held by a dead daemon") {
         auto gen = [&] {
@@ -778,8 +799,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
             return cfg.slot;
         };
         const uint64_t g0 = gen();
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 1000000));
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 1000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 1000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_PACED, 1000000));
         CHECK(slot_of(C1) == 1);
         CHECK(slot_of(C2) == 2);
         CHECK(gen() == g0 + 2); // every change tells the daemon
@@ -789,49 +810,49 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         CHECK(gen() == g0 + 3);
         // Slot 3 still SERVED by a daemon that died with class 1:9 on it.
         c.slot_state(3, PSPXDP_CLASSID(1, 9), PSPXDP_SLOT_SERVED);
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 1000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 1000000));
         CHECK(slot_of(C1) == 4);
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 2000000)); // a rate change keeps the slot
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 2000000)); // a rate change keeps the slot
         CHECK(slot_of(C1) == 4);
         c.slot_state(1, C1, PSPXDP_SLOT_FREE); // the drain finished
-        REQUIRE(d.class_set(C4, PSPXDP_CLASS_NORMAL, 0));
+        REQUIRE(class_set(d, C4, PSPXDP_CLASS_NORMAL, 0));
         CHECK(slot_of(C4) == 1);
     }
     SECTION("many classes at once: one check for all, slots in order, nothing on refusal") {
-        std::vector<Device::ClassSpec> specs;
+        std::vector<Spec> specs;
         for (uint16_t m = 1; m <= 1000; ++m)
             specs.push_back({PSPXDP_CLASSID(2, m), PSPXDP_CLASS_PACED, 1000000}); // 1 Gbit/s in all
-        REQUIRE(d.class_set_many(specs));
+        REQUIRE(class_set_many(d, specs));
         auto classes = d.classes();
         REQUIRE(classes);
         REQUIRE(classes->size() == 1000);
         for (const auto &ci : *classes)
             CHECK(ci.config.slot == (ci.classid & 0xffff)); // 2:1 -> slot 1, ...
         // One more bit/s of paced rate, in a batch that also lowers nothing: refused whole.
-        std::vector<Device::ClassSpec> more = {{C1, PSPXDP_CLASS_NORMAL, 0},
+        std::vector<Spec> more = {{C1, PSPXDP_CLASS_NORMAL, 0},
                                                {C2, PSPXDP_CLASS_PACED, 1}};
-        auto over = d.class_set_many(more);
+        auto over = class_set_many(d, more);
         REQUIRE_FALSE(over);
-        CHECK_THAT(over.error(), Catch::Contains("2 classes: paced rates would sum to"));
+        CHECK_THAT(over.error(), Catch::Contains("paced rates would sum to"));
         CHECK(rate_of(C1) == UINT64_MAX);
         // Lowering one class in the same batch makes room.
         more.push_back({PSPXDP_CLASSID(2, 7), PSPXDP_CLASS_PACED, 999999});
-        REQUIRE(d.class_set_many(more));
+        REQUIRE(class_set_many(d, more));
         CHECK(rate_of(C2) == 1);
         CHECK(rate_of(PSPXDP_CLASSID(2, 7)) == 999999);
     }
     SECTION("bad class ids and unknown line rate are refused") {
-        auto minor0 = d.class_set(PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
+        auto minor0 = class_set(d, PSPXDP_CLASSID(1, 0), PSPXDP_CLASS_PACED, 1000);
         REQUIRE_FALSE(minor0);
         CHECK_THAT(minor0.error(), Catch::Contains("minor 0"));
-        REQUIRE_FALSE(d.class_set(C1, PSPXDP_CLASS_PACED, 0));
+        REQUIRE_FALSE(class_set(d, C1, PSPXDP_CLASS_PACED, 0));
         pspxdp_pacer_state st{};
         uint32_t key = 0;
         st.heartbeat_ns = now_ns();
         REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
-        auto unknown = d.class_set(C1, PSPXDP_CLASS_PACED, 1000);
+        auto unknown = class_set(d, C1, PSPXDP_CLASS_PACED, 1000);
         REQUIRE_FALSE(unknown);
-        CHECK_THAT(unknown.error(), Catch::Contains("line rate unknown"));
+        CHECK_THAT(unknown.error(), Catch::Contains("line rate of " + dev + " is unknown"));
         CHECK(rate_of(C1) == UINT64_MAX);
     }
     SECTION("filters need an existing class; classes in use cannot be deleted") {
@@ -843,8 +864,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(f0);
         CHECK(f0->empty());
 
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
-        REQUIRE(d.class_set(C3, PSPXDP_CLASS_NORMAL, 0));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C3, PSPXDP_CLASS_NORMAL, 0));
         REQUIRE(d.filter_add(spec("dst 192.168.2.0/24 classid 1:1")));
         REQUIRE(d.filter_add(spec("src 2001:db8::/32 classid 1:1")));
         REQUIRE(d.filter_add(spec("proto udp dport 5001 classid 1:1")));
@@ -880,8 +901,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE_FALSE(d.class_del(C1));
     }
     SECTION("what the control plane writes is what the classifier matches") {
-        REQUIRE(d.class_set(C1, PSPXDP_CLASS_PACED, 100000000));
-        REQUIRE(d.class_set(C2, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C1, PSPXDP_CLASS_PACED, 100000000));
+        REQUIRE(class_set(d, C2, PSPXDP_CLASS_PACED, 100000000));
         // The daemon's part: serve the slots the control plane gave out.
         c.slot_state(1, C1, PSPXDP_SLOT_SERVED);
         c.slot_state(2, C2, PSPXDP_SLOT_SERVED);
@@ -901,7 +922,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(classes->size() == 3); // 1:1, 1:2 configured; 1:3 seen in stats only
         CHECK((*classes)[0].tc.tc_packets == 1);
         CHECK((*classes)[0].config.slot == 1);
-        CHECK((*classes)[0].has_pacer);
+        CHECK((*classes)[0].served);
         CHECK((*classes)[1].tc.tc_packets == 2);
         CHECK((*classes)[2].classid == C3);
         CHECK_FALSE((*classes)[2].configured);

@@ -186,8 +186,10 @@ TEST_CASE("parse_classid / format_classid", "[units]") {
 }
 
 TEST_CASE("parse_duration_ns: tc time units, exact, unit required", "[units]") {
-    auto ns = [](std::string_view text) { return value_of(parse_duration_ns, text); };
-    auto error = [](std::string_view text) { return error_of(parse_duration_ns, text); };
+    // Without a bare unit (the default): a unit is required.
+    auto parse = [](std::string_view text) { return parse_duration_ns(text); };
+    auto ns = [&](std::string_view text) { return value_of(parse, text); };
+    auto error = [&](std::string_view text) { return error_of(parse, text); };
     CHECK(ns("200us") == 200'000);
     CHECK(ns("200usec") == 200'000);
     CHECK(ns("1ms") == 1'000'000);
@@ -197,12 +199,12 @@ TEST_CASE("parse_duration_ns: tc time units, exact, unit required", "[units]") {
     CHECK(ns("80ns") == 80);
     CHECK(ns("0us") == 0); // a horizon of zero is meaningful
     CHECK(ns("18446744073709551615ns") == std::numeric_limits<uint64_t>::max());
-    CHECK(error("200") == "time \"200\": no unit (expected e.g. \"200us\")");
-    CHECK(error("1.5ns") == "time \"1.5ns\": not a whole number of ns");
+    CHECK(error("200") == "time \"200\": no unit (expected e.g. \"10ms\")");
+    CHECK(error("1.5ns") == "time \"1.5ns\": not a whole number of nanoseconds");
     CHECK(error("-1ms") == "time \"-1ms\": negative time");
     CHECK(error("5min") == "time \"5min\": unknown unit \"min\"");
-    CHECK(error("") == "time \"\": empty (expected e.g. \"200us\")");
-    CHECK(error("inf") == "time \"inf\": not a number (expected e.g. \"200us\")");
+    CHECK(error("") == "time \"\": empty (expected e.g. \"10ms\")");
+    CHECK(error("inf") == "time \"inf\": not a number (expected e.g. \"10ms\")");
     CHECK(error("18446744073709551616ns") ==
-          "time \"18446744073709551616ns\": too large (over 64 bits of ns)");
+          "time \"18446744073709551616ns\": too large (over 64 bits of nanoseconds)");
 }

@@ -21,14 +21,6 @@ struct NamedFlow {
     FlowSelector selector;
 };
 
-// JSON numbers keep every digit: scripts compare measured rates to targets.
-std::string json_number(double v) {
-    if (!std::isfinite(v)) return "null";
-    char buf[48];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return buf;
-}
-
 Result<uint32_t> parse_count(const std::string &option, const std::string &text, uint32_t min,
                              uint32_t max) {
     uint64_t v = 0;
@@ -186,58 +178,57 @@ int run(const Args &args) {
     const bool byte_clock = cfg.mode != ClockMode::RealTime;
     const bool hybrid = cfg.mode == ClockMode::Hybrid;
     if (json) {
-        std::string out = "{";
-        out += "\"file\":" + Table::quote(path);
-        out += ",\"clock\":" +
-               std::string(hybrid ? "\"hybrid\"" : byte_clock ? "\"byte\"" : "\"real\"");
+        nlohmann::ordered_json out;
+        out["file"] = path;
+        out["clock"] = hybrid ? "hybrid" : byte_clock ? "byte" : "real";
         if (hybrid) {
-            out += ",\"idle_threshold_ns\":" + std::to_string(cfg.idle_threshold_ns);
-            out += ",\"idle_periods\":" + std::to_string(report.idle_periods);
-            out += ",\"idle_bytes\":" + std::to_string(report.idle_bytes);
-            out += ",\"gap_time_share\":" + json_number(report.gap_time_share);
+            out["idle_threshold_ns"] = cfg.idle_threshold_ns;
+            out["idle_periods"] = report.idle_periods;
+            out["idle_bytes"] = report.idle_bytes;
+            out["gap_time_share"] = json_real(report.gap_time_share);
         }
-        out += ",\"line_rate_bps\":" + std::to_string(cfg.line_rate_bps);
-        out += ",\"overhead_bytes\":" + std::to_string(cfg.framing.overhead_bytes);
-        out += ",\"mtu_bytes\":" + std::to_string(cfg.framing.mtu_bytes);
-        out += ",\"mtu_unit_bytes\":" + std::to_string(cfg.framing.mtu_unit_bytes());
-        out += ",\"rate_window_packets\":" + std::to_string(n);
-        out += ",\"frames\":" + std::to_string(report.frames);
-        out += ",\"wire_bytes\":" + std::to_string(report.wire_bytes);
-        out += ",\"duration_s\":" + json_number(report.duration_s);
-        out += ",\"short_frames\":" + std::to_string(trace->short_frames);
-        out += ",\"flows\":[";
-        for (size_t i = 0; i < rows.size(); ++i) {
-            const FlowReport &r = rows[i].r;
-            out += i ? ",{" : "{";
-            out += "\"name\":" + Table::quote(rows[i].name);
-            out += ",\"selector\":" +
-                   (rows[i].name == "other" ? std::string("null") : Table::quote(rows[i].selector));
-            out += ",\"frames\":" + std::to_string(r.frames);
-            out += ",\"l2_bytes\":" + std::to_string(r.l2_bytes);
-            out += ",\"duration_s\":" + json_number(r.duration_s);
-            out += ",\"mean_rate_bps\":" + json_number(r.mean_rate_bps);
-            out += ",\"rate_n_min_bps\":" + json_number(r.rate_n_min_bps);
-            out += ",\"rate_n_max_bps\":" + json_number(r.rate_n_max_bps);
-            out += ",\"rate_n_mean_bps\":" + json_number(r.rate_n_mean_bps);
-            out += ",\"max_burst_bytes\":" + json_number(r.max_burst_bytes);
-            out += ",\"max_burst_mtu\":" + json_number(r.max_burst_mtu);
+        out["line_rate_bps"] = cfg.line_rate_bps;
+        out["overhead_bytes"] = cfg.framing.overhead_bytes;
+        out["mtu_bytes"] = cfg.framing.mtu_bytes;
+        out["mtu_unit_bytes"] = cfg.framing.mtu_unit_bytes();
+        out["rate_window_packets"] = n;
+        out["frames"] = report.frames;
+        out["wire_bytes"] = report.wire_bytes;
+        out["duration_s"] = json_real(report.duration_s);
+        out["short_frames"] = trace->short_frames;
+        out["flows"] = nlohmann::ordered_json::array();
+        for (const Row &row : rows) {
+            const FlowReport &r = row.r;
+            nlohmann::ordered_json f;
+            f["name"] = row.name;
+            f["selector"] = row.name == "other" ? nlohmann::ordered_json(nullptr)
+                                                : nlohmann::ordered_json(row.selector);
+            f["frames"] = r.frames;
+            f["l2_bytes"] = r.l2_bytes;
+            f["duration_s"] = json_real(r.duration_s);
+            f["mean_rate_bps"] = json_real(r.mean_rate_bps);
+            f["rate_n_min_bps"] = json_real(r.rate_n_min_bps);
+            f["rate_n_max_bps"] = json_real(r.rate_n_max_bps);
+            f["rate_n_mean_bps"] = json_real(r.rate_n_mean_bps);
+            f["max_burst_bytes"] = json_real(r.max_burst_bytes);
+            f["max_burst_mtu"] = json_real(r.max_burst_mtu);
             if (r.target_bps) {
-                out += ",\"target_bps\":" + std::to_string(r.target_bps);
-                out += ",\"max_burst_at_target_bytes\":" + json_number(r.max_burst_at_target_bytes);
-                out += ",\"max_burst_at_target_mtu\":" + json_number(r.max_burst_at_target_mtu);
+                f["target_bps"] = r.target_bps;
+                f["max_burst_at_target_bytes"] = json_real(r.max_burst_at_target_bytes);
+                f["max_burst_at_target_mtu"] = json_real(r.max_burst_at_target_mtu);
             }
-            out += "}";
+            out["flows"].push_back(std::move(f));
         }
-        out += "]";
-        out += ",\"gap_frames\":" + std::to_string(report.gap_frames);
-        out += ",\"gap_wire_bytes\":" + std::to_string(report.gap_wire_bytes);
-        out += ",\"gap_share\":" + json_number(report.gap_share);
-        out += ",\"capture_drops\":" + (trace->drop_stats_available
-                                            ? std::to_string(trace->dropped_frames)
-                                            : std::string("null"));
-        out += ",\"capture_drops_note\":" + Table::quote(trace->drop_stats_note);
-        out += "}";
-        std::printf("%s\n", out.c_str());
+        out["gap_frames"] = report.gap_frames;
+        out["gap_wire_bytes"] = report.gap_wire_bytes;
+        out["gap_share"] = json_real(report.gap_share);
+        out["capture_drops"] = trace->drop_stats_available
+                                   ? nlohmann::ordered_json(trace->dropped_frames)
+                                   : nlohmann::ordered_json(nullptr);
+        out["capture_drops_note"] = trace->drop_stats_note;
+        std::printf("%s\n",
+                    out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+                        .c_str());
         return 0;
     }
 

@@ -3,6 +3,7 @@
 #include "cli/command.hpp"
 #include "common/paths.hpp"
 #include "common/text.hpp"
+#include "control/control.hpp"
 #include "core/engine.hpp"
 #include "core/framing.hpp"
 #include "core/units.hpp"
@@ -26,58 +27,73 @@ static int run(const Args &args) {
     auto paths = common::paths_for(dev);
     if (!paths) return fail_input("attach: " + paths.error());
 
+    // --config FILE: read and checked before anything is created; its line
+    // rate and default class unless given here; applied under the lock
+    // before the daemon starts.
+    std::optional<control::Config> config;
+    if (args.has("config")) {
+        auto c = control::load_config(args.text("config"));
+        if (!c) return fail_input("attach: --config " + c.error());
+        config = *c;
+    }
+
     dp::AttachOptions opt;
     opt.dev = dev;
-    opt.force = args.has("force");
+    opt.force = args.flag("force");
     // Tests inject the driver name (the refusal of i40e/ice needs no such NIC).
     if (const char *d = std::getenv("PSPXDP_TEST_DRIVER")) opt.driver = d;
+    if (config && config->default_classid) opt.default_classid = *config->default_classid;
     if (args.has("default-class")) {
-        auto c = parse_classid(args.get("default-class"));
-        if (!c) return fail_input("attach: --default-class: " + c.error());
-        if (c->minor == 0) return fail_input("attach: --default-class: minor 0 is not a class");
-        opt.default_classid = c->raw();
+        const ClassId c = args.classid("default-class");
+        if (c.minor == 0) return fail_input("attach: --default-class: minor 0 is not a class");
+        opt.default_classid = c.raw();
     }
     // One pacer queue and AF_XDP RX socket per core by default: classes are
     // not sockets (any number of classes share them). --queues is the old name.
-    for (const char *name : {"queues", "sockets"}) {
-        if (!args.has(name)) continue;
-        auto q = common::parse_u64(std::string("--") + name, args.get(name), 1, PSPXDP_MAX_SOCKETS);
-        if (!q) return fail_input("attach: " + q.error());
-        opt.queues = uint32_t(*q);
-    }
-    if (args.has("window")) {
-        auto w = common::parse_u64("--window", args.get("window"), 1514, 64ull << 20);
-        if (!w) return fail_input("attach: " + w.error());
-        opt.window_bytes = *w;
-    }
+    for (const char *name : {"queues", "sockets"})
+        if (auto q = args.maybe_number(name)) opt.queues = uint32_t(*q);
+    if (auto w = args.maybe_number("window")) opt.window_bytes = *w;
+    if (config && config->line_rate_bps) opt.line_rate_bps = *config->line_rate_bps;
+    if (auto r = args.maybe_number("line-rate")) opt.line_rate_bps = *r;
+
     daemon::DaemonConfig dcfg;
     dcfg.dev = dev;
-    if (args.has("buffer")) {
-        auto b = common::parse_u64("--buffer", args.get("buffer"), 1ull << 20, 64ull << 30);
-        if (!b) return fail_input("attach: " + b.error());
-        dcfg.buffer_bytes = *b;
-    }
-    if (args.has("spin")) dcfg.sleep_min_ns = 0;
-    if (args.has("cpu")) {
+    dcfg.buffer_bytes = args.number("buffer");
+    if (args.flag("spin")) dcfg.sleep_min_ns = 0;
+    if (auto c = args.maybe_number("cpu")) {
         const long cpus = sysconf(_SC_NPROCESSORS_CONF);
-        auto c = common::parse_u64("--cpu", args.get("cpu"), 0, uint64_t(std::max(cpus, 1L) - 1));
-        if (!c) return fail_input("attach: " + c.error());
+        if (*c >= uint64_t(std::max(cpus, 1L)))
+            return fail_input("attach: --cpu " + std::to_string(*c) + ": this machine has CPUs 0.." +
+                              std::to_string(std::max(cpus, 1L) - 1));
         dcfg.cpu = int(*c);
     }
-    dcfg.realtime = args.has("rt");
-    dcfg.busy_poll = args.has("busy-poll");
-    if (args.has("line-rate")) {
-        auto r = parse_rate_bps(args.get("line-rate"));
-        if (!r) return fail_input("attach: --line-rate: " + r.error());
-        opt.line_rate_bps = *r;
-    }
+    dcfg.realtime = args.flag("rt");
+    dcfg.busy_poll = args.flag("busy-poll");
+    // Checked before anything is created when the line rate is known here.
+    if (config && opt.line_rate_bps)
+        if (auto r = control::check_config(*config, *opt.line_rate_bps, opt.default_classid, dev); !r)
+            return fail_input("attach: --config " + args.text("config") + ": " + r.error());
 
     auto att = dp::attach(opt, [](const std::string &w) { warn(w); });
     if (!att) return fail("attach: " + att.error());
     const dp::AttachState &st = att->state;
+    if (config) {
+        // Under the lock attach still holds (re-entrant in this process).
+        auto d = control::Device::open(dev, control::Access::ChangeLocked);
+        auto r = d ? d.value().apply(*config) : Result<control::ApplySummary>(d.failure());
+        if (!r) {
+            (void)dp::detach(*paths);
+            return fail("attach: --config " + args.text("config") + ": " + r.error() + " (" + dev +
+                            " left detached)",
+                        r.exit_code());
+        }
+    }
     std::printf("pspxdp: attached to %s: line rate %s (%s), window %llu B (%s), %u pacer sockets "
                 "on %s/%s\n",
-                dev.c_str(), format_rate(st.line_rate_bps).c_str(), att->line_rate_source.c_str(),
+                dev.c_str(), format_rate(st.line_rate_bps).c_str(),
+                config && config->line_rate_bps && !args.has("line-rate")
+                    ? "--config"
+                    : att->line_rate_source.c_str(),
                 (unsigned long long)st.window_bytes, att->window_source.c_str(), st.queues,
                 st.pacer_a.c_str(), st.pacer_b.c_str());
     std::fflush(stdout);
@@ -126,30 +142,39 @@ const Command kAttach = {
     "--force. Needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW.\n"
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
-        {"line-rate", 'r', "RATE", "the wire's rate M (tc syntax: 1gbit, 500mbit)"},
-        {"window", 'w', "BYTES",
-         "how far the schedule may run ahead of real time (default: DEV's TX ring of full "
-         "frames; 65536 on a veth)"},
-        {"sockets", 's', "N",
-         "pacer queues, one AF_XDP RX socket each (default: online CPUs; any number of classes "
-         "share them)"},
-        {"queues", 'q', "N", "old name of --sockets"},
-        {"buffer", 'b', "BYTES",
-         "the pacer's buffer (UMEM) shared by all classes' queues (default 64 MiB)"},
-        {"default-class", 'd', "CLASSID",
-         "class of unclassified traffic (default 1:ffff, a normal class)"},
-        {"foreground", 'f', nullptr, "run the daemon here; detach when it stops"},
-        {"spin", 0, nullptr,
-         "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
-         "(default: sleep through waits > 50 us)"},
-        {"cpu", 0, "N", "pin the daemon to CPU N"},
-        {"rt", 0, nullptr,
-         "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "
-         "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
-         "(sched_rt_runtime_us)"},
-        {"busy-poll", 0, nullptr, "SO_PREFER_BUSY_POLL on the pacer sockets"},
-        {"force", 0, nullptr,
-         "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"},
+        opt(OptType::Rate, "line-rate", 'r', "RATE", "the wire's rate M")
+            .default_is("DEV's ethtool speed; 1gbit on a veth"),
+        opt(OptType::Bytes, "window", 'w', "BYTES",
+            "how far the schedule may run ahead of real time")
+            .within(1514, 64ull << 20)
+            .default_is("DEV's TX ring of full frames; 64kb on a veth"),
+        opt(OptType::Integer, "sockets", 's', "N",
+            "pacer queues, one AF_XDP RX socket each; any number of classes share them")
+            .within(1, PSPXDP_MAX_SOCKETS)
+            .default_is("online CPUs"),
+        opt(OptType::Integer, "queues", 'q', "N", "old name of --sockets").within(1, PSPXDP_MAX_SOCKETS),
+        opt(OptType::Bytes, "buffer", 'b', "BYTES",
+            "the pacer's buffer (UMEM) shared by all classes' queues")
+            .by_default(datapath::kDefaultBufferBytes)
+            .within(1ull << 20, 64ull << 30),
+        opt(OptType::ClassId, "default-class", 'd', "CLASSID",
+            "class of unclassified traffic (a normal class unless configured)")
+            .by_default(ClassId{1, 0xffff}),
+        flag("foreground", 'f', "run the daemon here; detach when it stops"),
+        opt(OptType::String, "config", 'c', "FILE",
+            "configure classes, default class, filters (and the line rate, unless --line-rate) "
+            "from FILE, the format of pspxdp save"),
+        flag("spin", 0,
+             "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
+             "(default: sleep through waits > 50 us)"),
+        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N").within(0, 4095),
+        flag("rt", 0,
+             "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "
+             "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
+             "(sched_rt_runtime_us)"),
+        flag("busy-poll", 0, "SO_PREFER_BUSY_POLL on the pacer sockets"),
+        flag("force", 0,
+             "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"),
     },
     1,
     1,

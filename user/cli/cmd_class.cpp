@@ -1,184 +1,146 @@
-// pspxdp class set|del|show: the class_config map of an attached device.
+// pspxdp class add|set|change|del|show and pspxdp default: the class_config
+// map and the default class of an attached device, with tc's semantics.
 #include "cli/command.hpp"
-#include "common/clock.hpp"
+#include "cli/show.hpp"
 #include "control/control.hpp"
-#include "core/quote.hpp"
-#include "core/units.hpp"
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
-#include <ctime>
 #include <string>
+#include <vector>
 
 namespace pspxdp::cli {
 
-using control::ClassInfo;
+namespace {
 
-static const char *kind_name(const ClassInfo &c) {
-    if (!c.configured) return "unconfigured";
-    return c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal";
+// DEV is optional before CLASSID: a device name never holds ':' (the kernel
+// refuses it), a class id always does.
+bool names_device(const std::vector<std::string> &words, size_t at) {
+    return at < words.size() && words[at].find(':') == std::string::npos;
 }
 
-static int show(const control::Device &dev, bool json) {
-    auto st = dev.state();
-    if (!st) return fail(st.error());
-    auto classes = dev.classes();
-    if (!classes) return fail(classes.error());
-    const uint64_t now = common::mono_ns();
-    const bool alive = pspxdp_pacer_alive(&*st, now);
-    uint64_t paced_sum = 0;
-    for (const auto &c : *classes)
-        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced_sum += c.config.rate_bps;
-    const std::string def = format_classid(ClassId::from_raw(pspxdp_classid_raw(st->default_classid)));
+int run_class(const Args &args) {
+    const std::vector<std::string> &p = args.positional;
+    const std::string verb = p[0];
+    using Put = control::Device::Put;
+    Put how = Put::Set;
+    if (verb == "add") how = Put::Add;
+    else if (verb == "change") how = Put::Change;
+    else if (verb == "set" || verb == "replace") how = Put::Set;
+    else if (verb != "del" && verb != "delete" && verb != "show" && verb != "list")
+        return fail("class: unknown action \"" + verb + "\" (add, set, change, del, show)", 2);
 
-    if (json) {
-        std::printf("{\"dev\":\"%s\",\"line_rate_bps\":%llu,\"paced_sum_bps\":%llu,"
-                    "\"default_class\":\"%s\",\"pacer_alive\":%s,\"classes\":[",
-                    dev.name().c_str(), (unsigned long long)st->line_rate_bps,
-                    (unsigned long long)paced_sum, def.c_str(), alive ? "true" : "false");
-        bool first = true;
-        for (const auto &c : *classes) {
-            std::printf("%s{\"class\":\"%s\",\"kind\":\"%s\",\"rate_bps\":%llu,\"slot\":%u,"
-                        "\"packets\":%llu,\"bytes\":%llu,\"pass_packets\":%llu,"
-                        "\"redirect_errors\":%llu",
-                        first ? "" : ",", format_classid(ClassId::from_raw(c.classid)).c_str(),
-                        kind_name(c), (unsigned long long)c.config.rate_bps, c.config.slot,
-                        (unsigned long long)c.tc.tc_packets, (unsigned long long)c.tc.tc_skb_bytes,
-                        (unsigned long long)c.tc.tc_passed,
-                        (unsigned long long)c.tc.tc_errors);
-            if (c.has_pacer)
-                std::printf(",\"tx_frames\":%llu,\"tx_bytes\":%llu,\"rx_frames\":%llu,"
-                            "\"drops\":%llu,\"backlog\":%llu",
-                            (unsigned long long)c.pacer.tx_frames,
-                            (unsigned long long)c.pacer.tx_bytes,
-                            (unsigned long long)c.pacer.rx_frames,
-                            (unsigned long long)control::total_drops(c.pacer),
-                            (unsigned long long)c.pacer.backlog_frames);
-            std::printf("}");
-            first = false;
-        }
-        std::printf("]}\n");
+    const bool has_dev = names_device(p, 1);
+    const std::string *dev = has_dev ? &p[1] : nullptr;
+    std::vector<std::string> words(p.begin() + (has_dev ? 2 : 1), p.end());
+
+    if (verb == "show" || verb == "list") {
+        if (!words.empty()) return fail("class show: unexpected \"" + words[0] + "\"", 2);
+        ShowOptions o;
+        o.stats = args.flag("stats");
+        o.json = args.flag("json");
+        return show_device(dev, o);
+    }
+    if (verb == "del" || verb == "delete") {
+        if (words.size() != 1)
+            return fail(words.empty() ? std::string("class del: missing CLASSID")
+                                      : "class del: unexpected \"" + words[1] + "\"",
+                        2);
+        auto id = control::parse_class_id(words[0]);
+        if (!id) return fail(id);
+        auto d = control::open_device(dev, control::Access::Change);
+        if (!d) return fail(d);
+        if (auto r = d.value().class_del(*id); !r) return fail(r);
         return 0;
     }
-
-    std::printf("%s: line rate %s, paced %s, default class %s, pacer %s\n", dev.name().c_str(),
-                st->line_rate_bps ? format_rate(st->line_rate_bps).c_str() : "unknown",
-                format_rate(paced_sum).c_str(), def.c_str(), alive ? "alive" : "NOT RUNNING");
-    std::printf("%-11s %-12s %-10s %5s %12s %14s %10s %12s %14s %10s %8s\n", "class", "kind",
-                "rate", "slot", "packets", "bytes", "passed", "tx_frames", "tx_bytes", "drops",
-                "backlog");
-    for (const auto &c : *classes) {
-        const std::string rate = c.configured && c.config.kind == PSPXDP_CLASS_PACED
-                                     ? format_rate(c.config.rate_bps)
-                                     : std::string("-");
-        std::printf("%-11s %-12s %-10s %5u %12llu %14llu %10llu %12llu %14llu %10llu %8llu\n",
-                    format_classid(ClassId::from_raw(c.classid)).c_str(), kind_name(c),
-                    rate.c_str(), c.config.slot, (unsigned long long)c.tc.tc_packets,
-                    (unsigned long long)c.tc.tc_skb_bytes, (unsigned long long)c.tc.tc_passed,
-                    (unsigned long long)c.pacer.tx_frames, (unsigned long long)c.pacer.tx_bytes,
-                    (unsigned long long)control::total_drops(c.pacer),
-                            (unsigned long long)c.pacer.backlog_frames);
-    }
-    return 0;
-}
-
-// The class and its rate (or "normal") of one "CLASSID RATE|normal" pair.
-static Result<control::Device::ClassSpec> class_spec(const std::string &id_word,
-                                                     const std::string &rate_word) {
-    auto id = parse_classid(id_word);
-    if (!id) return Error{id.error()};
-    if (rate_word == "normal") return control::Device::ClassSpec{id->raw(), PSPXDP_CLASS_NORMAL, 0};
-    auto r = parse_rate_bps(rate_word);
-    if (!r) return Error{r.error()};
-    return control::Device::ClassSpec{id->raw(), PSPXDP_CLASS_PACED, *r};
-}
-
-// class set DEV --file FILE: one "CLASSID RATE|normal" per line ('#' starts a
-// comment), all set at once; nothing is set when a line is wrong.
-static int set_from_file(control::Device &dev, const std::string &path) {
-    std::ifstream in(path);
-    if (!in) return fail("class set: --file \"" + path + "\": cannot open it");
-    std::vector<control::Device::ClassSpec> specs;
-    std::string line;
-    for (size_t no = 1; std::getline(in, line); ++no) {
-        line = line.substr(0, line.find('#'));
-        std::istringstream words(line);
-        std::string id, rate, extra;
-        if (!(words >> id)) continue;
-        if (!(words >> rate) || (words >> extra))
-            return fail("class set: " + path + ":" + std::to_string(no) +
-                        ": expected \"CLASSID RATE|normal\"");
-        auto spec = class_spec(id, rate);
-        if (!spec) return fail("class set: " + path + ":" + std::to_string(no) + ": " + spec.error());
+    std::vector<control::ClassSpec> specs;
+    if (args.has("file")) {
+        // Any number of classes in one change (one batch write, one
+        // config_gen): checked whole first, nothing written if a line is wrong.
+        if (!words.empty()) return fail("class " + verb + ": --file and a class on the command line", 2);
+        auto text = control::read_text(args.text("file"));
+        if (!text) return fail(text);
+        size_t no = 0;
+        for (std::string_view rest = *text; !rest.empty();) {
+            ++no;
+            const size_t nl = rest.find('\n');
+            std::string_view line = rest.substr(0, nl);
+            rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+            line = line.substr(0, line.find('#'));
+            const auto lw = control::split_words(line);
+            if (lw.empty()) continue;
+            auto spec = control::parse_class_spec(lw);
+            if (!spec)
+                return fail(args.text("file") + ": line " + std::to_string(no) + ": " + spec.error(), 2);
+            specs.push_back(*spec);
+            specs.back().line = no;
+        }
+    } else {
+        auto spec = control::parse_class_spec(words);
+        if (!spec) return fail(spec);
         specs.push_back(*spec);
     }
-    if (auto r = dev.class_set_many(std::move(specs)); !r) return fail(r.error());
+    auto d = control::open_device(dev, control::Access::Change);
+    if (!d) return fail(d);
+    if (auto r = d.value().class_put_many(how, specs); !r) return fail(r);
     return 0;
 }
 
-static int run(const Args &args) {
+int run_default(const Args &args) {
     const auto &p = args.positional;
-    const std::string verb = p[0];
-    // Without DEV the word count is one less; DEV may be left out when
-    // exactly one device is attached.
-    size_t want = 0;
-    const bool from_file = verb == "set" && args.has("file");
-    if (verb == "set") want = from_file ? 1 : 3;
-    else if (verb == "del" || verb == "delete") want = 2;
-    else if (verb == "show" || verb == "list") want = 1;
-    else return fail("class: unknown action \"" + verb + "\" (set, del, show)");
-    const size_t n = p.size() - 1;
-    if (n != want && n + 1 != want)
-        return fail("class " + verb + ": usage: pspxdp class " + verb +
-                    (verb == "set" ? " [DEV] CLASSID RATE|normal"
-                     : verb == "show" || verb == "list" ? " [DEV] [-j]"
-                                                        : " [DEV] CLASSID"));
-    const bool has_dev = n == want;
-    // "class set DEV 1:1": DEV is no class id but 1:1 is - the rate is missing.
-    if (verb == "set" && !has_dev && !parse_classid(p[1]) && parse_classid(p[2]))
-        return fail_input("class set: no RATE after " + quote(p[2]) +
-                          " (pspxdp class set [DEV] CLASSID RATE|normal)");
-    const bool read_only = verb == "show" || verb == "list";
-    auto dev = control::open_device(has_dev ? &p[1] : nullptr,
-                                    read_only ? common::Access::Read : common::Access::Write);
-    if (!dev) return fail(dev.error());
-    const size_t at = has_dev ? 2 : 1;
-
-    if (verb == "show" || verb == "list") return show(*dev, args.has("json"));
-    if (from_file) return set_from_file(dev.value(), args.get("file"));
-
-    if (verb == "set") {
-        auto spec = class_spec(p[at], p[at + 1]);
-        if (!spec) return fail(spec.error());
-        if (auto r = dev.value().class_set(spec->classid, spec->kind, spec->rate_bps); !r)
-            return fail(r.error());
-        return 0;
-    }
-    auto id = parse_classid(p[at]);
-    if (!id) return fail(id.error());
-    if (auto r = dev.value().class_del(id->raw()); !r) return fail(r.error());
+    const bool has_dev = p.size() == 2;
+    auto id = control::parse_class_id(p[has_dev ? 1 : 0]);
+    if (!id) return fail(id);
+    auto d = control::open_device(has_dev ? &p[0] : nullptr, control::Access::Change);
+    if (!d) return fail(d);
+    if (auto r = d.value().set_default(*id); !r) return fail(r);
     return 0;
 }
+
+} // namespace
 
 const Command kClass = {
     "class",
-    "set [DEV] CLASSID RATE|normal | set [DEV] --file FILE | del [DEV] CLASSID | show [DEV] [-j]",
-    "configure the classes of an attached device",
+    "add|set|change|del|show [DEV] [CLASSID [(RATE | normal) [limit BYTES|TIME] "
+    "[ce_threshold TIME|off]]]",
+    "configure the classes of an attached device, as tc class does",
+    "add fails if the class exists, change fails if it does not, set does either.\n"
+    "add/change/set replace the whole class: what is not given is the default.\n"
     "CLASSID is tc's major:minor in hex (1:1, 1:a). RATE uses tc units: 500mbit,\n"
     "8kbit, 1gbit; \"bps\" suffixes are BYTES per second as in tc (10mbps = 80mbit).\n"
+    "A class's rate counts L2 bytes with FCS, max(L, 60) + 4.\n"
     "\"normal\" makes an unpaced class that fills the gaps between paced frames.\n"
-    "A paced class is refused if the paced rates would sum above the line rate.\n"
-    "A class still used by a filter, or the default class, cannot be deleted.\n"
-    "DEV may be left out when exactly one device is attached.\n"
-    "Per-CPU counters are summed; bpftool map dump pinned\n"
-    "/sys/fs/bpf/pspxdp/DEV/class_stats shows them raw.",
-    {{"json", 'j', nullptr, "show: print JSON"},
-     {"file", 'f', "FILE",
-      "set: the classes of FILE, one \"CLASSID RATE|normal\" a line, all at once"}},
+    "limit BYTES|TIME bounds the class's backlog in the pacer (64kb, 1mb; a TIME\n"
+    "such as 10ms is the backlog at the class's rate); frames beyond it are\n"
+    "dropped and counted (drop_limit). ce_threshold TIME (paced classes): ECT\n"
+    "frames joining a backlog longer than TIME get ECN CE (ce_marked); off never\n"
+    "marks. A bare number is bytes for limit, microseconds for ce_threshold (tc).\n"
+    "Refused, with the configuration unchanged: a rate above what one class can\n"
+    "reach on the wire (1518/1538 of the line rate for 1514-byte frames), paced\n"
+    "rates summing above the line rate, a class in use by a filter or as the\n"
+    "default class (del).\n"
+    "Deleting a class stops TC from handing it new frames at once; the frames it\n"
+    "has queued in the pacer are still sent at its rate, and what cannot be sent\n"
+    "is dropped and counted (drop_deleted).\n"
+    "DEV may be left out when exactly one device is attached.",
+    {flag("stats", 's', "show: with counters (as pspxdp stats)"),
+     flag("json", 'j', "show: print JSON"),
+     opt(OptType::String, "file", 'f', "FILE",
+         "add/set/change: every class of FILE (\"-\": standard input), one a line in the words "
+         "above, as one change")},
     1,
-    4,
-    run,
+    16,
+    run_class,
+};
+
+const Command kDefault = {
+    "default",
+    "[DEV] CLASSID",
+    "send unclassified traffic of DEV to CLASSID",
+    "The class must exist (pspxdp class add DEV CLASSID normal). The default class\n"
+    "cannot be deleted while it is the default.",
+    {},
+    1,
+    2,
+    run_default,
 };
 
 } // namespace pspxdp::cli

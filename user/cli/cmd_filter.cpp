@@ -1,5 +1,6 @@
 // pspxdp filter add|del|show: conjunctive filters (control/filter*.hpp).
 #include "cli/command.hpp"
+#include "core/quote.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
 
@@ -13,12 +14,6 @@
 namespace pspxdp::cli {
 
 namespace {
-
-// Prints the error; returns its exit code (2: refused input, nothing changed).
-template <class R> int failed(const R &r) {
-    fail(r.error());
-    return r.exit_code();
-}
 
 nlohmann::json to_json(const control::FilterInfo &info, bool with_stats) {
     const control::FilterSpec &s = info.filter.spec;
@@ -44,7 +39,7 @@ nlohmann::json to_json(const control::FilterInfo &info, bool with_stats) {
 
 int show(const control::Device &dev, bool with_stats, bool json) {
     auto infos = dev.filter_infos(with_stats);
-    if (!infos) return failed(infos);
+    if (!infos) return fail(infos);
     if (json) {
         nlohmann::json out = nlohmann::json::array();
         for (const auto &info : *infos) out.push_back(to_json(info, with_stats));
@@ -68,8 +63,7 @@ int run(const Args &args) {
     const auto &p = args.positional;
     const std::string verb = p[0];
     if (verb != "add" && verb != "del" && verb != "delete" && verb != "show" && verb != "list") {
-        fail("filter: unknown action \"" + verb + "\" (add, del, show)");
-        return 2;
+        return fail("filter: unknown action " + quote(verb) + " (add, del, show)", 2);
     }
     std::vector<std::string> words(p.begin() + 1, p.end());
     // DEV is the first word unless that word already starts the filter; it
@@ -77,27 +71,26 @@ int run(const Args &args) {
     const bool has_dev = !words.empty() && !control::is_filter_word(words[0]);
     const bool read_only = verb == "show" || verb == "list";
     auto dev = control::open_device(has_dev ? &words[0] : nullptr,
-                                    read_only ? common::Access::Read : common::Access::Write);
-    if (!dev) return failed(dev);
+                                    read_only ? control::Access::Read : control::Access::Change);
+    if (!dev) return fail(dev);
     if (has_dev) words.erase(words.begin());
     const std::span<const std::string> rest(words);
 
     if (verb == "show" || verb == "list") {
         if (!words.empty()) {
-            fail("filter show: unexpected \"" + words[0] + "\"");
-            return 2;
+            return fail("filter show: unexpected " + quote(words[0]), 2);
         }
         return show(*dev, args.has("stats"), args.has("json"));
     }
     if (verb == "add") {
         auto spec = control::parse_filter(rest);
-        if (!spec) return failed(spec);
-        if (auto r = dev.value().filter_add(*spec); !r) return failed(r);
+        if (!spec) return fail(spec);
+        if (auto r = dev.value().filter_add(*spec); !r) return fail(r);
         return 0;
     }
     auto sel = control::parse_filter_select(rest);
-    if (!sel) return failed(sel);
-    if (auto r = dev.value().filter_del(*sel); !r) return failed(r);
+    if (!sel) return fail(sel);
+    if (auto r = dev.value().filter_del(*sel); !r) return fail(r);
     return 0;
 }
 

@@ -5,21 +5,19 @@
 
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 using namespace pspxdp::cli;
-
-static const Command *const kCommands[] = {
-    &kAttach, &kDetach, &kClass, &kFilter, &kStatus, &kAnalyze, &kSimulate, &kDaemon,
-};
 
 static void usage(FILE *out) {
     std::fprintf(out, "Usage: pspxdp COMMAND [OPTIONS]\n\n"
                       "Paces egress traffic per class, to the byte, by filling every idle moment\n"
                       "of the wire with an IEEE 802.3x PAUSE frame of exactly the right length.\n\n"
                       "Commands:\n");
-    for (const Command *c : kCommands)
+    for (const Command *c : commands())
         if (c->summary[0] != '(') std::fprintf(out, "  %-10s %s\n", c->name, c->summary);
-    std::fprintf(out, "\nRun 'pspxdp COMMAND --help' for a command's options.\n");
+    std::fprintf(out, "\nRun 'pspxdp COMMAND --help' for a command's options, 'man pspxdp' for "
+                      "all of them.\n'pspxdp --version' prints the version.\n");
 }
 
 int main(int argc, char **argv) {
@@ -27,12 +25,21 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    const std::string_view first = argv[1];
+    if (first == "-h" || first == "--help" || first == "help") {
         usage(stdout);
         return 0;
     }
-    for (const Command *c : kCommands) {
-        if (std::strcmp(argv[1], c->name)) continue;
+    if (first == "-V" || first == "--version" || first == "version") {
+        std::printf("%s\n", version_string().c_str());
+        return 0;
+    }
+    if (first == "--man") { // the build writes pspxdp.8 with this
+        print_man_page(stdout);
+        return 0;
+    }
+    for (const Command *c : commands()) {
+        if (first != c->name) continue;
         auto args = parse_args(*c, argc - 2, argv + 2);
         if (!args) {
             std::fprintf(stderr, "pspxdp %s: %s\n", c->name, args.error().c_str());
@@ -53,7 +60,12 @@ int main(int argc, char **argv) {
                 return 1;
             }
         }
-        return c->run(*args);
+        try {
+            return c->run(*args);
+        } catch (const std::logic_error &e) { // a command asked for an option it did not declare
+            std::fprintf(stderr, "pspxdp %s: internal error: %s\n", c->name, e.what());
+            return 1;
+        }
     }
     std::fprintf(stderr, "pspxdp: unknown command \"%s\" (see pspxdp --help)\n", argv[1]);
     return 2;

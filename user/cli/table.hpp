@@ -1,7 +1,11 @@
-// One call per cell yields both the aligned text table and the JSON form
-// (iproute2's print_* idea): a cell carries its display text and its JSON
-// value (a number, or a string that is quoted on output).
+// An aligned text table whose rows are also its JSON form: one call per cell
+// yields the text shown and the JSON value (a number, or a string), built
+// through the same nlohmann-json path as every other output (output.hpp).
 #pragma once
+
+#include "cli/output.hpp"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <string>
@@ -20,32 +24,28 @@ class Table {
     explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
 
     void row() { rows_.emplace_back(); }
-    void text(std::string value) { cell(value, quote(value)); }
+    void text(std::string value) { cell(value, value); }
+    // A real number: NaN and infinities are null in JSON.
     void number(std::string display, double json_value);
-    void integer(uint64_t value) { cell(std::to_string(value), std::to_string(value)); }
+    void integer(uint64_t value) { cell(std::to_string(value), value); }
 
     // Text: aligned columns with a header. JSON: an array of objects.
     void print(FILE *out, bool json) const;
-    std::string json() const;
-
-    static std::string quote(const std::string &s);
+    nlohmann::ordered_json json() const;
 
   private:
     struct Cell {
         std::string text;
-        std::string json;
+        nlohmann::ordered_json json;
     };
-    void cell(std::string text, std::string json) {
+    void cell(std::string text, nlohmann::ordered_json json) {
         rows_.back().push_back(Cell{std::move(text), std::move(json)});
     }
     std::vector<Column> columns_;
     std::vector<std::vector<Cell>> rows_;
 };
 
-// A measured rate in tc's units with `digits` decimals: "499.998Mbit". Exact
-// (configured) rates use format_rate; a measurement is a real number.
-std::string measured_rate(double bps, int digits = 3);
-// value with `digits` decimals.
-std::string fixed(double value, int digits);
+// A number for JSON: null when not finite (JSON has no NaN).
+nlohmann::ordered_json json_real(double v);
 
 } // namespace pspxdp::cli

@@ -22,7 +22,7 @@ Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_si
     int fd = obj_get(path, access);
     if (fd == -ENOENT || fd == -ENOTDIR) {
         if (need == Need::Optional) return Fd();
-        return err(p.dev + " is not attached (no " + path + ")");
+        return refuse(p.dev + " is not attached (no " + path + ")");
     }
     if (fd == -EACCES || fd == -EPERM) {
         if (access == Access::Read)

@@ -42,6 +42,14 @@ struct Framing {
     constexpr uint32_t max_gap_wire_bytes() const { return wire_bytes(max_frame_len()); }
     // The unit in which burstiness is reported: the L2 size of a full frame.
     constexpr uint32_t mtu_unit_bytes() const { return l2_bytes(max_frame_len()); }
+    // The highest rate one class can reach on a wire of line_rate_bps: its
+    // full-size frames back to back, each counting l2_bytes against the rate
+    // while it takes wire_bytes of the wire (1518/1538 of M for 1514-byte
+    // frames). A paced rate above it can never be honoured.
+    constexpr uint64_t class_ceiling_bps(uint64_t line_rate_bps) const {
+        return uint64_t((unsigned __int128)line_rate_bps * l2_bytes(max_frame_len()) /
+                        wire_bytes(max_frame_len()));
+    }
 };
 
 using MacAddr = std::array<uint8_t, 6>;

@@ -1,4 +1,4 @@
-// Rates and class ids, the tc(8) way. See units.hpp.
+// Rates, sizes, times and class ids, the tc(8) way. See units.hpp.
 #include "core/units.hpp"
 
 #include "core/quote.hpp"
@@ -13,18 +13,9 @@ namespace pspxdp {
 
 namespace {
 
-struct ScaledUnit {
+struct Unit {
     const char *name; // lower case; matching is case-insensitive
-    uint64_t factor;  // base units per unit
-};
-
-// What a quantity parser says about its input.
-struct Quantity {
-    const char *noun;    // "rate"
-    const char *example; // "500mbit"
-    const char *base;    // "bit/s"
-    bool zero_ok;
-    std::span<const ScaledUnit> units;
+    uint64_t factor;  // base units (bit/s, bytes, ns) per unit
 };
 
 constexpr uint64_t kKi = 1024;
@@ -33,7 +24,7 @@ constexpr uint64_t kGi = kMi * 1024;
 constexpr uint64_t kTi = kGi * 1024;
 
 // tc's table (tc/tc_util.c get_rate): "bps" is BYTES per second, hence x8.
-constexpr ScaledUnit kRateUnits[] = {
+constexpr Unit kRateUnits[] = {
     {"", 1},
     {"bit", 1},
     {"kbit", 1'000},
@@ -55,24 +46,10 @@ constexpr ScaledUnit kRateUnits[] = {
     {"tibps", 8 * kTi},
 };
 
-// tc's time units (tc/tc_util.c get_time) plus ns; unlike tc, no bare
-// number: a pacer's times span ns to s, and a unit is never guessed.
-constexpr ScaledUnit kTimeUnits[] = {
-    {"ns", 1},
-    {"nsec", 1},
-    {"us", 1'000},
-    {"usec", 1'000},
-    {"usecs", 1'000},
-    {"ms", 1'000'000},
-    {"msec", 1'000'000},
-    {"msecs", 1'000'000},
-    {"s", 1'000'000'000},
-    {"sec", 1'000'000'000},
-    {"secs", 1'000'000'000},
-};
-
-constexpr Quantity kRate{"rate", "500mbit", "bit/s", false, kRateUnits};
-constexpr Quantity kTime{"time", "200us", "ns", true, kTimeUnits};
+// tc's get_size: k, m, g are powers of 1024 (tc-tbf(8): "kb or k" = 1024 bytes).
+constexpr Unit kSizeUnits[] = {{"", 1},     {"b", 1},     {"k", kKi},   {"kb", kKi},
+                               {"kib", kKi}, {"m", kMi},   {"mb", kMi},  {"mib", kMi},
+                               {"g", kGi},   {"gb", kGi},  {"gib", kGi}};
 
 std::string lower(std::string_view s) {
     std::string out(s);
@@ -96,13 +73,22 @@ void multiply_decimal(std::string &digits, uint64_t factor) {
     }
 }
 
-// "<decimal><unit>" as an exact whole number of q's base unit, 64 bits.
-Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
+// What a quantity is called in its error messages.
+struct Quantity {
+    const char *noun;    // "rate"
+    const char *example; // "500mbit"
+    const char *base;    // "bit/s": the value must be a whole number of these
+};
+
+// A decimal number and a unit from `units`, exactly: number * factor must be
+// a whole number of base units that fits 64 bits. Zero is the caller's call.
+Result<uint64_t> parse_scaled(std::string_view text, std::span<const Unit> units,
+                              const Quantity &q) {
     auto bad = [&](const std::string &what) {
         return err(std::string(q.noun) + " " + quote(text) + ": " + what);
     };
-    const std::string example = std::string("(expected e.g. \"") + q.example + "\")";
-    if (text.empty()) return bad("empty " + example);
+    const std::string expected = std::string("(expected e.g. \"") + q.example + "\")";
+    if (text.empty()) return bad("empty " + expected);
     size_t pos = 0;
     if (text[0] == '-') return bad(std::string("negative ") + q.noun);
     if (text[0] == '+') pos = 1; // strtod (and so tc) accepts a plus sign
@@ -116,17 +102,17 @@ Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
         while (pos < text.size() && std::isdigit(static_cast<unsigned char>(text[pos])))
             frac_digits += text[pos++];
     }
-    if (int_digits.empty() && frac_digits.empty()) return bad("not a number " + example);
+    if (int_digits.empty() && frac_digits.empty()) return bad("not a number " + expected);
 
     std::string_view unit_text = text.substr(pos);
     for (char c : unit_text)
         if (!std::isalpha(static_cast<unsigned char>(c)))
             return bad("unexpected " + quote(unit_text) + " after the number");
-    const ScaledUnit *unit = nullptr;
+    const Unit *unit = nullptr;
     std::string unit_lower = lower(unit_text);
-    for (const auto &u : q.units)
+    for (const auto &u : units)
         if (unit_lower == u.name) unit = &u;
-    if (!unit && unit_text.empty()) return bad("no unit " + example);
+    if (!unit && unit_text.empty()) return bad("no unit " + expected);
     if (!unit) return bad("unknown unit " + quote(unit_text));
 
     // value = (int_digits.frac_digits) * unit: multiply the digit string
@@ -139,10 +125,7 @@ Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
     digits.resize(digits.size() - frac_len);
 
     size_t first = digits.find_first_not_of('0');
-    if (first == std::string::npos) {
-        if (q.zero_ok) return uint64_t(0);
-        return bad(std::string("zero ") + q.noun);
-    }
+    if (first == std::string::npos) return uint64_t(0);
     digits.erase(0, first);
     static constexpr std::string_view kMax = "18446744073709551615";
     if (digits.size() > kMax.size() || (digits.size() == kMax.size() && digits > kMax))
@@ -152,24 +135,68 @@ Result<uint64_t> parse_quantity(std::string_view text, const Quantity &q) {
     return value;
 }
 
-} // namespace
+struct Name {
+    const char *name;
+    uint64_t factor;
+};
 
-Result<uint64_t> parse_rate_bps(std::string_view text) { return parse_quantity(text, kRate); }
-
-Result<uint64_t> parse_duration_ns(std::string_view text) { return parse_quantity(text, kTime); }
-
-std::string format_rate(uint64_t rate_bps) {
-    // As tc prints: the largest SI unit that divides the rate exactly, so the
-    // text parses back to the same number (1500000 -> "1500Kbit", not 1.5).
-    static constexpr const char *kNames[] = {"bit", "Kbit", "Mbit", "Gbit", "Tbit"};
-    size_t unit = 0;
-    while (rate_bps != 0 && unit + 1 < std::size(kNames) && rate_bps % 1000 == 0) {
-        rate_bps /= 1000;
-        ++unit;
-    }
-    return std::to_string(rate_bps) + kNames[unit];
+// value in the largest of `names` (smallest first) that divides it exactly,
+// so the text parses back to the same number (1500000 -> "1500Kbit").
+std::string format_scaled(uint64_t value, std::span<const Name> names) {
+    size_t best = 0;
+    for (size_t i = 0; i < names.size(); ++i)
+        if (value != 0 && value % names[i].factor == 0) best = i;
+    return std::to_string(value / names[best].factor) + names[best].name;
 }
 
+} // namespace
+
+Result<uint64_t> parse_rate_bps(std::string_view text) {
+    static constexpr Quantity kRate{"rate", "500mbit", "bit/s"};
+    auto r = parse_scaled(text, kRateUnits, kRate);
+    if (r && *r == 0) return err("rate " + quote(text) + ": zero rate");
+    return r;
+}
+
+Result<uint64_t> parse_bytes(std::string_view text) {
+    static constexpr Quantity kSize{"size", "64kb", "bytes"};
+    return parse_scaled(text, kSizeUnits, kSize);
+}
+
+Result<uint64_t> parse_duration_ns(std::string_view text, uint64_t bare_unit_ns) {
+    const Unit units[] = {
+        {"", bare_unit_ns},   {"ns", 1},
+        {"nsec", 1},          {"us", 1'000},
+        {"usec", 1'000},      {"usecs", 1'000},
+        {"ms", 1'000'000},    {"msec", 1'000'000},
+        {"msecs", 1'000'000}, {"s", 1'000'000'000},
+        {"sec", 1'000'000'000}, {"secs", 1'000'000'000},
+    };
+    static constexpr Quantity kTime{"time", "10ms", "nanoseconds"};
+    // Without a bare unit the "" entry is left out: "no unit", never a guess.
+    return parse_scaled(text, std::span<const Unit>(units).subspan(bare_unit_ns ? 0 : 1), kTime);
+}
+
+std::string format_bytes(uint64_t bytes) {
+    static constexpr Name kNames[] = {{"b", 1}, {"kb", kKi}, {"mb", kMi}, {"gb", kGi}};
+    return format_scaled(bytes, kNames);
+}
+
+std::string format_duration(uint64_t ns) {
+    static constexpr Name kNames[] = {
+        {"ns", 1}, {"us", 1'000}, {"ms", 1'000'000}, {"s", 1'000'000'000}};
+    return format_scaled(ns, kNames);
+}
+
+std::string format_rate(uint64_t rate_bps) {
+    // As tc prints: the largest SI unit that divides the rate exactly.
+    static constexpr Name kNames[] = {{"bit", 1},
+                                      {"Kbit", 1'000},
+                                      {"Mbit", 1'000'000},
+                                      {"Gbit", 1'000'000'000},
+                                      {"Tbit", 1'000'000'000'000}};
+    return format_scaled(rate_bps, kNames);
+}
 namespace {
 
 // One side of "major:minor": 1+ hex digits whose value fits 16 bits.

@@ -1,4 +1,4 @@
-// Rates and class ids, parsed and printed the way tc does it.
+// Rates, sizes, times and class ids, parsed and printed the way tc does it.
 //
 // Rates are bit/s in 64 bits. Suffixes follow tc(8): bit kbit mbit gbit tbit
 // (SI, x1000), kibit mibit gibit tibit (IEC, x1024), and bps kbps mbps gbps
@@ -21,10 +21,20 @@ Result<uint64_t> parse_rate_bps(std::string_view text);
 // 500000000 -> "500Mbit". Always exact: parse_rate_bps(format_rate(x)) == x.
 std::string format_rate(uint64_t rate_bps);
 
-// "200us" -> 200000 ns. Units as tc's (s sec secs, ms msec msecs, us usec
-// usecs) and ns nsec; the unit is required; decimals must give whole ns;
-// zero is allowed. Errors name the input, as parse_rate_bps's.
-Result<uint64_t> parse_duration_ns(std::string_view text);
+// Sizes in bytes, tc's get_size: a bare number or b is bytes; k/kb/kib,
+// m/mb/mib, g/gb/gib are powers of 1024. Exact, as rates; zero allowed.
+Result<uint64_t> parse_bytes(std::string_view text);
+// 65536 -> "64kb", 1500 -> "1500b": parses back to the same number.
+std::string format_bytes(uint64_t bytes);
+
+// Times in nanoseconds: ns/nsec, us/usec, ms/msec, s/sec (tc's get_time,
+// plus ns). A bare number is in units of bare_unit_ns: tc reads it as
+// microseconds; an option like "--watch SECONDS" as seconds; 0 (the
+// default): a unit is required, none is guessed. Zero allowed. Errors name
+// the input, as parse_rate_bps's.
+Result<uint64_t> parse_duration_ns(std::string_view text, uint64_t bare_unit_ns = 0);
+// 2000000 -> "2ms", 1500000 -> "1500us": parses back to the same number.
+std::string format_duration(uint64_t ns);
 
 // tc class id "major:minor", both hexadecimal, 16 bits each ("1:1", "1:a",
 // "ffff:ffff"). The raw form is major << 16 | minor, as TC_H_MAKE.

@@ -1,6 +1,6 @@
 #include "daemon/class_table.hpp"
 
-#include "control/config_map.hpp"
+#include "common/config_map.hpp"
 #include "core/units.hpp"
 #include "daemon/log.hpp"
 
@@ -44,7 +44,7 @@ ClassLimits limits_for(const pspxdp_class_config &c) {
 }
 
 bool ClassTable::reconcile(uint64_t now) {
-    auto all = control::read_class_configs(maps_.class_config_fd());
+    auto all = common::read_class_configs(maps_.class_config_fd());
     if (!all) {
         logf("%s", all.error().c_str());
         return false;

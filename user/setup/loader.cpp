@@ -5,8 +5,8 @@
 #include "common/libbpf_log.hpp"
 #include "common/ns.hpp"
 #include "common/text.hpp"
-#include "control/config_map.hpp"
-#include "control/slots.hpp"
+#include "common/config_map.hpp"
+#include "common/slots.hpp"
 #include "pspxdp/shared.h"
 #include "setup/netlink.hpp"
 
@@ -72,7 +72,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     if (bpf_map_lookup_elem(cfd->get(), &default_classid, &cc) != 0) { // keep a reused pin's config
         cc = pspxdp_class_config{};
         cc.kind = PSPXDP_CLASS_NORMAL;
-        auto slots = control::SlotAllocator::open(cfd->get(), sfd->get());
+        auto slots = common::SlotAllocator::open(cfd->get(), sfd->get());
         auto slot = slots ? slots.value().allocate() : Result<uint32_t>(Error{slots.error()});
         if (!slot) return err("a slot for the default class: " + slot.error());
         cc.slot = *slot;
@@ -94,7 +94,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     else st.flags &= ~uint32_t(PSPXDP_STATE_F_CLSACT_OURS);
     if (bpf_map_update_elem(fd->get(), &key, &st, BPF_ANY) != 0)
         return err("writing pacer_state: " + errno_text(errno));
-    if (auto r = control::bump_config_gen(fd->get()); !r) return Error{r.error()};
+    if (auto r = common::bump_config_gen(fd->get()); !r) return Error{r.error()};
     return {};
 }
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace pspxdp::control {
+namespace pspxdp::common {
 
 struct ClassConfigEntry {
     uint32_t classid = 0;
@@ -26,4 +26,4 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int class_config_fd);
 // rate, after the change.
 Result<void> bump_config_gen(int pacer_state_fd);
 
-} // namespace pspxdp::control
+} // namespace pspxdp::common

@@ -1,4 +1,4 @@
-#include "control/config_map.hpp"
+#include "common/config_map.hpp"
 
 #include <bpf/bpf.h>
 #include <cerrno>
@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-namespace pspxdp::control {
+namespace pspxdp::common {
 
 Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
     std::vector<ClassConfigEntry> out;
@@ -51,4 +51,4 @@ Result<void> bump_config_gen(int pacer_state_fd) {
     return {};
 }
 
-} // namespace pspxdp::control
+} // namespace pspxdp::common

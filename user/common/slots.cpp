@@ -1,6 +1,6 @@
-#include "control/slots.hpp"
+#include "common/slots.hpp"
 
-#include "control/config_map.hpp"
+#include "common/config_map.hpp"
 #include "pspxdp/shared.h"
 
 #include <bpf/bpf.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-namespace pspxdp::control {
+namespace pspxdp::common {
 
 Result<SlotAllocator> SlotAllocator::open(int class_config_fd, int pacer_stats_fd) {
     auto all = read_class_configs(class_config_fd);
@@ -37,4 +37,4 @@ Result<uint32_t> SlotAllocator::allocate() {
                " classes exist or are still draining");
 }
 
-} // namespace pspxdp::control
+} // namespace pspxdp::common

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace pspxdp::control {
+namespace pspxdp::common {
 
 class SlotAllocator {
   public:
@@ -30,4 +30,4 @@ class SlotAllocator {
     uint32_t next_ = 1;      // every slot below is known to be taken
 };
 
-} // namespace pspxdp::control
+} // namespace pspxdp::common

@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# The control surface against a real attachment in two throwaway network
+# namespaces: a table of bad inputs (each refused with its message and exit
+# code 2, the configuration byte for byte unchanged), the JSON keys against
+# the README, bpftool's field names against the README's map table, save and
+# apply (round trip, atomic, 10,000 classes and filters), two commands at
+# once, read-only use by an unprivileged user, a class change racing a detach.
+# Exit 77 = skipped.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+README=$HERE/../../README.md
+BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+psp_require test_cli "$PSPXDP" "$TRAFFIC" -- python3 bpftool setpriv
+
+TAG=psp-cli$$
+SRC=$TAG-s DST=$TAG-d DEV=pcli$$a PEER=pcli$$b NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+N="nsenter --net=/run/netns/$SRC"
+D="nsenter --net=/run/netns/$DST"
+TMP=$(mktemp -d)
+FAILS=0
+PINS=/sys/fs/bpf/pspxdp/$DEV
+ROOT_MODE=
+
+cleanup() {
+    [[ -n $ROOT_MODE ]] && chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp 2>/dev/null
+    psp_teardown "$PSPXDP" $SRC $DST $DEV
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+check() { # check DESCRIPTION COMMAND...
+    local what=$1; shift
+    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
+}
+P() { $N "$PSPXDP" "$@"; }
+
+psp_make_wire $SRC $DST $DEV $PEER $NET || exit 1
+P attach $DEV --line-rate 1gbit --queues 4 >/dev/null || { echo "attach failed"; exit 1; }
+check "class add 1:1 300mbit limit 64kb ce_threshold 2ms" P class add $DEV 1:1 300mbit limit 64kb ce_threshold 2ms
+check "class add 1:2 normal" P class add $DEV 1:2 normal
+check "class set 1:3 10mbit limit 5ms" P class set $DEV 1:3 10mbit limit 5ms
+check "filter udp dport 5001 -> 1:1" P filter add $DEV proto udp dport 5001 classid 1:1
+check "filters on every rules map" bash -c "$N $PSPXDP filter add $DEV dst 10.9.9.0/24 classid 1:3 &&
+    $N $PSPXDP filter add $DEV src 10.8.0.0/16 classid 1:3 &&
+    $N $PSPXDP filter add $DEV dst 2001:db8::/32 classid 1:3 &&
+    $N $PSPXDP filter add $DEV src 2001:db9::/32 classid 1:3"
+SENT=$($N "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 1000 --count 50 |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["sent"])')
+sleep 0.3
+
+# ---- save / apply
+P save $DEV >"$TMP/saved" || echo "FAIL - save"
+check "save lists line rate, classes, default, filters" bash -c "
+    grep -qx 'line-rate 1Gbit' $TMP/saved && grep -qx 'class 1:1 300Mbit limit 64kb ce_threshold 2ms' $TMP/saved &&
+    grep -qx 'class 1:3 10Mbit limit 5ms' $TMP/saved && grep -qx 'default 1:ffff' $TMP/saved &&
+    grep -qx 'filter proto udp dport 5001 classid 1:1' $TMP/saved"
+gen() { P show $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["config_gen"])'; }
+GEN=$(gen)
+check "apply(save()) is a no-op" bash -c "$N $PSPXDP apply $DEV $TMP/saved | grep -q 'nothing to change'"
+check "... and writes nothing (config_gen $GEN unchanged)" test "$(gen)" = "$GEN"
+P save $DEV >"$TMP/saved2"
+check "save after apply is byte for byte the same" cmp -s "$TMP/saved" "$TMP/saved2"
+
+# ---- bad inputs: exit code, one line on stderr naming the word, nothing changed
+cat >"$TMP/bad_rate.conf" <<EOF
+line-rate 1gbit
+class 1:1 300mbit
+class 1:2 5xbit
+class 1:ffff normal
+EOF
+printf 'class 1:ffff normal\nfrobnicate 1\n' >"$TMP/bad_word.conf"
+printf 'class 1:1 600mbit\nclass 1:2 600mbit\nclass 1:ffff normal\n' >"$TMP/bad_sum.conf"
+printf 'class 1:1 normal\n' >"$TMP/bad_default.conf"
+printf 'class 1:ffff normal\nfilter dst 10.0.0.0/8 classid 1:7\n' >"$TMP/bad_filter.conf"
+printf 'class 1:ffff normal\nclass 1:ffff normal\n' >"$TMP/bad_dup.conf"
+printf 'line-rate 100mbit\nclass 1:1 300mbit\nclass 1:ffff normal\n' >"$TMP/bad_line.conf"
+# exit | message (a fixed string stderr must contain) | arguments (@DEV@, @TMP@)
+while IFS='|' read -r want msg args; do
+    [[ -z $want || $want == \#* ]] && continue
+    args=${args//@DEV@/$DEV}
+    args=${args//@TMP@/$TMP}
+    eval "set -- $args"
+    $N "$PSPXDP" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    lines=$(wc -l <"$TMP/err")
+    P save $DEV >"$TMP/after" 2>/dev/null
+    if [[ $rc -eq $want ]] && [[ $lines -eq 1 ]] && grep -qF -- "$msg" "$TMP/err" &&
+        cmp -s "$TMP/saved" "$TMP/after"; then
+        echo "ok   - refused: $args"
+    else
+        echo "FAIL - refused: $args: exit $rc (want $want), $lines stderr line(s): $(cat "$TMP/err")"
+        cmp -s "$TMP/saved" "$TMP/after" || { echo "       configuration changed:"; diff "$TMP/saved" "$TMP/after"; }
+        FAILS=$((FAILS + 1))
+    fi
+done <<'TABLE'
+2|option --watch: time "abc": not a number|stats @DEV@ --watch abc
+2|option --interval: time "5x": unknown unit "x"|stats @DEV@ --interval 5x
+2|option --count: "-1" is not a whole number|stats @DEV@ --watch 1 --count -1
+2|option --watch: "0" is out of range 100ms..3600s|stats @DEV@ --watch 0
+2|unknown option --bogus|stats @DEV@ --bogus
+2|unknown option -x|show @DEV@ -x
+2|option --json takes no value|show @DEV@ --json=1
+2|unexpected argument "extra"|show @DEV@ extra
+2|class 1:4: rate "5xbit": unknown unit "xbit"|class add @DEV@ 1:4 5xbit
+2|class 1:4: missing RATE or "normal"|class add @DEV@ 1:4
+2|class id "1:0": minor 0 names a qdisc, not a class|class add @DEV@ 1:0 10mbit
+2|class id "1": no ':'|class add @DEV@ 1 10mbit
+2|class id "10000:1": major is not a 16-bit hex number|class add @DEV@ 10000:1 10mbit
+2|class 1:4: rate "0mbit": zero rate|class add @DEV@ 1:4 0mbit
+2|class 1:4: rate "-5mbit": negative rate|class add @DEV@ 1:4 -5mbit
+2|rate "990mbit" is above what one class can reach on|class add @DEV@ 1:4 990mbit
+2|class 1:4: rate "800mbit": paced rates would sum to 1110Mbit, above the line rate 1Gbit|class add @DEV@ 1:4 800mbit
+2|class 1:1: rate "1000mbit" is above what one class can reach|class change @DEV@ 1:1 1000mbit
+2|class 1:1 already exists on|class add @DEV@ 1:1 100mbit
+2|class 1:9 does not exist on|class change @DEV@ 1:9 100mbit
+2|class 1:9 does not exist on|class del @DEV@ 1:9
+2|class 1:ffff is the default class of|class del @DEV@ 1:ffff
+2|class 1:1 is used by 1 filter ("proto udp dport 5001")|class del @DEV@ 1:1
+2|class 1:4: limit "5x": size "5x": unknown unit "x"|class add @DEV@ 1:4 10mbit limit 5x
+2|class 1:4: limit "100": out of range 1518b..1gb|class add @DEV@ 1:4 10mbit limit 100
+2|class 1:4: limit "2gb": out of range|class add @DEV@ 1:4 10mbit limit 2gb
+2|class 1:4: limit "10ms": a time limit needs a paced class|class add @DEV@ 1:4 normal limit 10ms
+2|class 1:4: ce_threshold "0": out of range 1us..10s|class add @DEV@ 1:4 10mbit ce_threshold 0
+2|class 1:4: ce_threshold "1ms": needs a paced class|class add @DEV@ 1:4 normal ce_threshold 1ms
+2|class 1:4: ce_threshold "abc": time "abc": not a number|class add @DEV@ 1:4 10mbit ce_threshold abc
+2|class 1:4: unknown word "burst"|class add @DEV@ 1:4 10mbit burst 10kb
+2|class 1:4: "limit" needs a value|class add @DEV@ 1:4 10mbit limit
+2|class 1:4: limit given twice ("32kb")|class add @DEV@ 1:4 10mbit limit 64kb limit 32kb
+2|class: unknown action "frob"|class frob @DEV@ 1:1
+2|nosuch0 is not attached|class add nosuch0 1:4 10mbit
+2|device name "bad/name": contains '/'|class add bad/name 1:4 10mbit
+2|device name "averyveryverylongname": longer than 15 bytes|class add averyveryverylongname 1:4 10mbit
+2|class 1:9 does not exist on|default @DEV@ 1:9
+2|class id "1:0": minor 0 names a qdisc|default @DEV@ 1:0
+2|line-rate 305Mbit refused: class 1:3: rate "10Mbit": paced rates would sum to 310Mbit, above the line rate 305Mbit|change @DEV@ line-rate 305mbit
+2|line-rate 300Mbit refused: class 1:1: rate "300Mbit" is above what one class can reach on|change @DEV@ line-rate 300mbit
+2|change: line-rate: rate "abc": not a number|change @DEV@ line-rate abc
+2|change: unknown parameter "mtu" (line-rate)|change @DEV@ mtu 1500
+2|/nonexistent.conf: No such file or directory|apply @DEV@ /nonexistent.conf
+2|bad_rate.conf: line 3: class 1:2: rate "5xbit": unknown unit "xbit"|apply @DEV@ @TMP@/bad_rate.conf
+2|bad_word.conf: line 2: unknown statement "frobnicate"|apply @DEV@ @TMP@/bad_word.conf
+2|line 2: class 1:2: rate "600mbit": paced rates would sum to 1200Mbit|apply @DEV@ @TMP@/bad_sum.conf
+2|default class 1:ffff is not among the classes|apply @DEV@ @TMP@/bad_default.conf
+2|line 2: filter "dst 10.0.0.0/8 classid 1:7": class 1:7 is not among the classes|apply @DEV@ @TMP@/bad_filter.conf
+2|line 2: class 1:ffff given twice (first on line 1)|apply @DEV@ @TMP@/bad_dup.conf
+2|class 1:1: rate "300mbit" is above what one class can reach on|apply @DEV@ @TMP@/bad_line.conf
+2|class 1:7 does not exist on|filter add @DEV@ proto udp dport 5002 classid 1:7
+2|already exists|filter add @DEV@ proto udp dport 5001 classid 1:2
+2|nosuch0 is not attached|show nosuch0
+2|nosuch0 is not attached|save nosuch0
+TABLE
+
+# status -j: valid JSON for any device name, attached or not.
+for name in "$DEV" nosuch0 'we"ird\name' 'a/b' "$(printf 'x\377y')"; do
+    $N "$PSPXDP" status "$name" -j >"$TMP/status" 2>/dev/null
+    check "status -j prints one JSON object for \"$name\"" \
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1], encoding='utf-8', errors='replace')); assert isinstance(d, dict) and 'attached' in d" "$TMP/status"
+done
+
+# DEV may be left out when exactly one device is attached (others' tests
+# may have attached theirs meanwhile: then this check is skipped).
+if [[ $(ls /sys/fs/bpf/pspxdp 2>/dev/null | wc -l) -eq 1 ]]; then
+    check "DEV left out: the only attached device" bash -c "$N $PSPXDP show | grep -q '^dev $DEV '"
+else
+    check "DEV left out with several attached: refused, naming them" bash -c "
+        $N $PSPXDP show 2>&1 >/dev/null | grep -q 'several devices attached (.*$DEV'"
+fi
+
+# ---- JSON keys: exactly the documented ones; the README's table is --keys
+"$PSPXDP" stats --keys >"$TMP/keys"
+check "README's key table is pspxdp stats --keys" bash -c "
+    sed -n '/^<!-- pspxdp stats --keys -->$/,/^<!-- end of pspxdp stats --keys -->$/p' '$README' |
+        sed '1d;\$d' | cmp -s - '$TMP/keys'"
+P stats $DEV -j --interval 100ms >"$TMP/stats.json"
+P status $DEV -j >"$TMP/status.json"
+cat >"$TMP/keys.py" <<'PY'
+import json, sys, re
+doc = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"\| (\S+) \| `([^`]+)` \|", line)
+    if m: doc.setdefault(m.group(1), set()).add(m.group(2))
+stats, status = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+bad = []
+def same(what, got, want):
+    if set(got) != want: bad.append(f"{what}: undocumented {sorted(set(got) - want)}, missing {sorted(want - set(got))}")
+same("stats", stats, doc["top"])
+same("status", status, doc["top"] | doc["status"] - {"error"})
+assert stats["classes"], "no classes"
+for c in stats["classes"]: same("classes[] " + c["class"], c, doc["classes[]"])
+for o in ("daemon", "tc", "xdp"): same(o, stats[o], doc[o])
+# Raw numbers, units in the keys.
+c = {c["class"]: c for c in stats["classes"]}["1:1"]
+if c["rate_bps"] != 300000000 or c["limit_bytes"] != 65536 or c["ce_threshold_ns"] != 2000000: bad.append(f"1:1 config {c}")
+if c["tc_packets"] != int(sys.argv[4]): bad.append(f"1:1 tc_packets {c['tc_packets']} != {sys.argv[4]} sent")
+if not isinstance(c["measured_rate_bps"], int): bad.append("measured_rate_bps not a number")
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+PY
+check "stats -j / status -j keys are exactly the documented ones, raw numbers" \
+    python3 "$TMP/keys.py" "$TMP/keys" "$TMP/stats.json" "$TMP/status.json" "$SENT"
+check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV --interval 0 | grep -q ' tc_packets $SENT '"
+
+# ---- bpftool: every pinned map shows named fields, the README's
+cat >"$TMP/maps.py" <<'PY'
+import json, re, subprocess, sys, os
+pins, readme = sys.argv[1], sys.argv[2]
+rows = {}
+text = open(readme).read()
+table = text.split("<!-- pinned maps -->")[1].split("<!-- end of pinned maps -->")[0]
+for line in table.splitlines():
+    cols = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cols) != 5 or not cols[0].startswith("`"): continue
+    for name in re.findall(r"`([^`]+)`", cols[0]):
+        rows[name] = (set(re.findall(r"`([^`]+)`", cols[3])), set(re.findall(r"`([^`]+)`", cols[4])))
+bad = []
+for m in sorted(os.listdir(pins)):
+    if m not in rows: bad.append(f"{m}: no row in the README's map table"); continue
+    if m == "xsks_map": continue  # the kernel does not return sockets
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", f"{pins}/{m}"], capture_output=True, text=True)
+    entries = json.loads(out.stdout or "[]")
+    if not entries: bad.append(f"{m}: empty, cannot see its fields"); continue
+    e = entries[0].get("formatted")
+    if not e: bad.append(f"{m}: no BTF (bpftool prints hex bytes only)"); continue
+    key = e["key"]
+    value = e["value"] if "value" in e else e["values"][0]["value"]
+    want_key, want_value = rows[m]
+    if isinstance(key, dict) and set(key) != want_key: bad.append(f"{m}: key fields {sorted(key)} != README {sorted(want_key)}")
+    if isinstance(value, dict) and set(value) != want_value: bad.append(f"{m}: value fields {sorted(value)} != README {sorted(want_value)}")
+    for k in ("key", "value"):
+        v = key if k == "key" else value
+        if isinstance(v, dict):
+            for f, x in v.items():
+                if isinstance(x, dict) and set(x) == {"minor", "major"}: continue
+                if f in ("kind", "state") and not str(x).startswith("PSPXDP_"): bad.append(f"{m}: {f} is {x}, not an enum name")
+    if m == "class_config" and (not isinstance(key, dict) or set(key) != {"minor", "major"}): bad.append("class_config key is not {minor, major}")
+print("\n".join(bad)); sys.exit(1 if bad else 0)
+PY
+check "bpftool dumps every pinned map with the README's field names" python3 "$TMP/maps.py" "$PINS" "$README"
+
+# ---- atomic apply: one bad line at the end changes nothing
+{ cat "$TMP/saved"; echo "class 1:5 20mbit"; echo "class 1:6 bogus"; } >"$TMP/late_bad.conf"
+$N "$PSPXDP" apply $DEV "$TMP/late_bad.conf" 2>/dev/null
+P save $DEV >"$TMP/after"
+check "a file with one bad line changes nothing" cmp -s "$TMP/saved" "$TMP/after"
+
+# ---- a real change through apply, and back
+sed -e 's/^class 1:3 10Mbit limit 5ms$/class 1:3 20Mbit/' -e '$a class 1:7 5mbit' "$TMP/saved" >"$TMP/changed.conf"
+check "apply a changed file" bash -c "$N $PSPXDP apply $DEV $TMP/changed.conf | grep -q '1 class added, 1 class changed'"
+check "the device has it" bash -c "$N $PSPXDP save $DEV | grep -qx 'class 1:3 20Mbit' && $N $PSPXDP save $DEV | grep -qx 'class 1:7 5Mbit'"
+check "apply the saved file back" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
+P save $DEV >"$TMP/after"
+check "back to byte for byte the same" cmp -s "$TMP/saved" "$TMP/after"
+
+# ---- 10,000 classes and 10,000 filters in one apply
+python3 - "$TMP/big.conf" <<'PY'
+import sys
+l = ["line-rate 1Gbit"] + ["class 1:%x 10kbit" % i for i in range(1, 10001)] + ["class 1:ffff normal", "default 1:ffff"]
+l += ["filter dst 10.%d.%d.%d/32 classid 1:%x" % (100 + i // 65536, i // 256 % 256, i % 256, i) for i in range(1, 10001)]
+open(sys.argv[1], "w").write("\n".join(l) + "\n")
+PY
+t0=$(date +%s%N)
+$N "$PSPXDP" apply -q $DEV "$TMP/big.conf"
+rc=$?
+t1=$(date +%s%N)
+ms=$(((t1 - t0) / 1000000))
+echo "     10,000 classes + 10,000 filters applied in $ms ms"
+check "10k classes and 10k filters apply" test $rc -eq 0
+check "... in under 5 s" test $ms -lt 5000
+check "... all there" bash -c "[ \$($N $PSPXDP save $DEV | grep -c '^class\|^filter') -eq 20001 ]"
+check "apply back to the small configuration" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
+P save $DEV >"$TMP/after"
+check "... byte for byte" cmp -s "$TMP/saved" "$TMP/after"
+
+# ---- two commands at once: 20 adds of 100mbit with 690 Mbit/s left -> 6 fit
+for i in $(seq 20 39); do ($N "$PSPXDP" class add $DEV 1:$i 100mbit 2>/dev/null; echo $?) & done >"$TMP/par"
+wait
+check "20 concurrent class adds: exactly 6 fit the line rate" \
+    bash -c "[ \$(grep -cx 0 $TMP/par) -eq 6 ] && [ \$(grep -cx 2 $TMP/par) -eq 14 ]"
+check "paced sum is within the line rate" bash -c "
+    $N $PSPXDP show $DEV -j | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"paced_bps\"] <= d[\"line_rate_bps\"], d[\"paced_bps\"]'"
+$N "$PSPXDP" apply -q $DEV "$TMP/saved"
+
+# ---- read-only: an unprivileged user who may read the pins
+ROOT_MODE=$(stat -c %a /sys/fs/bpf/pspxdp)
+chmod o+x /sys/fs/bpf/pspxdp
+chgrp -R nogroup "$PINS" && chmod g+rx "$PINS" && chmod g+r "$PINS"/*
+cp "$PSPXDP" "$TMP/pspxdp" && chmod 755 "$TMP" "$TMP/pspxdp"
+RO="setpriv --reuid=65534 --regid=65534 --clear-groups"
+check "show works for a user who may read the pins" bash -c "$N $RO $TMP/pspxdp show $DEV | grep -q '^class 1:1 paced'"
+check "stats -j works for them" bash -c "$N $RO $TMP/pspxdp stats $DEV -j --interval 0 | python3 -m json.tool >/dev/null"
+check "save works for them" bash -c "$N $RO $TMP/pspxdp save $DEV | cmp -s - $TMP/saved"
+check "a change is refused for them" bash -c "! $N $RO $TMP/pspxdp class add $DEV 1:9 1mbit 2>/dev/null"
+chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp
+ROOT_MODE=
+check "pins are not writable by others" bash -c "[ -z \"\$(find $PINS -perm /o+w)\" ]"
+
+# ---- a class change racing a detach: each either lands or is refused cleanly
+(for i in $(seq 1 40); do
+    $N "$PSPXDP" class set $DEV 1:3 $((i + 1))mbit 2>>"$TMP/race_err"
+    echo $?
+done) >"$TMP/race" &
+sleep 0.2
+P detach $DEV >/dev/null
+wait
+check "racing class set: only 0 (before the detach) or 2 (after)" bash -c "! grep -qvx '[02]' $TMP/race"
+check "racing class set: refusals say not attached" bash -c "! grep -v 'not attached' $TMP/race_err | grep -q ."
+check "nothing left after the detach" bash -c "[ ! -e $PINS ] && ! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
+
+echo "$FAILS failure(s)"
+[[ $FAILS -eq 0 ]]

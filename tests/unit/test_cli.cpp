@@ -1,0 +1,399 @@
+// The CLI's pieces without a device: typed options, sizes and times, class
+// words and configuration files, the printer.
+#include <catch2/catch.hpp>
+
+#include "cli/command.hpp"
+#include "cli/output.hpp"
+#include "control/config.hpp"
+#include "core/units.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace pspxdp;
+using namespace pspxdp::cli;
+using pspxdp::control::ClassSpec;
+using pspxdp::control::Config;
+
+namespace {
+
+int noop(const Args &) { return 0; }
+
+const Command kTest = {
+    "test",
+    "[X]",
+    "a command to test the option table",
+    nullptr,
+    {
+        opt(OptType::Rate, "rate", 'r', "RATE", "a rate").by_default(500'000'000),
+        opt(OptType::Bytes, "window", 'w', "BYTES", "a size").by_default(65536).within(1514, 64 << 20),
+        opt(OptType::Duration, "watch", 0, "SECONDS", "a time in seconds")
+            .bare_unit(1'000'000'000)
+            .within(100'000'000, 3600'000'000'000),
+        opt(OptType::Integer, "queues", 'q', "N", "a count").by_default(16).within(1, 1024),
+        opt(OptType::ClassId, "default-class", 'd', "CLASSID", "a class").by_default(ClassId{1, 0xffff}),
+        opt(OptType::String, "name", 0, "NAME", "a word"),
+        opt(OptType::Rate, "line-rate", 0, "RATE", "computed at run time").default_is("DEV's speed"),
+        flag("json", 'j', "a flag"),
+        flag("stats", 's', "another flag"),
+        {"old", 0, "X", "an old untyped declaration"},
+    },
+    0,
+    1,
+    noop,
+};
+
+Result<Args> parse(std::vector<std::string> words) {
+    std::vector<char *> argv;
+    for (auto &w : words) argv.push_back(w.data());
+    return parse_args(kTest, int(argv.size()), argv.data());
+}
+
+std::string help_text(const Command &c) {
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    print_command_help(c, f);
+    std::fclose(f);
+    std::string s(buf, len);
+    std::free(buf);
+    return s;
+}
+
+std::string refused(std::vector<std::string> words) {
+    auto a = parse(std::move(words));
+    REQUIRE_FALSE(a);
+    CHECK(a.exit_code() == 2);
+    return a.error();
+}
+
+} // namespace
+
+TEST_CASE("typed options: values parsed into their types, defaults from the declaration", "[cli]") {
+    auto a = parse({"-r", "300mbit", "--window=32kb", "--watch", "2", "-q", "4", "-d", "1:a",
+                    "--name", "x y", "-sj", "dev0"});
+    REQUIRE(a);
+    CHECK(a->number("rate") == 300'000'000);
+    CHECK(a->number("window") == 32768);
+    CHECK(a->number("watch") == 2'000'000'000);
+    CHECK(a->number("queues") == 4);
+    CHECK(a->classid("default-class") == ClassId{1, 0xa});
+    CHECK(a->text("name") == "x y");
+    CHECK(a->flag("json"));
+    CHECK(a->flag("stats"));
+    CHECK(a->positional == std::vector<std::string>{"dev0"});
+    // The old accessors keep working.
+    CHECK(a->get("rate") == "300mbit");
+    CHECK(a->has("window"));
+
+    auto d = parse({});
+    REQUIRE(d);
+    CHECK(d->number("rate") == 500'000'000);
+    CHECK(d->number("window") == 65536);
+    CHECK(d->number("queues") == 16);
+    CHECK(d->classid("default-class") == ClassId{1, 0xffff});
+    CHECK_FALSE(d->flag("json"));
+    CHECK_FALSE(d->maybe_number("watch"));
+    CHECK_FALSE(d->maybe_number("line-rate"));
+    CHECK_THROWS_AS(d->number("watch"), std::logic_error);   // no value, no default
+    CHECK_THROWS_AS(d->number("json"), std::logic_error);    // not a number
+    CHECK_THROWS_AS(d->flag("nosuch"), std::logic_error);    // not declared
+}
+
+TEST_CASE("typed options: a bad value names the option and the word, exit 2", "[cli]") {
+    CHECK(refused({"--window", "abc"}) ==
+          "option --window: size \"abc\": not a number (expected e.g. \"64kb\")");
+    CHECK(refused({"--window", "100"}) == "option --window: \"100\" is out of range 1514b..64mb");
+    CHECK(refused({"-q", "0"}) == "option --queues: \"0\" is out of range 1..1024");
+    CHECK(refused({"-q", "1x"}) == "option --queues: \"1x\" is not a whole number");
+    CHECK(refused({"-q", "-1"}) == "option --queues: \"-1\" is not a whole number");
+    CHECK(refused({"--rate", "5xbit"}) == "option --rate: rate \"5xbit\": unknown unit \"xbit\"");
+    CHECK(refused({"--watch", "0.01"}) == "option --watch: \"0.01\" is out of range 100ms..3600s");
+    CHECK(refused({"-d", "1"}) ==
+          "option --default-class: class id \"1\": no ':' (expected major:minor in hex, e.g. \"1:a\")");
+    CHECK(refused({"--nosuch"}) == "unknown option --nosuch");
+    CHECK(refused({"-x"}) == "unknown option -x");
+    CHECK(refused({"-sx"}) == "unknown option -sx");
+    CHECK(refused({"--json=1"}) == "option --json takes no value");
+    CHECK(refused({"--rate"}) == "option --rate needs RATE");
+    CHECK(refused({"-q", "2", "-q", "3"}) == "option --queues given twice (\"2\", \"3\")");
+    CHECK(refused({"a", "b"}) == "unexpected argument \"b\"");
+    // Untyped old declarations: the last value wins, as before.
+    auto old = parse({"--old", "1", "--old", "2"});
+    REQUIRE(old);
+    CHECK(old->get("old") == "2");
+}
+
+TEST_CASE("--help prints each default from the declared value", "[cli]") {
+    const std::string h = help_text(kTest);
+    CHECK_THAT(h, Catch::Contains("-r, --rate RATE"));
+    CHECK_THAT(h, Catch::Contains("a rate (default 500Mbit)"));
+    CHECK_THAT(h, Catch::Contains("a size (default 64kb; 1514b..64mb)"));
+    CHECK_THAT(h, Catch::Contains("a count (default 16; 1..1024)"));
+    CHECK_THAT(h, Catch::Contains("a class (default 1:ffff)"));
+    CHECK_THAT(h, Catch::Contains("computed at run time (default DEV's speed)"));
+    CHECK_THAT(h, Catch::Contains("a time in seconds (100ms..3600s)"));
+}
+
+TEST_CASE("every command's options: defaults parse back to themselves and fit their range",
+          "[cli]") {
+    for (const Command *c : commands()) {
+        for (const Option &o : c->options) {
+            INFO("pspxdp " << c->name << " --" << o.name);
+            if (o.kind() == OptType::Flag) {
+                CHECK(o.metavar == nullptr);
+                continue;
+            }
+            CHECK(o.metavar != nullptr);
+            if (std::holds_alternative<std::monostate>(o.fallback) || o.fallback_note) continue;
+            const std::string shown = format_default(o);
+            auto back = parse_option_value(o, shown);
+            INFO("default shown as \"" << shown << "\": " << back.error());
+            REQUIRE(back);
+            CHECK(*back == o.fallback);
+            CHECK_THAT(help_text(*c), Catch::Contains("default " + shown));
+        }
+        // Short names are unique within a command.
+        for (size_t i = 0; i < c->options.size(); ++i)
+            for (size_t j = i + 1; j < c->options.size(); ++j)
+                if (c->options[i].short_name)
+                    CHECK(c->options[i].short_name != c->options[j].short_name);
+    }
+}
+
+TEST_CASE("sizes and times, tc style, exact", "[cli][units]") {
+    CHECK(*parse_bytes("1500") == 1500);
+    CHECK(*parse_bytes("1500b") == 1500);
+    CHECK(*parse_bytes("64kb") == 65536);
+    CHECK(*parse_bytes("64K") == 65536);
+    CHECK(*parse_bytes("1.5mb") == 1572864);
+    CHECK(*parse_bytes("2gib") == 2147483648ull);
+    CHECK(parse_bytes("1.5b").error() == "size \"1.5b\": not a whole number of bytes");
+    CHECK(parse_bytes("5kbit").error() == "size \"5kbit\": unknown unit \"kbit\"");
+    CHECK(*parse_duration_ns("10ms", 1000) == 10'000'000);
+    CHECK(*parse_duration_ns("1.5s", 1000) == 1'500'000'000);
+    CHECK(*parse_duration_ns("250", 1000) == 250'000);           // tc: bare = us
+    CHECK(*parse_duration_ns("2", 1'000'000'000) == 2'000'000'000); // --watch SECONDS
+    CHECK(*parse_duration_ns("7ns", 1000) == 7);
+    CHECK(parse_duration_ns("1.5ns", 1000).error() == "time \"1.5ns\": not a whole number of nanoseconds");
+    CHECK(parse_duration_ns("10m", 1000).error() == "time \"10m\": unknown unit \"m\"");
+    CHECK(format_bytes(65536) == "64kb");
+    CHECK(format_bytes(1500) == "1500b");
+    CHECK(format_bytes(3 << 20) == "3mb");
+    CHECK(format_duration(2'000'000) == "2ms");
+    CHECK(format_duration(1'500'000) == "1500us");
+    CHECK(format_duration(3'000'000'000) == "3s");
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 5000; ++i) {
+        uint64_t v = rng() >> (rng() % 64);
+        REQUIRE(*parse_bytes(format_bytes(v)) == v);
+        REQUIRE(*parse_duration_ns(format_duration(v), 1000) == v);
+    }
+}
+
+TEST_CASE("class words: accepted forms, printed back the same", "[cli][config]") {
+    auto spec = [](std::vector<std::string> w) {
+        auto s = control::parse_class_spec(w);
+        INFO(s.error());
+        REQUIRE(s);
+        return *s;
+    };
+    ClassSpec a = spec({"1:1", "300mbit", "limit", "64kb", "ce_threshold", "2ms"});
+    CHECK(a.classid == PSPXDP_CLASSID(1, 1));
+    CHECK(a.paced());
+    CHECK(a.rate_bps == 300'000'000);
+    CHECK(a.limit_bytes == 65536);
+    CHECK(a.ce_threshold_ns == 2'000'000);
+    CHECK(control::format_class_spec(a) == "1:1 300Mbit limit 64kb ce_threshold 2ms");
+    ClassSpec b = spec({"1:a", "10mbit", "limit", "10ms", "ce_threshold", "off"});
+    CHECK(b.limit_ns == 10'000'000);
+    CHECK(b.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF);
+    CHECK(control::format_class_spec(b) == "1:a 10Mbit limit 10ms ce_threshold off");
+    ClassSpec c = spec({"ffff:ffff", "normal", "limit", "1mb"});
+    CHECK_FALSE(c.paced());
+    CHECK(control::format_class_spec(c) == "ffff:ffff normal limit 1mb");
+    ClassSpec d = spec({"1:2", "5mbit", "ce_threshold", "500"}); // tc: bare = us
+    CHECK(d.ce_threshold_ns == 500'000);
+    for (const ClassSpec &s : {a, b, c, d}) {
+        auto words = std::vector<std::string>();
+        std::string text = control::format_class_spec(s), w;
+        for (char ch : text + " ") {
+            if (ch == ' ') {
+                if (!w.empty()) words.push_back(w);
+                w.clear();
+            } else {
+                w += ch;
+            }
+        }
+        CHECK(spec(words).same_config(s));
+    }
+}
+
+TEST_CASE("class words: every refusal names the word", "[cli][config]") {
+    auto bad = [](std::vector<std::string> w) {
+        auto s = control::parse_class_spec(w);
+        REQUIRE_FALSE(s);
+        CHECK(s.exit_code() == 2);
+        return s.error();
+    };
+    CHECK(bad({}) == "missing CLASSID (e.g. 1:1)");
+    CHECK(bad({"1:0", "1mbit"}) == "class id \"1:0\": minor 0 names a qdisc, not a class");
+    CHECK_THAT(bad({"1", "1mbit"}), Catch::StartsWith("class id \"1\": no ':'"));
+    CHECK(bad({"1:1"}) == "class 1:1: missing RATE or \"normal\"");
+    CHECK(bad({"1:1", "5xbit"}) == "class 1:1: rate \"5xbit\": unknown unit \"xbit\"");
+    CHECK(bad({"1:1", "0"}) == "class 1:1: rate \"0\": zero rate");
+    CHECK(bad({"1:1", "1mbit", "limit"}) == "class 1:1: \"limit\" needs a value");
+    CHECK(bad({"1:1", "1mbit", "limit", "100"}) ==
+          "class 1:1: limit \"100\": out of range 1518b..1gb");
+    CHECK(bad({"1:1", "1mbit", "limit", "5x"}) ==
+          "class 1:1: limit \"5x\": size \"5x\": unknown unit \"x\"");
+    CHECK_THAT(bad({"1:1", "normal", "limit", "10ms"}),
+               Catch::StartsWith("class 1:1: limit \"10ms\": a time limit needs a paced class"));
+    CHECK(bad({"1:1", "1mbit", "limit", "1mb", "limit", "2mb"}) ==
+          "class 1:1: limit given twice (\"2mb\")");
+    CHECK(bad({"1:1", "1mbit", "ce_threshold", "0"}) ==
+          "class 1:1: ce_threshold \"0\": out of range 1us..10s");
+    CHECK_THAT(bad({"1:1", "normal", "ce_threshold", "1ms"}),
+               Catch::StartsWith("class 1:1: ce_threshold \"1ms\": needs a paced class"));
+    CHECK(bad({"1:1", "1mbit", "burst", "1"}) ==
+          "class 1:1: unknown word \"burst\" (expected limit BYTES|TIME or ce_threshold TIME|off)");
+}
+
+TEST_CASE("rates against the wire: framing ceiling and the line rate", "[cli][config]") {
+    auto cls = [](uint32_t minor, uint64_t rate) {
+        ClassSpec s;
+        s.classid = PSPXDP_CLASSID(1, minor);
+        s.kind = PSPXDP_CLASS_PACED;
+        s.rate_bps = rate;
+        return s;
+    };
+    const uint64_t G = 1'000'000'000;
+    // 1518/1538 of 1 Gbit/s = 986996098.8 bit/s.
+    CHECK(control::check_rates({cls(1, 986'996'098)}, G, "eth0"));
+    auto over = control::check_rates({cls(1, 986'996'099)}, G, "eth0");
+    REQUIRE_FALSE(over);
+    CHECK(over.exit_code() == 2);
+    CHECK(over.error() == "class 1:1: rate \"986996099bit\" is above what one class can reach on "
+                          "eth0's 1Gbit wire: 986.996Mbit (1518/1538 of it, 1514-byte frames)");
+    auto sum = control::check_rates({cls(1, 600'000'000), cls(2, 500'000'000)}, G, "eth0");
+    REQUIRE_FALSE(sum);
+    CHECK(sum.error() == "class 1:2: rate \"500Mbit\": paced rates would sum to 1100Mbit, above "
+                         "the line rate 1Gbit of eth0");
+    auto unknown = control::check_rates({cls(1, 1000)}, 0, "eth0");
+    REQUIRE_FALSE(unknown);
+    CHECK_THAT(unknown.error(), Catch::Contains("line rate of eth0 is unknown"));
+    CHECK(control::check_rates({cls(1, 500'000'000), cls(2, 500'000'000)}, G, "eth0"));
+}
+
+TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]") {
+    const std::string text = "# a comment\n"
+                             "line-rate 1gbit\n"
+                             "\n"
+                             "class 1:1 300mbit limit 64kb ce_threshold 2ms   # trailing comment\n"
+                             "class 1:ffff normal\n"
+                             "default 1:ffff\n"
+                             "filter proto udp dport 5001 classid 1:1\n"
+                             "filter dst 10.0.0.0/8 classid 1:ffff\n";
+    auto c = control::parse_config(text);
+    INFO(c.error());
+    REQUIRE(c);
+    CHECK(*c->line_rate_bps == 1'000'000'000);
+    REQUIRE(c->classes.size() == 2);
+    CHECK(c->classes[0].line == 4);
+    CHECK(*c->default_classid == PSPXDP_CLASSID(1, 0xffff));
+    REQUIRE(c->filters.size() == 2);
+    CHECK(control::check_config(*c, *c->line_rate_bps, *c->default_classid, "eth0"));
+    const std::string printed = control::format_config(*c);
+    CHECK(printed == "line-rate 1Gbit\n"
+                     "class 1:1 300Mbit limit 64kb ce_threshold 2ms\n"
+                     "class 1:ffff normal\n"
+                     "default 1:ffff\n"
+                     "filter pref 49152 proto udp dport 5001 classid 1:1\n"
+                     "filter pref 49152 dst 10.0.0.0/8 classid 1:ffff\n");
+    auto again = control::parse_config(printed);
+    REQUIRE(again);
+    CHECK(control::format_config(*again) == printed);
+
+    auto bad = [](const std::string &t) {
+        auto r = control::parse_config(t);
+        REQUIRE_FALSE(r);
+        CHECK(r.exit_code() == 2);
+        return r.error();
+    };
+    CHECK(bad("line-rate 1gbit\nclass 1:1 5xbit\n") ==
+          "line 2: class 1:1: rate \"5xbit\": unknown unit \"xbit\"");
+    CHECK(bad("qdisc add\n") ==
+          "line 1: unknown statement \"qdisc\" (expected line-rate, class, default or filter)");
+    CHECK(bad("class 1:1 normal\nclass 1:1 1mbit\n") == "line 2: class 1:1 given twice (first on line 1)");
+    CHECK(bad("line-rate 1gbit\nline-rate 2gbit\n") == "line 2: line-rate given twice");
+    CHECK(bad("default 1:0\n") == "line 1: class id \"1:0\": minor 0 names a qdisc, not a class");
+    CHECK(bad("filter dst 10.0.0.0/8\n") ==
+          "line 1: missing \"classid X:Y\": the class the filter sends to");
+    CHECK(bad("line-rate\n") == "line 1: expected \"line-rate RATE\"");
+
+    auto check = [](const std::string &t) {
+        auto r = control::parse_config(t);
+        REQUIRE(r);
+        auto ok = control::check_config(*r, r->line_rate_bps.value_or(1'000'000'000),
+                                         r->default_classid.value_or(PSPXDP_CLASSID(1, 0xffff)),
+                                         "eth0");
+        REQUIRE_FALSE(ok);
+        return ok.error();
+    };
+    CHECK(check("class 1:1 600mbit\nclass 1:2 600mbit\nclass 1:ffff normal\n") ==
+          "line 2: class 1:2: rate \"600mbit\": paced rates would sum to 1200Mbit, above the line "
+          "rate 1Gbit of eth0");
+    CHECK(check("class 1:1 normal\n") ==
+          "default class 1:ffff is not among the classes (add \"class 1:ffff normal\")");
+    CHECK(check("class 1:ffff normal\nfilter dst 10.0.0.0/8 classid 1:2\n") ==
+          "line 2: filter \"pref 49152 dst 10.0.0.0/8 classid 1:2\": class 1:2 is not among the "
+          "classes");
+    CHECK(check("class 1:ffff normal\nfilter dst 10.0.0.0/8 classid 1:ffff\n"
+                "filter dst 10.0.0.0/8 classid 1:ffff\n") ==
+          "line 3: filter \"pref 49152 dst 10.0.0.0/8 classid 1:ffff\" given twice (first on line "
+          "2)");
+}
+
+TEST_CASE("printer: one call per field gives text and JSON", "[cli][output]") {
+    auto emit = [](Printer &p) {
+        p.open_object();
+        p.string("dev", "eth\"0\\\x01", "dev %s ");
+        p.rate("rate", 300'000'000);
+        p.bytes("limit", 65536);
+        p.duration("ce_threshold", 2'000'000);
+        p.u64("tx_frames", 12);
+        p.measured_rate("measured_rate", 299'998'000.4);
+        p.null("nothing");
+        p.newline();
+        p.open_array("classes");
+        p.open_object();
+        p.string("class", "1:1", "class %s ");
+        p.close_object();
+        p.close_array();
+        p.close_object();
+    };
+    Printer text(false), json(true);
+    emit(text);
+    emit(json);
+    CHECK(text.str() == "dev eth\"0\\\x01 rate 300Mbit limit 64kb ce_threshold 2ms tx_frames 12 "
+                        "measured_rate 299.998Mbit\nclass 1:1 ");
+    auto j = nlohmann::json::parse(json.str());
+    CHECK(j["dev"] == "eth\"0\\\x01"); // escaped on the way out, intact on the way in
+    CHECK(j["rate_bps"] == 300'000'000);
+    CHECK(j["limit_bytes"] == 65536);
+    CHECK(j["ce_threshold_ns"] == 2'000'000);
+    CHECK(j["tx_frames"] == 12);
+    CHECK(j["measured_rate_bps"] == 299'998'000);
+    CHECK(j["nothing"].is_null());
+    CHECK(j["classes"][0]["class"] == "1:1");
+    // Invalid UTF-8 (a device name is bytes) is replaced, not thrown on.
+    Printer bad(true);
+    bad.open_object();
+    bad.string("dev", "\xff\xfe");
+    bad.close_object();
+    CHECK(nlohmann::json::parse(bad.str())["dev"].is_string());
+}

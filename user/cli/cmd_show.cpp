@@ -1,0 +1,408 @@
+// pspxdp show / stats / status: a device's classes and counters, like
+// `tc [-s] class show`, in text or JSON from the same calls. Counter names
+// come from the X-macro lists of shared.h: one name in text, JSON and bpftool.
+#include "cli/command.hpp"
+#include "common/paths.hpp"
+#include "cli/output.hpp"
+#include "cli/show.hpp"
+#include "control/control.hpp"
+#include "core/units.hpp"
+#include "daemon/process.hpp"
+#include "setup/loader.hpp"
+
+#include <csignal>
+#include <ctime>
+#include <thread>
+
+namespace pspxdp::cli {
+
+namespace {
+
+uint64_t mono_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+void sleep_ns(uint64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
+
+struct Snapshot {
+    uint64_t t_ns = 0;
+    pspxdp_pacer_state st{};
+    std::vector<control::ClassInfo> classes;
+    control::DeviceCounters counters;
+};
+
+Result<Snapshot> take(const control::Device &d) {
+    Snapshot s;
+    auto st = d.state();
+    if (!st) return st.failure();
+    auto classes = d.classes();
+    if (!classes) return classes.failure();
+    auto counters = d.counters();
+    if (!counters) return counters.failure();
+    s.t_ns = mono_ns();
+    s.st = *st;
+    s.classes = std::move(classes.value());
+    s.counters = *counters;
+    return s;
+}
+
+const char *kind_name(const control::ClassInfo &c) {
+    if (!c.configured) return c.state == PSPXDP_SLOT_DRAINING ? "deleted" : "unconfigured";
+    return c.config.kind == PSPXDP_CLASS_PACED ? "paced" : "normal";
+}
+
+const char *state_name(const control::ClassInfo &c) {
+    switch (c.state) {
+    case PSPXDP_SLOT_SERVED: return c.served ? "served" : "unserved";
+    case PSPXDP_SLOT_DRAINING: return "draining";
+    default: return "unserved";
+    }
+}
+
+void print_class(Printer &p, const control::ClassInfo &c, const control::ClassInfo *before,
+                 uint64_t dt_ns, bool stats) {
+    p.open_object();
+    const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
+    p.string("class", format_classid(ClassId::from_raw(c.classid)), "class %s ");
+    p.string("kind", kind_name(c), "%s ");
+    // JSON: every key always (a fixed schema; 0 = the default). Text: what is set.
+    if (p.json() || paced) p.rate("rate", c.config.rate_bps);
+    if (p.json() || c.config.limit_bytes) p.bytes("limit", c.config.limit_bytes);
+    if (p.json() || c.config.limit_ns) p.duration("limit", c.config.limit_ns);
+    const bool ce_off = c.config.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF;
+    if (p.json()) {
+        p.u64("ce_threshold_ns", ce_off ? 0 : c.config.ce_threshold_ns);
+        p.boolean("ce_marking", paced && !ce_off);
+    } else if (ce_off) {
+        p.text("ce_threshold off ");
+    } else if (c.config.ce_threshold_ns) {
+        p.duration("ce_threshold", c.config.ce_threshold_ns);
+    }
+    p.u64("slot", c.config.slot);
+    p.string("state", state_name(c), "%s ");
+    if (stats) {
+        if (before && dt_ns)
+            p.measured_rate("measured_rate",
+                            double(c.pacer.tx_bytes - before->pacer.tx_bytes) * 8e9 / double(dt_ns));
+        else
+            p.null("measured_rate_bps");
+        p.newline();
+        p.text(" ");
+#define PSPXDP_PRINT(name, help) p.u64(#name, c.pacer.name);
+        PSPXDP_CLASS_COUNTERS(PSPXDP_PRINT)
+        p.newline();
+        p.text(" ");
+#define PSPXDP_PRINT_TC(name, help) p.u64(#name, c.tc.name);
+        PSPXDP_TC_CLASS_COUNTERS(PSPXDP_PRINT_TC)
+#undef PSPXDP_PRINT_TC
+    }
+    p.newline();
+    p.close_object();
+}
+
+void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
+                  bool stats) {
+    const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
+    uint64_t paced = 0;
+    for (const auto &c : s.classes)
+        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced += c.config.rate_bps;
+    p.string("dev", dev, "dev %s ");
+    p.rate("line_rate", s.st.line_rate_bps);
+    p.rate("paced", paced);
+    p.string("default_class", format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
+             "default %s ");
+    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+    p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
+    p.u64("config_gen", s.st.config_gen);
+    if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
+    else if (stats) p.null("interval_ns");
+    p.newline();
+    p.open_array("classes");
+    for (const auto &c : s.classes) {
+        const control::ClassInfo *b = nullptr;
+        if (before)
+            for (const auto &x : before->classes)
+                if (x.classid == c.classid) b = &x;
+        print_class(p, c, b, dt, stats);
+    }
+    p.close_array();
+    if (!stats) return;
+    const auto &k = s.counters;
+    if (k.have_daemon) {
+        p.open_object("daemon");
+        p.text("daemon ");
+#define PSPXDP_PRINT_D(name, help) p.u64(#name, k.daemon.name);
+        PSPXDP_DAEMON_COUNTERS(PSPXDP_PRINT_D)
+#undef PSPXDP_PRINT_D
+        p.newline();
+        p.close_object();
+    } else {
+        p.text("daemon: no counters (not running)\n");
+        p.null("daemon");
+    }
+    p.open_object("tc");
+    p.text("tc ");
+#define PSPXDP_PRINT_TC(up, name, help) p.u64(#name, k.tc.name);
+    PSPXDP_TC_COUNTERS(PSPXDP_PRINT_TC)
+    p.newline();
+    p.close_object();
+    p.open_object("xdp");
+    p.text("xdp ");
+#undef PSPXDP_PRINT_TC
+#define PSPXDP_PRINT_XDP(up, name, help) p.u64(#name, k.xdp.name);
+    PSPXDP_XDP_COUNTERS(PSPXDP_PRINT_XDP)
+#undef PSPXDP_PRINT_XDP
+    p.newline();
+    p.close_object();
+}
+
+// Every JSON key of show/stats/status -j and what it means: `pspxdp stats
+// --keys` prints this as the README's table, and the lab test checks that
+// the JSON has exactly these keys. Counters are described once, in shared.h.
+struct KeyDoc {
+    const char *where, *key, *meaning;
+};
+std::vector<KeyDoc> key_docs() {
+    std::vector<KeyDoc> k = {
+        {"", "dev", "the device"},
+        {"", "line_rate_bps", "the wire's rate M, bit/s"},
+        {"", "paced_bps", "sum of the paced classes' rates, bit/s"},
+        {"", "default_class", "class of unclassified traffic, \"major:minor\" (hex)"},
+        {"", "pacer_alive", "the daemon's heartbeat is fresh (else TC passes traffic unpaced)"},
+        {"", "config_gen", "bumped by every configuration change"},
+        {"", "interval_ns", "stats: what the measured rates are measured over"},
+        {"", "classes", "one object per class, by class id"},
+        {"classes[]", "class", "\"major:minor\" (hex)"},
+        {"classes[]", "kind", "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
+        {"classes[]", "rate_bps", "paced: the rate, L2 bit/s with FCS; 0 for normal"},
+        {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
+        {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
+        {"classes[]", "ce_threshold_ns", "ECN CE above this backlog (time at the rate); 0: the default"},
+        {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
+        {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
+        {"classes[]", "state", "served (the pacer has it), draining (deleted, queue emptying), unserved"},
+        {"classes[]", "measured_rate_bps", "stats: tx_bytes over the interval, bit/s; null without one"},
+    };
+#define PSPXDP_DOC(name, help) k.push_back({"classes[]", #name, help});
+    PSPXDP_CLASS_COUNTERS(PSPXDP_DOC)
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "daemon", "stats: the daemon's device-wide counters; null when it is not running"});
+#define PSPXDP_DOC(name, help) k.push_back({"daemon", #name, help});
+    PSPXDP_DAEMON_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "tc", "stats: the TC classifier's counters (tc_stats)"});
+#define PSPXDP_DOC(up, name, help) k.push_back({"tc", #name, help});
+    PSPXDP_TC_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    k.push_back({"", "xdp", "stats: the XDP redirect's counters (xdp_stats)"});
+#define PSPXDP_DOC(up, name, help) k.push_back({"xdp", #name, help});
+    PSPXDP_XDP_COUNTERS(PSPXDP_DOC)
+#undef PSPXDP_DOC
+    const KeyDoc status[] = {
+        {"status", "attached", "DEV is attached (false: see error)"},
+        {"status", "error", "why there is nothing to show (only then)"},
+        {"status", "pacer_veth", "the pacer veth pair [TC side, XDP side]"},
+        {"status", "queues", "pacer rx queues"},
+        {"status", "window_bytes", "how far the schedule may run ahead of real time"},
+        {"status", "clsact_created", "attach created DEV's clsact qdisc (detach removes it)"},
+        {"status", "daemon_pid", "the daemon's pid; 0: not running"},
+        {"status", "heartbeat_age_ns", "since the daemon's last heartbeat; null: never beat"},
+    };
+    k.insert(k.end(), std::begin(status), std::end(status));
+    return k;
+}
+
+int print_key_docs() {
+    std::printf("| object | key | meaning |\n|---|---|---|\n");
+    for (const auto &d : key_docs())
+        std::printf("| %s | `%s` | %s |\n", d.where[0] ? d.where : "top", d.key, d.meaning);
+    return 0;
+}
+
+volatile sig_atomic_t g_stop = 0;
+void on_signal(int) { g_stop = 1; }
+
+} // namespace
+
+int show_device(const std::string *dev, const ShowOptions &o) {
+    auto d = control::open_device(dev, control::Access::Read);
+    if (!d) return fail(d);
+    auto prev = take(*d);
+    if (!prev) return fail(prev);
+    const uint64_t first_wait = o.watch_ns ? o.watch_ns : o.interval_ns;
+    if (o.watch_ns) {
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+    }
+    for (uint64_t n = 0;; ++n) {
+        const uint64_t wait = n == 0 ? first_wait : o.watch_ns;
+        std::optional<Snapshot> before;
+        if (o.stats && wait) {
+            sleep_ns(wait);
+            if (g_stop) return 0;
+            before = std::move(prev.value());
+            prev = take(*d);
+            if (!prev) return fail(prev);
+        }
+        Printer p(o.json);
+        p.wrap(100, " ");
+        p.open_object();
+        print_device(p, d->name(), *prev, before ? &*before : nullptr, o.stats);
+        p.close_object();
+        p.print(stdout);
+        std::fflush(stdout);
+        if (!o.watch_ns || g_stop || (o.count && n + 1 >= o.count)) return 0;
+        if (!o.json) std::printf("\n");
+    }
+}
+
+namespace {
+
+ShowOptions show_options(const Args &args, bool stats) {
+    ShowOptions o;
+    o.stats = stats || args.flag("stats");
+    o.json = args.flag("json");
+    o.interval_ns = args.number("interval");
+    if (args.has("watch")) {
+        o.watch_ns = args.number("watch");
+        o.stats = true;
+    }
+    o.count = args.number("count");
+    return o;
+}
+
+int run_show(const Args &args) {
+    const auto &p = args.positional;
+    return show_device(p.empty() ? nullptr : &p[0], show_options(args, false));
+}
+
+int run_stats(const Args &args) {
+    if (args.flag("keys")) return print_key_docs();
+    const auto &p = args.positional;
+    return show_device(p.empty() ? nullptr : &p[0], show_options(args, true));
+}
+
+const std::vector<Option> kShowOptions = {
+    flag("stats", 's', "with counters and measured rates (as tc -s)"),
+    flag("json", 'j', "print JSON: raw numbers, units in the keys (see the README)"),
+    opt(OptType::Duration, "interval", 'i', "TIME", "measure rates over TIME before printing")
+        .by_default(200'000'000)
+        .within(0, 60'000'000'000),
+    opt(OptType::Duration, "watch", 'w', "SECONDS",
+        "print again every SECONDS (rates over that interval) until interrupted")
+        .bare_unit(1'000'000'000)
+        .within(100'000'000, 3600'000'000'000),
+    opt(OptType::Integer, "count", 'c', "N", "with --watch: stop after N prints (0: never)")
+        .by_default(0),
+    flag("keys", 0, "print every JSON key with its meaning (a markdown table) and exit"),
+};
+
+const char *kShowDetails =
+    "Per class: kind (paced, normal), rate, limit, ce_threshold, slot and whether\n"
+    "the pacer serves it. With -s (stats): the measured rate over the interval,\n"
+    "the pacer's counters (rx_*, tx_*, backlog_*, ce_marked, drop_* by cause) and\n"
+    "the classifier's (tc_*); then the device-wide counters of the daemon (wire and\n"
+    "gap frames and bytes, underruns, ...), of TC (tc_stats) and of XDP (xdp_stats).\n"
+    "Byte counters count L2 bytes with FCS, except tc_skb_bytes (skb bytes) and\n"
+    "the wire_*/gap_* bytes (wire bytes: with preamble and inter-frame gap).\n"
+    "Every counter has the name bpftool prints for it (bpftool map dump pinned\n"
+    "/sys/fs/bpf/pspxdp/DEV/MAP). Reading needs read permission on the pins only.\n"
+    "DEV may be left out when exactly one device is attached.";
+
+} // namespace
+
+const Command kShow = {
+    "show",    "[DEV] [-s] [-j]", "show the classes of an attached device (tc class show)",
+    kShowDetails, kShowOptions,   0,
+    1,         run_show,
+};
+
+const Command kStats = {
+    "stats",      "[DEV] [-j] [--watch SECONDS]", "show the classes and counters of a device (tc -s)",
+    kShowDetails, kShowOptions,                   0,
+    1,            run_stats,
+};
+
+} // namespace pspxdp::cli
+
+namespace pspxdp::cli {
+
+namespace {
+
+// status: the attachment (what attach created, the daemon) and then what
+// stats prints, in one object. -j prints a JSON object for any DEV, with
+// "attached": false and "error" when there is nothing to show.
+int run_status(const Args &args) {
+    const std::string dev = args.positional[0];
+    Printer p(args.flag("json"));
+    p.wrap(100, " ");
+    p.open_object();
+    auto refused = [&](const Error &e) {
+        if (p.json()) {
+            p.string("dev", dev);
+            p.boolean("attached", false);
+            p.string("error", e.message);
+            p.close_object();
+            p.print(stdout);
+        }
+        return fail(e);
+    };
+    auto checked = common::paths_for(dev); // refuses a name no device can have
+    if (!checked) return refused(checked.failure());
+    const auto &paths = *checked;
+    auto as = setup::read_state(paths);
+    if (!as) return refused(refuse(dev + " is not attached"));
+    auto d = control::Device::open(dev, control::Access::Read);
+    if (!d) return refused(d.failure());
+    auto s = take(*d);
+    if (!s) return refused(s.failure());
+    const pid_t pid = daemon::running_pid(paths);
+    const bool beating = pspxdp_pacer_alive(&s->st, s->t_ns);
+
+    p.boolean("attached", true, (dev + ": attached, ").c_str());
+    p.text("pacer ");
+    p.open_array("pacer_veth");
+    p.string("", as->pacer_a, "%s -> ");
+    p.string("", as->pacer_b, "%s ");
+    p.close_array();
+    p.u64("queues", as->queues, "(%s queues), ");
+    p.bytes("window", as->window_bytes, "window %s");
+    p.boolean("clsact_created", as->clsact_created,
+              as->clsact_created ? "" : ", clsact qdisc not ours");
+    p.newline();
+    // The words scripts grep for: "alive, heartbeat", "daemon: not running".
+    const int64_t age = s->st.heartbeat_ns ? int64_t(s->t_ns - s->st.heartbeat_ns) : 0;
+    const std::string age_text = fixed(double(age) / 1e6, 1) + " ms ago";
+    p.i64("daemon_pid", pid, !pid ? "daemon: not running (TC passes everything unpaced)"
+                                   : "daemon: pid %s, ");
+    if (s->st.heartbeat_ns)
+        p.value("heartbeat_age_ns", age, age_text,
+                !pid ? "" : beating ? "alive, heartbeat %s" : "NOT beating (heartbeat %s): TC passes unpaced");
+    else
+        p.value("heartbeat_age_ns", nullptr, "", pid ? "NOT beating (never beat): TC passes unpaced" : "");
+    p.newline();
+    print_device(p, dev, *s, nullptr, true);
+    p.close_object();
+    p.print(stdout);
+    return 0;
+}
+
+} // namespace
+
+const Command kStatus = {
+    "status",
+    "DEV [-j]",
+    "show whether DEV is paced: the attachment, the daemon, classes, counters",
+    "What attach created (pacer veth pair, queues, window), the daemon's pid and\n"
+    "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
+    "JSON object for any DEV; \"attached\": false and \"error\" when not attached.",
+    {flag("json", 'j', "print JSON")},
+    1,
+    1,
+    run_status,
+};
+
+} // namespace pspxdp::cli

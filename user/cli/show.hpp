@@ -1,0 +1,23 @@
+// What `pspxdp show`, `stats`, `status` and `class show` print: one device's
+// configuration and counters, through the one printer (output.hpp).
+#pragma once
+
+#include "cli/output.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace pspxdp::cli {
+
+struct ShowOptions {
+    bool stats = false;       // counters, as tc -s
+    bool json = false;
+    uint64_t interval_ns = 0; // measure rates over this before printing (0: none)
+    uint64_t watch_ns = 0;    // print again every watch_ns (0: once)
+    uint64_t count = 0;       // with watch: stop after count prints (0: until interrupted)
+};
+
+// DEV nullptr: the only attached device.
+int show_device(const std::string *dev, const ShowOptions &o);
+
+} // namespace pspxdp::cli

@@ -1,0 +1,305 @@
+#include "control/config.hpp"
+
+#include "core/framing.hpp"
+#include "core/units.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+
+namespace pspxdp::control {
+
+namespace {
+
+std::string quoted(std::string_view w) { return "\"" + std::string(w) + "\""; }
+
+// "line 3: " for what came from a file, "" for what came from a command.
+std::string at_line(size_t line) { return line ? "line " + std::to_string(line) + ": " : ""; }
+
+// A measured-looking rate for messages about ceilings ("986.996Mbit").
+std::string approx_rate(uint64_t bps) {
+    char buf[48];
+    if (bps >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.3fGbit", double(bps) / 1e9);
+    else if (bps >= 1'000'000) std::snprintf(buf, sizeof buf, "%.3fMbit", double(bps) / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.3fKbit", double(bps) / 1e3);
+    return buf;
+}
+
+bool is_time_word(std::string_view w) {
+    size_t i = w.size();
+    while (i > 0 && std::isalpha(static_cast<unsigned char>(w[i - 1]))) --i;
+    std::string unit(w.substr(i));
+    for (char &c : unit) c = char(std::tolower(static_cast<unsigned char>(c)));
+    static const std::set<std::string> kTimeUnits = {"ns",  "nsec",  "us", "usec", "usecs", "ms",
+                                                     "msec", "msecs", "s",  "sec",  "secs"};
+    return kTimeUnits.count(unit) > 0;
+}
+
+// A time word of a class (tc: a bare number is microseconds), within bounds.
+Result<uint64_t> class_time(std::string_view key, std::string_view w) {
+    auto t = parse_duration_ns(w, 1000);
+    if (!t) return refuse(std::string(key) + " " + quoted(w) + ": " + t.error());
+    if (*t < kMinTimeNs || *t > kMaxTimeNs)
+        return refuse(std::string(key) + " " + quoted(w) + ": out of range " +
+                      format_duration(kMinTimeNs) + ".." + format_duration(kMaxTimeNs));
+    return *t;
+}
+
+const std::string &rate_word(const ClassSpec &c, std::string &buf) {
+    buf = c.rate_word.empty() ? format_rate(c.rate_bps) : c.rate_word;
+    return buf;
+}
+
+} // namespace
+
+std::string class_name(uint32_t classid) { return format_classid(ClassId::from_raw(classid)); }
+
+Result<uint32_t> parse_class_id(std::string_view word) {
+    auto id = parse_classid(word);
+    if (!id) return refuse(id.error());
+    // 0:0 is "no class" to the classifier; X:0 names a qdisc in tc, not a class.
+    if (id->minor == 0)
+        return refuse("class id " + quoted(word) + ": minor 0 names a qdisc, not a class");
+    return id->raw();
+}
+
+pspxdp_class_config ClassSpec::to_config(uint32_t slot) const {
+    pspxdp_class_config c{};
+    c.kind = kind;
+    c.rate_bps = paced() ? rate_bps : 0;
+    c.limit_bytes = limit_bytes;
+    c.limit_ns = limit_ns;
+    c.ce_threshold_ns = ce_threshold_ns;
+    c.slot = slot;
+    return c;
+}
+
+ClassSpec ClassSpec::from_config(uint32_t classid, const pspxdp_class_config &c) {
+    ClassSpec s;
+    s.classid = classid;
+    s.kind = c.kind == PSPXDP_CLASS_PACED ? PSPXDP_CLASS_PACED : PSPXDP_CLASS_NORMAL;
+    s.rate_bps = s.paced() ? c.rate_bps : 0;
+    s.limit_bytes = c.limit_bytes;
+    s.limit_ns = c.limit_ns;
+    s.ce_threshold_ns = c.ce_threshold_ns;
+    return s;
+}
+
+bool ClassSpec::same_config(const ClassSpec &o) const {
+    return classid == o.classid && kind == o.kind && rate_bps == o.rate_bps &&
+           limit_bytes == o.limit_bytes && limit_ns == o.limit_ns &&
+           ce_threshold_ns == o.ce_threshold_ns;
+}
+
+Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
+    if (words.empty()) return refuse("missing CLASSID (e.g. 1:1)");
+    ClassSpec c;
+    auto id = parse_class_id(words[0]);
+    if (!id) return id.failure();
+    c.classid = *id;
+    const std::string cls = "class " + words[0];
+    if (words.size() < 2) return refuse(cls + ": missing RATE or \"normal\"");
+    if (words[1] == "normal") {
+        c.kind = PSPXDP_CLASS_NORMAL;
+    } else {
+        auto r = parse_rate_bps(words[1]);
+        if (!r) return refuse(cls + ": " + r.error());
+        c.kind = PSPXDP_CLASS_PACED;
+        c.rate_bps = *r;
+        c.rate_word = words[1];
+    }
+    bool have_limit = false, have_ce = false;
+    for (size_t i = 2; i < words.size(); i += 2) {
+        const std::string &key = words[i];
+        if (key != "limit" && key != "ce_threshold")
+            return refuse(cls + ": unknown word " + quoted(key) +
+                          " (expected limit BYTES|TIME or ce_threshold TIME|off)");
+        if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
+        const std::string &w = words[i + 1];
+        if (key == "limit") {
+            if (have_limit) return refuse(cls + ": limit given twice (" + quoted(w) + ")");
+            have_limit = true;
+            if (is_time_word(w)) {
+                if (!c.paced())
+                    return refuse(cls + ": limit " + quoted(w) +
+                                  ": a time limit needs a paced class (a normal class has no "
+                                  "rate to turn it into bytes); give BYTES");
+                auto t = class_time("limit", w);
+                if (!t) return refuse(cls + ": " + t.error());
+                c.limit_ns = *t;
+            } else {
+                auto b = parse_bytes(w);
+                if (!b) return refuse(cls + ": limit " + quoted(w) + ": " + b.error());
+                if (*b < kMinLimitBytes || *b > kMaxLimitBytes)
+                    return refuse(cls + ": limit " + quoted(w) + ": out of range " +
+                                  format_bytes(kMinLimitBytes) + ".." +
+                                  format_bytes(kMaxLimitBytes));
+                c.limit_bytes = *b;
+            }
+        } else {
+            if (have_ce) return refuse(cls + ": ce_threshold given twice (" + quoted(w) + ")");
+            have_ce = true;
+            if (!c.paced())
+                return refuse(cls + ": ce_threshold " + quoted(w) +
+                              ": needs a paced class (a normal class has no rate to time its "
+                              "backlog by)");
+            if (w == "off") {
+                c.ce_threshold_ns = PSPXDP_CE_THRESHOLD_OFF;
+            } else {
+                auto t = class_time("ce_threshold", w);
+                if (!t) return refuse(cls + ": " + t.error());
+                c.ce_threshold_ns = *t;
+            }
+        }
+    }
+    return c;
+}
+
+std::string format_class_spec(const ClassSpec &c) {
+    std::string s = class_name(c.classid) + " " + (c.paced() ? format_rate(c.rate_bps) : "normal");
+    if (c.limit_bytes) s += " limit " + format_bytes(c.limit_bytes);
+    else if (c.limit_ns) s += " limit " + format_duration(c.limit_ns);
+    if (c.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF) s += " ce_threshold off";
+    else if (c.ce_threshold_ns) s += " ce_threshold " + format_duration(c.ce_threshold_ns);
+    return s;
+}
+
+Result<Config> parse_config(std::string_view text) {
+    Config c;
+    size_t line_no = 0;
+    std::map<uint32_t, size_t> class_line;
+    while (!text.empty()) {
+        ++line_no;
+        size_t nl = text.find('\n');
+        std::string_view line = text.substr(0, nl);
+        text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+        if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+        const std::vector<std::string> words = split_words(line);
+        if (words.empty()) continue;
+        const std::string at = "line " + std::to_string(line_no) + ": ";
+        const std::string &key = words[0];
+        std::span<const std::string> rest(words.data() + 1, words.size() - 1);
+        if (key == "line-rate") {
+            if (rest.size() != 1) return refuse(at + "expected \"line-rate RATE\"");
+            if (c.line_rate_bps) return refuse(at + "line-rate given twice");
+            auto r = parse_rate_bps(rest[0]);
+            if (!r) return refuse(at + "line-rate: " + r.error());
+            c.line_rate_bps = *r;
+        } else if (key == "class") {
+            auto cs = parse_class_spec(rest);
+            if (!cs) return refuse(at + cs.error());
+            if (auto [it, fresh] = class_line.emplace(cs->classid, line_no); !fresh)
+                return refuse(at + "class " + rest[0] + " given twice (first on line " +
+                              std::to_string(it->second) + ")");
+            c.classes.push_back(*cs);
+            c.classes.back().line = line_no;
+        } else if (key == "default") {
+            if (rest.size() != 1) return refuse(at + "expected \"default CLASSID\"");
+            if (c.default_classid) return refuse(at + "default given twice");
+            auto id = parse_class_id(rest[0]);
+            if (!id) return refuse(at + id.error());
+            c.default_classid = *id;
+        } else if (key == "filter") {
+            auto f = parse_filter(rest);
+            if (!f) return refuse(at + f.error());
+            c.filters.push_back(ConfigFilter{*f, line_no});
+        } else {
+            return refuse(at + "unknown statement " + quoted(key) +
+                          " (expected line-rate, class, default or filter)");
+        }
+    }
+    return c;
+}
+
+Result<std::string> read_text(const std::string &path) {
+    std::string text;
+    if (path == "-") {
+        text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        return text;
+    }
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return refuse(path + ": " + std::strerror(errno));
+    text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (f.bad()) return refuse(path + ": " + std::strerror(errno));
+    return text;
+}
+
+Result<Config> load_config(const std::string &path) {
+    auto text = read_text(path);
+    if (!text) return text.failure();
+    auto c = parse_config(*text);
+    if (!c) return refuse(path + ": " + c.error());
+    return c;
+}
+
+std::string format_config(const Config &c, const std::vector<std::string> &header) {
+    std::string s;
+    for (const auto &h : header) s += "# " + h + "\n";
+    if (c.line_rate_bps) s += "line-rate " + format_rate(*c.line_rate_bps) + "\n";
+    for (const auto &cs : c.classes) s += "class " + format_class_spec(cs) + "\n";
+    if (c.default_classid) s += "default " + class_name(*c.default_classid) + "\n";
+    for (const auto &f : c.filters) s += "filter " + format_filter(f.spec) + "\n";
+    return s;
+}
+
+Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_rate_bps,
+                         const std::string &dev) {
+    const uint64_t ceiling = Framing{}.class_ceiling_bps(line_rate_bps);
+    unsigned __int128 sum = 0;
+    std::string w;
+    for (const auto &c : classes) {
+        if (!c.paced()) continue;
+        const std::string cls =
+            at_line(c.line) + "class " + class_name(c.classid) + ": rate " + quoted(rate_word(c, w));
+        if (line_rate_bps == 0)
+            return refuse(cls + ": the line rate of " + dev +
+                          " is unknown (pspxdp change " + dev + " line-rate RATE)");
+        if (c.rate_bps > ceiling)
+            return refuse(cls + " is above what one class can reach on " + dev + "'s " +
+                          format_rate(line_rate_bps) + " wire: " + approx_rate(ceiling) +
+                          " (1518/1538 of it, 1514-byte frames)");
+        sum += c.rate_bps;
+        if (sum > line_rate_bps)
+            return refuse(cls + ": paced rates would sum to " +
+                          (sum > UINT64_MAX ? std::string("more than 2^64 bit/s")
+                                            : format_rate(uint64_t(sum))) +
+                          ", above the line rate " + format_rate(line_rate_bps) + " of " + dev);
+    }
+    return {};
+}
+
+Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t default_classid,
+                          const std::string &dev) {
+    // Paced rates checked in file order, so a sum error names the class
+    // whose line tips it over.
+    if (auto r = check_rates(c.classes, line_rate_bps, dev); !r) return r;
+    std::set<uint32_t> ids;
+    for (const auto &cs : c.classes) ids.insert(cs.classid);
+    if (!ids.count(default_classid))
+        return refuse("default class " + class_name(default_classid) +
+                      " is not among the classes (add \"class " + class_name(default_classid) +
+                      " normal\")");
+    std::map<std::string, size_t> seen; // a filter's identity (its words without the class) -> line
+    for (const auto &f : c.filters) {
+        if (!ids.count(f.spec.classid.raw()))
+            return refuse(at_line(f.line) + "filter \"" + format_filter(f.spec) + "\": class " +
+                          class_name(f.spec.classid.raw()) + " is not among the classes");
+        FilterSpec identity = f.spec;
+        identity.classid = ClassId{};
+        auto [it, fresh] = seen.emplace(format_filter(identity), f.line);
+        if (!fresh)
+            return refuse(at_line(f.line) + "filter \"" + format_filter(f.spec) + "\" given twice" +
+                          (it->second ? " (first on line " + std::to_string(it->second) + ")"
+                                      : std::string()));
+    }
+    return {};
+}
+
+} // namespace pspxdp::control

@@ -95,22 +95,12 @@ psp_lab_end() {
 }
 
 # psp_port_filters DEV FIRST_PORT COUNT MAJOR FIRST_MINOR: UDP destination
-# port FIRST_PORT + i -> class MAJOR:(FIRST_MINOR + i), i = 0..COUNT-1, in one
-# bpftool batch on DEV's rules_port map (key {proto, dir, port in host
-# order}, value the class id). `pspxdp filter add` once per port takes
-# minutes for thousands of ports. The one place lab scripts make port
-# filters in bulk: to become the filter command's own batch form.
+# port FIRST_PORT + i -> class MAJOR:(FIRST_MINOR + i), i = 0..COUNT-1, as
+# one change (pspxdp filter add --file). The one place lab scripts make port
+# filters in bulk. $PSPXDP: the binary (default: pspxdp in PATH).
 psp_port_filters() {
-    local dev=$1 port0=$2 count=$3 major=$4 minor0=$5 i port minor batch
-    batch=$(mktemp /tmp/psp-filters.XXXXXX)
+    local dev=$1 port0=$2 count=$3 major=$4 minor0=$5 i
     for ((i = 0; i < count; ++i)); do
-        port=$((port0 + i)) minor=$((minor0 + i))
-        printf 'map update pinned /sys/fs/bpf/pspxdp/%s/rules_port key 17 0 %d %d value %d %d %d %d\n' \
-            "$dev" $((port & 255)) $((port >> 8)) $((minor & 255)) $((minor >> 8)) \
-            $((major & 255)) $((major >> 8))
-    done >"$batch"
-    bpftool batch file "$batch" >/dev/null
-    local rc=$?
-    rm -f "$batch"
-    return $rc
+        printf 'pref 10 proto udp dport %d classid %x:%x\n' $((port0 + i)) "$major" $((minor0 + i))
+    done | "${PSPXDP:-pspxdp}" filter add "$dev" --file -
 }

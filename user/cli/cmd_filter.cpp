@@ -1,5 +1,6 @@
 // pspxdp filter add|del|show: conjunctive filters (control/filter*.hpp).
 #include "cli/command.hpp"
+#include "control/config.hpp"
 #include "core/quote.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
@@ -80,7 +81,32 @@ int run(const Args &args) {
         if (!words.empty()) {
             return fail("filter show: unexpected " + quote(words[0]), 2);
         }
-        return show(*dev, args.has("stats"), args.has("json"));
+        return show(*dev, args.flag("stats"), args.flag("json"));
+    }
+    if (verb == "add" && args.has("file")) {
+        // Many filters as one change: checked whole, then the classifier
+        // flips to the old filters plus these at once (replace_filters).
+        if (!words.empty()) return fail("filter add: --file and a filter on the command line", 2);
+        auto text = control::read_text(args.text("file"));
+        if (!text) return fail(text);
+        auto current = dev.value().filters();
+        if (!current) return fail(current);
+        std::vector<control::FilterSpec> all = *current;
+        size_t no = 0;
+        for (std::string_view more = *text; !more.empty();) {
+            ++no;
+            const size_t nl = more.find('\n');
+            std::string_view line = more.substr(0, nl);
+            more = nl == std::string_view::npos ? std::string_view() : more.substr(nl + 1);
+            const auto lw = control::split_words(line.substr(0, line.find('#')));
+            if (lw.empty()) continue;
+            auto spec = control::parse_filter(lw);
+            if (!spec)
+                return fail(args.text("file") + ": line " + std::to_string(no) + ": " + spec.error(), 2);
+            all.push_back(*spec);
+        }
+        if (auto r = dev.value().replace_filters(all); !r) return fail(r);
+        return 0;
     }
     if (verb == "add") {
         auto spec = control::parse_filter(rest);
@@ -114,8 +140,11 @@ const Command kFilter = {
     "tried; del takes those words (pref and classid optional) or pref N alone (every\n"
     "filter of that pref). The class must exist. DEV may be left out when exactly\n"
     "one device is attached. Refused input: one line on stderr, exit code 2.",
-    {{"json", 'j', nullptr, "show: print JSON"},
-     {"stats", 's', nullptr, "show: counters of each filter (packets and bytes it classified)"}},
+    {flag("json", 'j', "show: print JSON"),
+     flag("stats", 's', "show: counters of each filter (packets and bytes it classified)"),
+     opt(OptType::String, "file", 'f', "FILE",
+         "add: every filter of FILE (\"-\": standard input), one a line in the words above, as "
+         "one change")},
     1,
     24,
     run,

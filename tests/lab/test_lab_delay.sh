@@ -56,7 +56,7 @@ A_="nsenter --net=/run/netns/$A" L_="nsenter --net=/run/netns/$L" B_="nsenter --
 run() { # run NAME DELAY_MS BUFFER SECONDS -- SENDER-ARGS...: one delay line, one sink, one sender
     local name=$1 ms=$2 buffer=$3 secs=$4; shift 5
     $L_ timeout $((secs + 10)) "$DELAY" --in psd$$la --out psd$$lb --dst-mac "$MAC_B" \
-        --delay-ms "$ms" --buffer "$buffer" --seconds $((secs + 3)) >"$TMP/$name.delay.json" &
+        --delay-ms "$ms" --buffer "$buffer" --seconds $((secs + 3)) --rt-priority 50 >"$TMP/$name.delay.json" &
     local dpid=$!
     PIDS+=($dpid)
     $B_ timeout $((secs + 10)) "$TRAFFIC" sink 7001 --seconds $((secs + 2)) --stamped >"$TMP/$name.sink.json" &

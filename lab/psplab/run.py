@@ -1,0 +1,157 @@
+"""One measured run: a shaper on the wire, UDP flows through it, the capture
+judged by `pspxdp analyze`; and one TCP run through the bottleneck."""
+import json
+import os
+import time
+from dataclasses import dataclass
+
+from . import measure
+from .shapers import rate_bps
+
+
+@dataclass
+class Flow:
+    name: str
+    dst: str
+    port: int
+    rate: str          # the target (tc syntax)
+    offered: str       # what the sender offers
+    start: float = 0.0  # on/off schedule, seconds from the sender's start
+    stop: float = 0.0   # 0: until the end
+
+    @property
+    def rate_bps(self):
+        return rate_bps(self.rate)
+
+    def selector(self, proto="udp"):
+        return f"dst {self.dst} proto {proto} dport {self.port}"
+
+    def spec(self):
+        s = f"{self.dst}:{self.port}:{self.offered}"
+        return s + (f":{self.start}:{self.stop}" if self.stop else "")
+
+
+def _load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError):
+        return {}
+
+
+def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=0.5,
+            windows=(1, 10)):
+    """Offers flows for warmup + seconds + tail; captures `seconds` after the
+    warm-up (the shapers' queues are full by then: the backlogged case the
+    paper measures). Returns the analyzer's reports and every counter."""
+    lab, work = ctx.lab, ctx.work
+    base = os.path.join(work, tag)
+    total = warmup + seconds + tail
+    shaper.setup(flows)
+    try:
+        ports = sorted({f.port for f in flows})
+        sink = lab.spawn(lab.d.cmd(ctx.traffic, "sink", ",".join(map(str, ports)), "--seconds",
+                                   f"{total + 2:.1f}"), out_path=base + ".sink.json")
+        time.sleep(0.3)
+        args = [ctx.traffic, "send", "--size", size, "--seconds", f"{total:.2f}"]
+        for f in flows:
+            args += ["--flow", f.spec()]
+        sender = lab.spawn(lab.s.cmd(*args), out_path=base + ".send.json", err_path=base + ".send.err")
+        time.sleep(warmup)
+        cap = measure.Capture(lab, base + ".pcap")
+        cpu = measure.Cpu([shaper.daemon_pid, sender.pid, sink.pid])
+        time.sleep(seconds)
+        cpu_r = cpu.stop()
+        cap_r = cap.stop()
+        lab.reap(sender, total + 10)
+        lab.reap(sink, total + 10)
+        counters = shaper.counters()
+    finally:
+        shaper.teardown()
+    send, recv = _load(base + ".send.json"), _load(base + ".sink.json")
+    sel = [(f.name, f.selector(), f.rate) for f in flows]
+    reports = {}
+    for clock in shaper.clocks:
+        for n in windows:
+            reports[(clock, n)] = measure.analyze(ctx.pspxdp, base + ".pcap", sel, clock,
+                                                  ctx.line_rate, n)
+    if not ctx.keep_pcaps:
+        os.unlink(base + ".pcap")
+    blocked = {f["flow"]: f["blocked"] for f in send.get("flows", [])}
+    return {
+        "shaper": shaper.name, "flows": flows, "reports": reports, "cpu": cpu_r, "capture": cap_r,
+        "counters": counters, "sent": send.get("sent"), "blocked_total": send.get("blocked"),
+        "blocked": {f.name: blocked.get(f.spec()) for f in flows},
+        "received": {f.name: recv.get(str(f.port), {}).get("datagrams") for f in flows},
+        "send_errors": send.get("errors"),
+    }
+
+
+def flow_rows(ctx, result, idle_cores):
+    """The side-by-side figures of one run, one row per (flow, clock)."""
+    rows = []
+    reps = result["reports"]
+    clocks = sorted({c for c, _ in reps}, key=lambda c: c != "byte")
+    real1 = reps[("real", 1)]
+    paced_gbit = sum(real1["by_name"].get(f.name, {}).get("mean_rate_bps", 0) for f in result["flows"]) / 1e9
+    cores = result["cpu"]["machine_cores"] - idle_cores
+    for f in result["flows"]:
+        for clock in clocks:
+            r1 = reps[(clock, 1)]["by_name"].get(f.name, {})
+            r10 = reps.get((clock, 10), {}).get("by_name", {}).get(f.name, {})
+            mean = r1.get("mean_rate_bps") or 0
+            rows.append({
+                "shaper": result["shaper"], "flow": f.name, "clock": clock,
+                "target_bps": f.rate_bps, "offered": f.offered, "frames": r1.get("frames", 0),
+                "mean_bps": mean, "error_pct": (mean - f.rate_bps) / f.rate_bps * 100,
+                "burst_mean_mtu": r1.get("max_burst_mtu"),
+                "burst_target_mtu": r1.get("max_burst_at_target_mtu"),
+                "rate1_max_bps": r1.get("rate_n_max_bps"), "rate1_min_bps": r1.get("rate_n_min_bps"),
+                "rate1_mean_bps": r1.get("rate_n_mean_bps"),
+                "rate10_max_bps": r10.get("rate_n_max_bps"),
+                "lost": result["counters"]["drops"], "marks": result["counters"].get("marks"),
+                "blocked": result["blocked"].get(f.name), "received": result["received"].get(f.name),
+                "capture_drops": result["capture"]["capture_drops"],
+                "cpu_cores": cores,
+                "cpu_pct_per_gbit": cores * 100 / paced_gbit if paced_gbit > 0 else None,
+                "gap_share": reps[(clock, 1)].get("gap_share"),
+            })
+    return rows
+
+
+def run_tcp(ctx, shaper, fifo_bytes, bottleneck, seconds, ecn=False, tag="tcp"):
+    """One iperf3 flow S -> D through the wire (shaped by shaper at the
+    bottleneck's rate) and the bottleneck (tbf rate B, one-frame bucket,
+    limit = the FIFO). The delay line must already run on the return path."""
+    from .shapers import ONE_FRAME_BUCKET
+    lab, work = ctx.lab, ctx.work
+    base = os.path.join(work, tag)
+    lab.r.run("tc", "qdisc", "replace", "dev", lab.rout, "root", "tbf", "rate", bottleneck, "burst",
+              ONE_FRAME_BUCKET, "limit", fifo_bytes)
+    lab.s.sysctl("net.ipv4.tcp_ecn", 1 if ecn else 2)
+    flow = Flow("tcp", lab.ip_d, 5201, bottleneck, "-")
+    shaper.setup([flow], proto="tcp")
+    try:
+        server = lab.spawn(lab.d.cmd("iperf3", "-s", "-1", "-p", 5201), out_path=base + ".server.log")
+        time.sleep(0.3)
+        cpu = measure.Cpu([shaper.daemon_pid, server.pid])
+        client = lab.spawn(lab.s.cmd("iperf3", "-c", lab.ip_d, "-p", 5201, "-t", seconds, "-J"),
+                           out_path=base + ".iperf.json", err_path=base + ".iperf.err")
+        lab.reap(client, seconds + 30)
+        cpu_r = cpu.stop()
+        lab.reap(server, 10)
+        counters = shaper.counters()
+    finally:
+        shaper.teardown()
+    q = json.loads(lab.r.run("tc", "-s", "-j", "qdisc", "show", "dev", lab.rout))
+    lab.r.run("tc", "qdisc", "del", "dev", lab.rout, "root", check=False)
+    ip = _load(base + ".iperf.json")
+    end = ip.get("end", {})
+    sent, rcvd = end.get("sum_sent", {}), end.get("sum_received", {})
+    return {
+        "shaper": shaper.name + ("+ecn" if ecn else ""), "fifo_bytes": fifo_bytes,
+        "bottleneck_bps": rate_bps(bottleneck),
+        "throughput_bps": rcvd.get("bits_per_second"), "retransmits": sent.get("retransmits"),
+        "bottleneck_drops": sum(x.get("drops", 0) for x in q),
+        "shaper_drops": counters["drops"], "shaper_marks": counters.get("marks"),
+        "cpu_cores": cpu_r["machine_cores"], "error": ip.get("error"),
+    }

@@ -31,7 +31,7 @@ def side_by_side_table(title, rows):
               notes=[
                   "rates in Mbit/s (L2 bytes with FCS); bursts in MTU (1518 B) at a server of the "
                   "flow's mean rate (the paper's figure) and of its target rate",
-                  "lost: frames the shaper dropped; blocked: sends the shaper refused by back "
+                  "lost: frames the shaper dropped (pspxdp: the flow's class; tc: all its qdiscs); blocked: sends the shaper refused by back "
                   "pressure (a full socket buffer: the kernel qdiscs hold the sender, pspxdp "
                   "cannot yet, it drops)",
                   "CPU: machine-wide cores busy during the capture minus the idle machine's; "
@@ -45,7 +45,7 @@ def side_by_side_table(title, rows):
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
               mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
-              r["lost"], num(r["blocked"], "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
+              r["lost"] if r.get("lost_flow") is None else r["lost_flow"], num(r["blocked"], "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
     return t
 
 

@@ -19,7 +19,7 @@ class Capture:
     def __init__(self, lab, path):
         self.lab, self.path = lab, path
         self.log = path + ".log"
-        self.p = lab.spawn(lab.r.cmd("tcpdump", "-i", lab.rin, "-Q", "in", "-s", "96", "-B", "524288",
+        self.p = lab.spawn(lab.r.cmd("nice", "-n", "-10", "tcpdump", "-i", lab.rin, "-Q", "in", "-s", "96", "-B", "524288",
                                      "--time-stamp-precision=nano", "-w", path), err_path=self.log)
         # tcpdump is capturing once it says "listening"
         for _ in range(50):

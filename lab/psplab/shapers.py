@@ -176,7 +176,7 @@ class PspxdpShaper(Shaper):
         super().__init__(lab, line_rate)
         self.p = Pspxdp(f"{lab.build}/user/pspxdp", lab.s, lab.dev)
         self.extra = extra
-        self.cids = []
+        self.cids = []  # (class id, flow name)
 
     def describe(self, flows):
         return f"pspxdp attach --line-rate {self.line_rate}, one paced class per flow, filter on dport"
@@ -188,16 +188,16 @@ class PspxdpShaper(Shaper):
             cid = f"1:{i:x}"
             self.p.class_set(cid, f.rate)
             self.p.filter_port(proto, f.port, cid)
-            self.cids.append(cid)
+            self.cids.append((cid, f.name))
         self.daemon_pid = self.p.counters()["daemon_pid"]
 
     def counters(self):
         c = self.p.counters()["classes"]
-        mine = [c[x] for x in self.cids if x in c]
-        marks = [x["marks"] for x in mine]
-        return {"drops": sum(x["drops"] for x in mine),
+        mine = {name: c[cid] for cid, name in self.cids if cid in c}
+        marks = [x["marks"] for x in mine.values()]
+        return {"drops": sum(x["drops"] for x in mine.values()),
                 "marks": None if any(m is None for m in marks) else sum(marks),
-                "classes": c}
+                "per_flow": {name: x["drops"] for name, x in mine.items()}}
 
     def teardown(self):
         self.p.detach()

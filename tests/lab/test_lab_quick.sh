@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The lab's quick set (lab/lab.sh, the README's main command) in CI: pspxdp,
+# tbf, htb and no shaping side by side on one veth wire, and TCP through the
+# bottleneck. Asserts the pacer's side only, on the byte clock (this VM's
+# timers make real-time figures noise, and the comparison is reported, not
+# asserted): for every paced class, in the one-flow and the three-flow runs,
+#   - the measured mean within 0.01 % of the class rate;
+#   - max burstiness at the class rate <= 2 MTU (at the window's mean <= 3:
+#     that figure adds the lateness difference of the window's two ends);
+#   - the capture is complete, and every row of the comparison was measured.
+# Results go to a temporary directory (kept, with the raw files, on failure).
+# Exit 77 = skipped (not root / not built).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=$(mktemp)
+KEEP=$(mktemp -d /tmp/psp-lab-test.XXXXXX)
+trap 'rm -f "$OUT"' EXIT
+bash "$HERE/../../lab/lab.sh" --json --seconds 3 --tcp-seconds 4 --out "$KEEP/results" --keep "$KEEP/raw" >"$OUT"
+rc=$?
+[[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
+[[ $rc -eq 0 ]] || { echo "FAIL - lab.sh exited $rc (artifacts in $KEEP)"; exit 1; }
+/usr/bin/python3 - "$OUT" "$KEEP/results" <<'PY'
+import glob, json, sys
+d = json.load(open(sys.argv[1]))
+fails = 0
+def check(what, ok):
+    global fails
+    print(("ok   - " if ok else "FAIL - ") + what)
+    fails += not ok
+rows = d.get("side_by_side", [])
+for scen in dict.fromkeys(r["scenario"] for r in rows):
+    sr = [r for r in rows if r["scenario"] == scen]
+    shapers = sorted({r["shaper"] for r in sr})
+    check(f"{scen}: every shaper measured ({', '.join(shapers)})",
+          all(r["frames"] > 0 for r in sr) and "pspxdp" in shapers and "none" in shapers)
+    for r in sr:
+        check(f"{scen}, {r['shaper']}: capture complete ({r['capture_drops']} dropped)", r["capture_drops"] == 0)
+        if r["shaper"] != "pspxdp" or r["clock"] != "byte":
+            continue
+        c = f"{scen}, pspxdp class {r['flow']} ({r['target_bps']/1e6:.0f} Mbit/s), byte clock"
+        check(f"{c}: mean {r['mean_bps']/1e6:.4f} Mbit/s within 0.01 % ({r['error_pct']:+.4f} %)",
+              abs(r["error_pct"]) <= 0.01)
+        check(f"{c}: max burstiness at the class rate {r['burst_target_mtu']:.2f} MTU <= 2",
+              r["burst_target_mtu"] is not None and r["burst_target_mtu"] <= 2.0)
+        check(f"{c}: max burstiness at the window's mean {r['burst_mean_mtu']:.2f} MTU <= 3",
+              r["burst_mean_mtu"] is not None and r["burst_mean_mtu"] <= 3.0)
+tcp = d.get("tcp", [])
+check(f"TCP: {len(tcp)} runs through the bottleneck, each measured",
+      len(tcp) >= 6 and all(r["throughput_bps"] for r in tcp))
+check(f"TCP: the delay line made the RTT >= 20 ms ({tcp[0].get('rtt_ms') if tcp else None} ms)",
+      bool(tcp) and (tcp[0].get("rtt_ms") or 0) >= 20)
+pngs = glob.glob(f"{sys.argv[2]}/*/*.png")
+check(f"results written: {len(pngs)} plots, README.md per experiment",
+      len(pngs) >= 2 and len(glob.glob(f"{sys.argv[2]}/*/README.md")) >= 2)
+print(f"{fails} failure(s)")
+sys.exit(1 if fails else 0)
+PY
+rc=$?
+if [[ $rc -eq 0 ]]; then
+    rm -rf "$KEEP"
+else
+    echo "results and raw files (captures, logs) kept in $KEEP"
+fi
+exit $rc

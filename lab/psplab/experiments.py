@@ -206,12 +206,12 @@ def sweep(ctx):
             rows.append(r)
     t = Table(f"Rate accuracy, one pspxdp class on a {ctx.line_rate} wire (paper Fig. 6)",
               ["target", "clock", "frame B", "frames", "measured", "error", "burst@target", "lost"],
-              ["rates in bit/s of L2 bytes with FCS; each class offered 2x its rate (at most "
+              ["measured in Mbit/s of L2 bytes with FCS; each class offered 2x its rate (at most "
                "+200 Mbit/s); the single-class ceiling is 1518/1538 of the line rate (987 Mbit/s)",
                REAL_TIME_NOTE, BYTE_CLOCK_NOTE])
     for r in rows:
         t.add(shapers.fmt_rate(r["target_bps"]), _clock_label(r["clock"]), r["frame_bytes"], r["frames"],
-              f"{r['mean_bps']:.6g}", f"{r['error_pct']:+.4f}%", num(r["burst_target_mtu"]), r["lost"])
+              f"{r['mean_bps'] / 1e6:.6f}", f"{r['error_pct']:+.4f}%", num(r["burst_target_mtu"]), r["lost"])
     res.table(t)
     res.csv("rate-sweep.csv", rows)
     plt = pyplot()

@@ -77,6 +77,17 @@ class Cpu:
                 "seconds": dt}
 
 
+def wire_drops(lab):
+    """Frames lost on the wire itself, before the capture sees them: the
+    sending veth's tx drops (the receiving side's backlog was full). A lost
+    PAUSE frame would shorten the byte clock, a lost real frame the measured
+    rate: a capture is complete only when this stays 0 over a run. (The
+    receiving veth's rx drops are no loss: every PAUSE frame is counted there
+    after the capture saw it, the stack has no handler for 0x8808.)"""
+    d = json.loads(lab.s.run("ip", "-s", "-j", "link", "show", lab.dev))[0]["stats64"]
+    return d["tx"]["dropped"]
+
+
 def idle_cpu(seconds=1.0):
     """The machine's kernel time without the lab (other work on it):
     subtracted from a row's figure, reported beside it."""

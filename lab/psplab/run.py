@@ -69,11 +69,13 @@ def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=
             senders.append(lab.spawn(lab.s.cmd(*args), out_path=f"{base}.send{i}.json",
                                      err_path=f"{base}.send{i}.err"))
         time.sleep(warmup)
+        wire0 = measure.wire_drops(lab)
         cap = measure.Capture(lab, base + ".pcap")
         cpu = measure.Cpu([shaper.daemon_pid, sink.pid] + [p.pid for p in senders])
         time.sleep(seconds)
         cpu_r = cpu.stop()
         cap_r = cap.stop()
+        cap_r["wire_drops"] = measure.wire_drops(lab) - wire0
         for p in senders:
             lab.reap(p, total + 10)
         lab.reap(sink, total + 10)
@@ -131,6 +133,7 @@ def flow_rows(ctx, result, idle_cores):
                 "lost_flow": result["counters"].get("per_flow", {}).get(f.name),
                 "blocked": result["blocked"].get(f.name), "received": result["received"].get(f.name),
                 "capture_drops": result["capture"]["capture_drops"],
+                "wire_drops": result["capture"]["wire_drops"],
                 "cpu_cores": cores,
                 "cpu_pct_per_gbit": cores * 100 / paced_gbit if paced_gbit > 0 else None,
                 "gap_share": reps[(clock, 1)].get("gap_share"),

@@ -15,6 +15,12 @@ def _offer(rate, factor=1.3):
     return shapers.fmt_rate(int(shapers.rate_bps(rate) * factor))
 
 
+def _done(ctx, res, key, rows, extra=""):
+    res.finish(extra)
+    ctx.summary[key] = rows
+    return rows
+
+
 def _clock_label(clock):
     return "byte clock" if clock == "byte" else "real time"
 
@@ -76,9 +82,8 @@ def side_by_side(ctx):
     res.csv("side-by-side.csv", rows)
     _plot_side(res, rows)
     setup = "\n".join(f"- {k}: {v}" for k, v in described.items())
-    res.finish(f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores busy")
-    ctx.summary["side_by_side"] = rows
-    return rows
+    return _done(ctx, res, "side_by_side", rows,
+                 f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores of kernel time")
 
 
 def _plot_side(res, rows):
@@ -101,9 +106,7 @@ def _plot_side(res, rows):
         a.tick_params(axis="x", labelsize=7)
     fig.suptitle("One UDP flow, target 500 Mbit/s, 1 Gbit/s veth wire (real time = the sender's "
                  "timers on a veth, not a NIC)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("side-by-side.png"), dpi=110)
-    plt.close(fig)
+    res.save(fig, "side-by-side.png")
 
 
 # --- 5. TCP through the bottleneck (paper Table 5) ----------------------------
@@ -173,12 +176,8 @@ def tcp(ctx):
     ax.set_ylabel("TCP throughput (Mbit/s)")
     ax.set_title(f"TCP through a drop-tail FIFO at {ctx.bottleneck}, RTT {num(rtt, '{:.0f}')} ms", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("tcp.png"), dpi=110)
-    plt.close(fig)
-    res.finish()
-    ctx.summary["tcp"] = rows
-    return rows
+    res.save(fig, "tcp.png")
+    return _done(ctx, res, "tcp", rows)
 
 
 # --- 1. rate accuracy sweep (paper Fig. 6) -----------------------------------
@@ -231,12 +230,8 @@ def sweep(ctx):
     ax[1].set_ylabel("error (%)")
     ax[1].set_yscale("symlog", linthresh=0.01)
     fig.suptitle("pspxdp rate accuracy, one class (real time: veth + daemon timers)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("rate-sweep.png"), dpi=110)
-    plt.close(fig)
-    res.finish()
-    ctx.summary["rate_sweep"] = rows
-    return rows
+    res.save(fig, "rate-sweep.png")
+    return _done(ctx, res, "rate_sweep", rows)
 
 
 # --- 2. several classes starting and stopping (paper Fig. 7, Table 4) --------
@@ -290,12 +285,8 @@ def classes(ctx):
                                            " (veth: the daemon's timers, not a NIC)"), fontsize=9)
     ax[0].legend(fontsize=8, ncol=5)
     ax[1].set_xlabel("time (s)")
-    fig.tight_layout()
-    fig.savefig(res.plot_path("classes.png"), dpi=110)
-    plt.close(fig)
-    res.finish()
-    ctx.summary["classes"] = rows
-    return rows
+    res.save(fig, "classes.png")
+    return _done(ctx, res, "classes", rows)
 
 
 # --- 3. many flows (paper Table 3) -------------------------------------------
@@ -346,12 +337,8 @@ def many_flows(ctx):
     ax.set_xlabel("flow")
     ax.set_ylabel("max burstiness at the mean rate (MTU)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(res.plot_path("many-flows.png"), dpi=110)
-    plt.close(fig)
-    res.finish()
-    ctx.summary["many_flows"] = summary
-    return rows
+    res.save(fig, "many-flows.png")
+    return _done(ctx, res, "many_flows", summary)
 
 
 ALL = {"side-by-side": side_by_side, "tcp": tcp, "sweep": sweep, "classes": classes,

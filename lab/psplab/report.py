@@ -93,6 +93,12 @@ class Results:
         self.files.append(name)
         return os.path.join(self.dir, name)
 
+    def save(self, fig, name):
+        fig.tight_layout()
+        fig.savefig(self.plot_path(name), dpi=110)
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
     def finish(self, extra=""):
         with open(os.path.join(self.dir, "README.md"), "w") as f:
             f.write(f"# {self.what}\n\n")

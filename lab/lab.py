@@ -36,6 +36,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=None,
                     help="capture length per UDP run (default 3; --full 5)")
     ap.add_argument("--tcp-seconds", type=int, default=None, help="iperf3 length (default 5; --full 10)")
+    ap.add_argument("--daemon-rt", type=int, default=10, metavar="PRIO",
+                    help="run pspxdp's daemon SCHED_FIFO at PRIO (default 10; 0: normal priority, "
+                    "it then stalls on a busy machine and TC passes frames unpaced)")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "docs", "results"),
                     help="results root (default docs/results)")
     ap.add_argument("--json", action="store_true", help="print every row as one JSON object on stdout "
@@ -68,6 +71,7 @@ def main():
     ctx.full, ctx.seconds = a.full, seconds
     ctx.tcp_seconds = a.tcp_seconds or (10 if a.full else 5)
     ctx.line_rate, ctx.bottleneck, ctx.delay_ms = a.line_rate, a.bottleneck, a.delay_ms
+    ctx.daemon_rt = a.daemon_rt
     ctx.pspxdp = os.environ.get("PSPXDP") or f"{build}/user/pspxdp"
     ctx.traffic = f"{build}/lab/psp_traffic"
     ctx.out = os.path.abspath(a.out)

@@ -33,13 +33,17 @@ SIDE_SHAPERS_MANY = ["pspxdp", "htb", "none"]  # tbf shapes one aggregate only
 
 def side_by_side_table(title, rows):
     t = Table(title, ["shaper", "clock", "flow", "target", "measured", "error", "burst@mean",
-                      "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "CPU", "CPU/Gbit"],
+                      "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "CPU",
+                      "CPU/Gbit"],
               notes=[
                   "rates in Mbit/s (L2 bytes with FCS); bursts in MTU (1518 B) at a server of the "
                   "flow's mean rate (the paper's figure) and of its target rate",
                   "lost: frames the shaper dropped (pspxdp: the flow's class; tc: all its qdiscs); blocked: sends the shaper refused by back "
                   "pressure (a full socket buffer: the kernel qdiscs hold the sender, pspxdp "
                   "cannot yet, it drops)",
+                  "unpaced: frames pspxdp's TC program passed unpaced because the daemon's "
+                  "heartbeat went stale (fail-open after a stall; the daemon runs SCHED_FIFO in "
+                  "the lab unless --daemon-rt 0)",
                   "CPU: machine-wide cores busy during the capture minus the idle machine's; "
                   "CPU/Gbit: that in % of one core per Gbit/s delivered",
                   REAL_TIME_NOTE, BYTE_CLOCK_NOTE,
@@ -51,7 +55,8 @@ def side_by_side_table(title, rows):
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
               mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
-              r["lost"] if r.get("lost_flow") is None else r["lost_flow"], num(r["blocked"], "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
+              r["lost"] if r.get("lost_flow") is None else r["lost_flow"], num(r["blocked"], "{}"),
+              num(r.get("unpaced"), "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
     return t
 
 
@@ -69,7 +74,7 @@ def side_by_side(ctx):
         srows = []
         for name in names:
             ctx.progress(f"side by side, {scen}: {name}")
-            sh = shapers.make(ctx.lab, ctx.line_rate, name)
+            sh = shapers.make(ctx, name)
             described[name] = sh.describe(flows)
             result = run_udp(ctx, sh, flows, ctx.seconds, tag=f"side-{len(flows)}-{name}")
             for r in flow_rows(ctx, result, idle):
@@ -128,7 +133,7 @@ def tcp(ctx):
     for fifo in fifos:
         for name in names + (["pspxdp+ecn"] if ecn else []):
             ctx.progress(f"TCP, FIFO {fifo >> 10} KB: {name}")
-            sh = shapers.make(lab, ctx.line_rate, name.split("+")[0], ctx.bottleneck)
+            sh = shapers.make(ctx, name.split("+")[0], ctx.bottleneck)
             r = run_tcp(ctx, sh, fifo, ctx.bottleneck, secs, ecn=name.endswith("+ecn"),
                         tag=f"tcp-{fifo}-{name}")
             if name == "pspxdp" and ecn is None:
@@ -136,7 +141,7 @@ def tcp(ctx):
                 if ecn:
                     ctx.progress(f"TCP, FIFO {fifo >> 10} KB: pspxdp+ecn")
                     rows.append(r)
-                    r = run_tcp(ctx, shapers.make(lab, ctx.line_rate, "pspxdp"), fifo,
+                    r = run_tcp(ctx, shapers.make(ctx, "pspxdp"), fifo,
                                 ctx.bottleneck, secs, ecn=True, tag=f"tcp-{fifo}-pspxdp-ecn")
             r["rtt_ms"] = rtt
             rows.append(r)
@@ -158,11 +163,11 @@ def tcp(ctx):
     ]
     t = Table(f"TCP through a drop-tail FIFO at {ctx.bottleneck} (paper Table 5)",
               ["FIFO", "shaper", "throughput Mbit/s", "retransmits", "bottleneck drops",
-               "shaper drops", "marks", "CPU"], notes)
+               "shaper drops", "marks", "unpaced", "CPU"], notes)
     for r in rows:
         t.add(f"{r['fifo_bytes'] >> 10} KB", r["shaper"], mbit(r["throughput_bps"], 1),
               num(r["retransmits"], "{}"), r["bottleneck_drops"], r["shaper_drops"],
-              num(r["shaper_marks"], "{}"), num(r["cpu_cores"]))
+              num(r["shaper_marks"], "{}"), num(r.get("unpaced"), "{}"), num(r["cpu_cores"]))
     res.table(t)
     res.csv("tcp.csv", rows)
     plt = pyplot()
@@ -198,7 +203,7 @@ def sweep(ctx):
         offered = shapers.fmt_rate(min(2 * bps, bps + 200_000_000))
         ctx.progress(f"rate sweep: {target} ({size + 46} B frames, {secs:.0f} s)")
         f = Flow("a", ctx.lab.receivers[0], 5001, target, offered)
-        result = run_udp(ctx, shapers.make(ctx.lab, ctx.line_rate, "pspxdp"), [f], secs, size=size,
+        result = run_udp(ctx, shapers.make(ctx, "pspxdp"), [f], secs, size=size,
                          tag=f"sweep-{target}", windows=(1,))
         for r in flow_rows(ctx, result, idle):
             r["frame_bytes"] = size + 46
@@ -248,7 +253,7 @@ def classes(ctx):
     keep = ctx.keep_pcaps
     ctx.keep_pcaps = True
     try:
-        result = run_udp(ctx, shapers.make(ctx.lab, ctx.line_rate, "pspxdp"), flows, span + 0.4,
+        result = run_udp(ctx, shapers.make(ctx, "pspxdp"), flows, span + 0.4,
                          warmup=0.3, tail=0.2, tag="classes")
     finally:
         ctx.keep_pcaps = keep
@@ -301,7 +306,7 @@ def many_flows(ctx):
     rows, summary = [], []
     for name in names:
         ctx.progress(f"many flows: {len(flows)} flows, {per_rx} to each of {n_rx} receivers: {name}")
-        result = run_udp(ctx, shapers.make(ctx.lab, ctx.line_rate, name), flows, ctx.seconds,
+        result = run_udp(ctx, shapers.make(ctx, name), flows, ctx.seconds,
                          tag=f"many-{name}", windows=(1,))
         fr = flow_rows(ctx, result, idle)
         rows += fr

@@ -131,6 +131,7 @@ def flow_rows(ctx, result, idle_cores):
                 "rate10_max_bps": r10.get("rate_n_max_bps"),
                 "lost": result["counters"]["drops"], "marks": result["counters"].get("marks"),
                 "lost_flow": result["counters"].get("per_flow", {}).get(f.name),
+                "unpaced": result["counters"].get("passed"),
                 "blocked": result["blocked"].get(f.name), "received": result["received"].get(f.name),
                 "capture_drops": result["capture"]["capture_drops"],
                 "wire_drops": result["capture"]["wire_drops"],
@@ -176,5 +177,6 @@ def run_tcp(ctx, shaper, fifo_bytes, bottleneck, seconds, ecn=False, tag="tcp"):
         "throughput_bps": rcvd.get("bits_per_second"), "retransmits": sent.get("retransmits"),
         "bottleneck_drops": sum(x.get("drops", 0) for x in q),
         "shaper_drops": counters["drops"], "shaper_marks": counters.get("marks"),
+        "unpaced": counters.get("passed"),
         "cpu_cores": cpu_r["machine_cores"], "error": ip.get("error"),
     }

@@ -92,6 +92,9 @@ class Pspxdp:
             classes[c["class"]] = {
                 "tx_frames": c.get("tx_frames", 0), "tx_bytes": c.get("tx_bytes", 0),
                 "drops": drops, "marks": marks,
+                # classified but passed unpaced: the pacer was taken for dead
+                # (fail-open: a daemon stalled past the heartbeat timeout)
+                "passed": c.get("tc_passed", 0),
                 "backlog": c.get("backlog", c.get("backlog_frames", 0)),
             }
         return {"daemon_pid": d.get("daemon_pid"), "classes": classes}
@@ -172,14 +175,18 @@ class PspxdpShaper(Shaper):
     name = "pspxdp"
     clocks = ("byte", "real")
 
-    def __init__(self, lab, line_rate, extra=()):
+    def __init__(self, lab, line_rate, extra=(), rt_priority=0):
         super().__init__(lab, line_rate)
         self.p = Pspxdp(f"{lab.build}/user/pspxdp", lab.s, lab.dev)
         self.extra = extra
+        self.rt_priority = rt_priority
         self.cids = []  # (class id, flow name)
 
     def describe(self, flows):
-        return f"pspxdp attach --line-rate {self.line_rate}, one paced class per flow, filter on dport"
+        rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
+              "; daemon at normal priority")
+        return (f"pspxdp attach --line-rate {self.line_rate}, one paced class per flow, filter on "
+                f"dport{rt}")
 
     def setup(self, flows, proto="udp"):
         self.lab.pspxdp_devs.append((self.lab.s, self.lab.dev))
@@ -190,6 +197,13 @@ class PspxdpShaper(Shaper):
             self.p.filter_port(proto, f.port, cid)
             self.cids.append((cid, f.name))
         self.daemon_pid = self.p.counters()["daemon_pid"]
+        if self.rt_priority and self.daemon_pid:
+            # The kernel's shapers run in its timer softirq, ahead of every
+            # process; a pacing daemon is deployed real-time likewise. At
+            # normal priority on a busy machine it stalls for tens of ms, the
+            # heartbeat goes stale and TC passes traffic unpaced (fail-open):
+            # counted as "passed" below.
+            sh(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.daemon_pid)])
 
     def counters(self):
         c = self.p.counters()["classes"]
@@ -197,6 +211,7 @@ class PspxdpShaper(Shaper):
         marks = [x["marks"] for x in mine.values()]
         return {"drops": sum(x["drops"] for x in mine.values()),
                 "marks": None if any(m is None for m in marks) else sum(marks),
+                "passed": sum(x["passed"] for x in mine.values()),
                 "per_flow": {name: x["drops"] for name, x in mine.items()}}
 
     def teardown(self):
@@ -205,7 +220,8 @@ class PspxdpShaper(Shaper):
         self.cids = []
 
 
-def make(lab, line_rate, name, rate=None):
+def make(ctx, name, rate=None):
+    lab, line_rate = ctx.lab, ctx.line_rate
     if name == "pspxdp":
-        return PspxdpShaper(lab, line_rate)
+        return PspxdpShaper(lab, line_rate, rt_priority=ctx.daemon_rt)
     return TcShaper(lab, line_rate, name, rate)

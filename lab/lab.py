@@ -34,8 +34,8 @@ def main():
     ap.add_argument("--delay-ms", type=float, default=20.0,
                     help="one-way delay added to the return path, 10..100 (default 20: RTT >= 20 ms)")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="capture length per UDP run (default 3; --full 5)")
-    ap.add_argument("--tcp-seconds", type=int, default=None, help="iperf3 length (default 5; --full 10)")
+                    help="capture length per UDP run (default 2; --full 5)")
+    ap.add_argument("--tcp-seconds", type=int, default=None, help="iperf3 length (default 4; --full 10)")
     ap.add_argument("--daemon-rt", type=int, default=10, metavar="PRIO",
                     help="run pspxdp's daemon SCHED_FIFO at PRIO (default 10; 0: normal priority, "
                     "it then stalls on a busy machine and TC passes frames unpaced)")
@@ -61,7 +61,7 @@ def main():
         if n not in experiments.ALL:
             print(f"lab: --only: unknown experiment \"{n}\" ({', '.join(experiments.ALL)})", file=sys.stderr)
             return 2
-    seconds = a.seconds or (5.0 if a.full else 3.0)
+    seconds = a.seconds or (5.0 if a.full else 2.0)
     if not 1 <= seconds <= 60:
         print(f"lab: --seconds {seconds}: expected 1..60", file=sys.stderr)
         return 2
@@ -69,7 +69,7 @@ def main():
     build = os.environ.get("BUILD_DIR") or os.path.join(HERE, "..", "build")
     ctx = Ctx()
     ctx.full, ctx.seconds = a.full, seconds
-    ctx.tcp_seconds = a.tcp_seconds or (10 if a.full else 5)
+    ctx.tcp_seconds = a.tcp_seconds or (10 if a.full else 4)
     ctx.line_rate, ctx.bottleneck, ctx.delay_ms = a.line_rate, a.bottleneck, a.delay_ms
     ctx.daemon_rt = a.daemon_rt
     ctx.pspxdp = os.environ.get("PSPXDP") or f"{build}/user/pspxdp"

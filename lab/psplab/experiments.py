@@ -21,6 +21,10 @@ def _done(ctx, res, key, rows, extra=""):
     return rows
 
 
+def _yes(v):
+    return "-" if v is None else ("yes" if v else "no")
+
+
 def _clock_label(clock):
     return "byte clock" if clock == "byte" else "real time"
 
@@ -38,7 +42,8 @@ def side_by_side_table(title, rows):
               notes=[
                   "rates in Mbit/s (L2 bytes with FCS); bursts in MTU (1518 B) at a server of the "
                   "flow's mean rate (the paper's figure) and of its target rate",
-                  "lost: frames the shaper dropped (pspxdp: the flow's class; tc: all its qdiscs); blocked: sends the shaper refused by back "
+                  "lost: frames the shaper dropped (pspxdp: its classes' drops plus what its sockets' "
+                  "rings lost, which no class owns; tc: all its qdiscs); blocked: sends the shaper refused by back "
                   "pressure (a full socket buffer: the kernel qdiscs hold the sender, pspxdp "
                   "cannot yet, it drops)",
                   "unpaced: frames pspxdp's TC program passed unpaced because the daemon's "
@@ -55,7 +60,7 @@ def side_by_side_table(title, rows):
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
               mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
-              r["lost"] if r.get("lost_flow") is None else r["lost_flow"], num(r["blocked"], "{}"),
+              r["lost"], num(r["blocked"], "{}"),
               num(r.get("unpaced"), "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
     return t
 
@@ -96,21 +101,23 @@ def _plot_side(res, rows):
     one = [r for r in rows if r["scenario"].startswith("one")]
     labels = [f"{r['shaper']}\n({'byte' if r['clock'] == 'byte' else 'real'})" for r in one]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    burst = [max(r["burst_mean_mtu"] or 0, 0.01) for r in one]
+    burst = [max(r["burst_target_mtu"] or 0, 0.01) for r in one]
     ax[0].bar(labels, burst, color=["tab:green" if r["shaper"] == "pspxdp" else "tab:gray" for r in one])
     ax[0].set_yscale("log")
     ax[0].axhline(2, color="tab:red", ls="--", lw=1, label="2 MTU (precise pacing)")
-    ax[0].set_ylabel("max burstiness at the mean rate (MTU)")
+    ax[0].set_ylabel("max burstiness at the target rate (MTU)")
     ax[0].legend(fontsize=8)
     r10 = [(r["rate10_max_bps"] or 0) / 1e6 for r in one]
     ax[1].bar(labels, r10, color=["tab:green" if r["shaper"] == "pspxdp" else "tab:gray" for r in one])
     ax[1].axhline(one[0]["target_bps"] / 1e6, color="tab:red", ls="--", lw=1, label="target")
     ax[1].set_ylabel("max rate per 10 packets (Mbit/s)")
+    ax[1].set_yscale("log")
     ax[1].legend(fontsize=8)
     for a in ax:
         a.tick_params(axis="x", labelsize=7)
-    fig.suptitle("One UDP flow, target 500 Mbit/s, 1 Gbit/s veth wire (real time = the sender's "
-                 "timers on a veth, not a NIC)", fontsize=9)
+    fig.suptitle("One UDP flow offered 650 Mbit/s, target 500 Mbit/s, 1 Gbit/s veth wire. byte: the "
+                 "byte clock (a NIC's view); real: capture times on a veth (timers, not a NIC)",
+                 fontsize=9)
     res.save(fig, "side-by-side.png")
 
 
@@ -209,13 +216,16 @@ def sweep(ctx):
             r["frame_bytes"] = size + 46
             rows.append(r)
     t = Table(f"Rate accuracy, one pspxdp class on a {ctx.line_rate} wire (paper Fig. 6)",
-              ["target", "clock", "frame B", "frames", "measured", "error", "burst@target", "lost"],
+              ["target", "clock", "frame B", "frames", "measured", "error", "burst@target", "backlogged",
+               "lost"],
               ["measured in Mbit/s of L2 bytes with FCS; each class offered 2x its rate (at most "
-               "+200 Mbit/s); the single-class ceiling is 1518/1538 of the line rate (987 Mbit/s)",
+               "+200 Mbit/s); backlogged: the class never ran empty (its sender kept up: only then "
+               "is the measured mean the pacer's); the single-class ceiling is 1518/1538 of the line rate (987 Mbit/s)",
                REAL_TIME_NOTE, BYTE_CLOCK_NOTE])
     for r in rows:
         t.add(shapers.fmt_rate(r["target_bps"]), _clock_label(r["clock"]), r["frame_bytes"], r["frames"],
-              f"{r['mean_bps'] / 1e6:.6f}", f"{r['error_pct']:+.4f}%", num(r["burst_target_mtu"]), r["lost"])
+              f"{r['mean_bps'] / 1e6:.6f}", f"{r['error_pct']:+.4f}%", num(r["burst_target_mtu"]),
+              _yes(r["backlogged"]), r["lost"])
     res.table(t)
     res.csv("rate-sweep.csv", rows)
     plt = pyplot()
@@ -262,7 +272,7 @@ def classes(ctx):
     rows = flow_rows(ctx, result, 0.0)
     t = Table("Five pspxdp classes starting and stopping (paper Fig. 7, Table 4)",
               ["class", "clock", "frames", "measured", "rate/1 min", "rate/1 mean", "rate/1 max",
-               "rate/10 max", "burst@target", "burst@mean"],
+               "rate/10 max", "burst@target", "burst@mean", "backlogged"],
               [f"class k starts at 0.5 + {step}k s and stops at {0.5 + span} - {step}k s, offered 1.3x "
                "its rate; measured = L2 bytes over first to last frame (Mbit/s)",
                "rate/n: L2 bytes of n frames over the time from the first to the (n+1)-th",
@@ -270,7 +280,8 @@ def classes(ctx):
     for r in rows:
         t.add(r["flow"], _clock_label(r["clock"]), r["frames"], mbit(r["mean_bps"], 2),
               mbit(r["rate1_min_bps"], 1), mbit(r["rate1_mean_bps"], 1), mbit(r["rate1_max_bps"], 1),
-              mbit(r["rate10_max_bps"], 1), num(r["burst_target_mtu"]), num(r["burst_mean_mtu"]))
+              mbit(r["rate10_max_bps"], 1), num(r["burst_target_mtu"]), num(r["burst_mean_mtu"]),
+              _yes(r["backlogged"]))
     res.table(t)
     res.csv("classes.csv", rows)
     bins = []

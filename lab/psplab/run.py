@@ -121,6 +121,12 @@ def flow_rows(ctx, result, idle_cores):
             r10 = reps.get((clock, 10), {}).get("by_name", {}).get(f.name, {})
             mean = r1.get("mean_rate_bps") or 0
             rows.append({
+                # Backlogged throughout (on the byte clock: no interval
+                # between its frames longer than two of its frame times): only
+                # then is the mean the shaper's; a sender that cannot offer
+                # the load on a busy machine empties the class.
+                "backlogged": (None if clock != "byte" else
+                               (r1.get("rate_n_min_bps") or 0) >= 0.5 * f.rate_bps),
                 "shaper": result["shaper"], "flow": f.name, "clock": clock,
                 "target_bps": f.rate_bps, "offered": f.offered, "frames": r1.get("frames", 0),
                 "mean_bps": mean, "error_pct": (mean - f.rate_bps) / f.rate_bps * 100,

@@ -97,7 +97,14 @@ class Pspxdp:
                 "passed": c.get("tc_passed", 0),
                 "backlog": c.get("backlog", c.get("backlog_frames", 0)),
             }
-        return {"daemon_pid": d.get("daemon_pid"), "classes": classes}
+        # Frames lost inside pspxdp but no class's: its sockets' rings
+        # (kernel: ring full, no free frame to fill) and frames on a queue
+        # without a socket.
+        dm = d.get("daemon") or {}
+        rx = dm.get("rx", {}) if isinstance(dm.get("rx"), dict) else {}
+        rings = (rx.get("kernel_lost", 0) + sum(dm.get(k, 0) for k in ("socket_ring_full", "socket_fill_empty"))
+                 + (d.get("xdp") or {}).get("no_socket", dm.get("no_socket", 0)))
+        return {"daemon_pid": d.get("daemon_pid"), "classes": classes, "lost_in_rings": rings}
 
 
 class Shaper:
@@ -206,10 +213,12 @@ class PspxdpShaper(Shaper):
             sh(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.daemon_pid)])
 
     def counters(self):
-        c = self.p.counters()["classes"]
+        all_ = self.p.counters()
+        c = all_["classes"]
         mine = {name: c[cid] for cid, name in self.cids if cid in c}
         marks = [x["marks"] for x in mine.values()]
-        return {"drops": sum(x["drops"] for x in mine.values()),
+        return {"drops": sum(x["drops"] for x in mine.values()) + all_["lost_in_rings"],
+                "lost_in_rings": all_["lost_in_rings"],
                 "marks": None if any(m is None for m in marks) else sum(marks),
                 "passed": sum(x["passed"] for x in mine.values()),
                 "per_flow": {name: x["drops"] for name, x in mine.items()}}

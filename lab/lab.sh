@@ -24,7 +24,7 @@ for arg in "$@"; do
 done
 source "$HERE/netns.sh"
 psp_require lab "${PSPXDP:-$BUILD_DIR/user/pspxdp}" "$BUILD_DIR/lab/psp_traffic" "$BUILD_DIR/lab/psp_delay" \
-    -- ip tc tcpdump iperf3 ethtool nsenter ping chrt "$PYTHON"
+    -- ip tc ss tcpdump iperf3 ethtool nsenter ping chrt "$PYTHON"
 "$PYTHON" -c "import matplotlib" 2>/dev/null ||
     { echo "lab: python3-matplotlib missing (run scripts/setup.sh)" >&2; exit 77; }
 exec "$PYTHON" "$HERE/lab.py" "$@"

@@ -36,10 +36,13 @@ SIDE_SHAPERS_MANY = ["pspxdp", "htb", "none"]  # tbf shapes one aggregate only
 
 
 def side_by_side_table(title, rows):
-    t = Table(title, ["shaper", "clock", "flow", "target", "measured", "error", "burst@mean",
+    t = Table(title, ["shaper", "clock", "flow", "target", "measured", "error", "backlogged", "burst@mean",
                       "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "CPU",
                       "CPU/Gbit"],
               notes=[
+                  "backlogged (byte clock only): the class never ran empty, so the measured mean is "
+                  "the pacer's; 'no' means frames were missing upstream of the class (its sender, "
+                  "or pspxdp's socket rings: see lost)",
                   "rates in Mbit/s (L2 bytes with FCS); bursts in MTU (1518 B) at a server of the "
                   "flow's mean rate (the paper's figure) and of its target rate",
                   "lost: frames the shaper dropped (pspxdp: its classes' drops plus what its sockets' "
@@ -58,7 +61,7 @@ def side_by_side_table(title, rows):
               ])
     for r in rows:
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
-              mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", num(r["burst_mean_mtu"]),
+              mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", _yes(r["backlogged"]), num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
               r["lost"], num(r["blocked"], "{}"),
               num(r.get("unpaced"), "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
@@ -127,7 +130,7 @@ def tcp(ctx):
     res = Results(ctx.out, "tcp-bottleneck", ctx.command, ctx.started)
     lab = ctx.lab
     fifos = [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20] if ctx.full else [16 << 10, 1 << 20]
-    names = ["pspxdp", "tbf-tight", "tbf-typical", "none"] if ctx.full else ["pspxdp", "tbf-typical", "none"]
+    names = ["pspxdp", "tbf-tight", "tbf-typical", "none"]
     secs = ctx.tcp_seconds
     lab.start_delay(ctx.delay_ms, len(fifos) * (len(names) + 1) * (secs + 15) + 60,
                     f"{ctx.work}/delay.json")
@@ -172,6 +175,8 @@ def tcp(ctx):
               ["FIFO", "shaper", "throughput Mbit/s", "retransmits", "bottleneck drops",
                "shaper drops", "marks", "unpaced", "CPU"], notes)
     for r in rows:
+        if r["error"]:
+            t.notes.append(f"{r['fifo_bytes'] >> 10} KB, {r['shaper']}: iperf3 failed: {r['error']}")
         t.add(f"{r['fifo_bytes'] >> 10} KB", r["shaper"], mbit(r["throughput_bps"], 1),
               num(r["retransmits"], "{}"), r["bottleneck_drops"], r["shaper_drops"],
               num(r["shaper_marks"], "{}"), num(r.get("unpaced"), "{}"), num(r["cpu_cores"]))

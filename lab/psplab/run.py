@@ -162,7 +162,12 @@ def run_tcp(ctx, shaper, fifo_bytes, bottleneck, seconds, ecn=False, tag="tcp"):
     shaper.setup([flow], proto="tcp")
     try:
         server = lab.spawn(lab.d.cmd("nice", "-n", "-10", "iperf3", "-s", "-1", "-p", 5201), out_path=base + ".server.log")
-        time.sleep(0.3)
+        # The client only once the server listens (on a busy machine 0.3 s
+        # was not always enough: "connection refused").
+        for _ in range(100):
+            if ":5201" in lab.d.run("ss", "-Hltn", check=False):
+                break
+            time.sleep(0.05)
         cpu = measure.Cpu([shaper.daemon_pid, server.pid])
         client = lab.spawn(lab.s.cmd("nice", "-n", "-10", "iperf3", "-c", lab.ip_d, "-p", 5201, "-t", seconds, "-J"),
                            out_path=base + ".iperf.json", err_path=base + ".iperf.err")

@@ -36,10 +36,12 @@ SIDE_SHAPERS_MANY = ["pspxdp", "htb", "none"]  # tbf shapes one aggregate only
 
 
 def side_by_side_table(title, rows):
-    t = Table(title, ["shaper", "clock", "flow", "target", "measured", "error", "backlogged", "burst@mean",
+    t = Table(title, ["shaper", "clock", "flow", "target", "offered", "measured", "error", "backlogged", "burst@mean",
                       "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "CPU",
                       "CPU/Gbit"],
               notes=[
+                  "offered: what the flow's sender managed to send over the whole run (asked: 1.3x "
+                  "the target; a busy machine may not let it, blocked sends included in neither)",
                   "backlogged (byte clock only): the class never ran empty, so the measured mean is "
                   "the pacer's; 'no' means frames were missing upstream of the class (its sender, "
                   "or pspxdp's socket rings: see lost)",
@@ -61,7 +63,7 @@ def side_by_side_table(title, rows):
               ])
     for r in rows:
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
-              mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", _yes(r["backlogged"]), num(r["burst_mean_mtu"]),
+              mbit(r["offered_bps"], 0), mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", _yes(r["backlogged"]), num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
               r["lost"], num(r["blocked"], "{}"),
               num(r.get("unpaced"), "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))

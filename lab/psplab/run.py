@@ -88,7 +88,18 @@ def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=
         one = _load(f"{base}.send{i}.json")
         for k in ("sent", "blocked", "errors"):
             send[k] += one.get(k, 0)
+        for f in one.get("flows", []):
+            f["seconds"] = one.get("seconds", total)
         send["flows"] += one.get("flows", [])
+    # What each sender really offered (a busy machine may not let it): L2
+    # bits with FCS over the flow's time on.
+    frame_bits = (max(size + 42, 60) + 4) * 8
+    offered = {}
+    for fl in flows:
+        rec = next((x for x in send["flows"] if x["flow"] == fl.spec()), None)
+        if rec:
+            on = (fl.stop or rec["seconds"]) - fl.start
+            offered[fl.name] = rec["sent"] * frame_bits / max(on, 1e-9)
     sel = [(f.name, f.selector(), f.rate) for f in flows]
     reports = {}
     for clock in shaper.clocks:
@@ -102,6 +113,7 @@ def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=
         "shaper": shaper.name, "flows": flows, "reports": reports, "cpu": cpu_r, "capture": cap_r,
         "counters": counters, "sent": send.get("sent"), "blocked_total": send.get("blocked"),
         "blocked": {f.name: blocked.get(f.spec()) for f in flows},
+        "offered_bps": offered,
         "received": {f.name: recv.get(str(f.port), {}).get("datagrams") for f in flows},
         "send_errors": send.get("errors"),
     }
@@ -128,7 +140,8 @@ def flow_rows(ctx, result, idle_cores):
                 "backlogged": (None if clock != "byte" else
                                (r1.get("rate_n_min_bps") or 0) >= 0.5 * f.rate_bps),
                 "shaper": result["shaper"], "flow": f.name, "clock": clock,
-                "target_bps": f.rate_bps, "offered": f.offered, "frames": r1.get("frames", 0),
+                "target_bps": f.rate_bps, "offered": f.offered,
+                "offered_bps": result.get("offered_bps", {}).get(f.name), "frames": r1.get("frames", 0),
                 "mean_bps": mean, "error_pct": (mean - f.rate_bps) / f.rate_bps * 100,
                 "burst_mean_mtu": r1.get("max_burst_mtu"),
                 "burst_target_mtu": r1.get("max_burst_at_target_mtu"),

@@ -20,8 +20,14 @@ class Ctx:
     pass
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line naming the offending word, exit 2
+        print(f"lab: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main():
-    ap = argparse.ArgumentParser(prog="lab/lab.sh", description=(
+    ap = Parser(prog="lab/lab.sh", description=(
         "pspxdp beside tbf, htb and no shaping, on one veth wire between network namespaces. "
         "Default: the quick set (side by side; TCP through the bottleneck at two FIFO sizes). "
         "--full: every experiment (rate sweep, five classes, 96 flows, side by side, TCP at five "
@@ -44,6 +50,7 @@ def main():
     ap.add_argument("--json", action="store_true", help="print every row as one JSON object on stdout "
                     "(tables go to stderr)")
     ap.add_argument("--keep", help="keep the raw files (captures, logs, reports) in this directory")
+    ap.add_argument("--check-args", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     try:
         rate_bps(a.line_rate), rate_bps(a.bottleneck)
@@ -66,6 +73,8 @@ def main():
         print(f"lab: --seconds {seconds}: expected 1..60", file=sys.stderr)
         return 2
 
+    if a.check_args:  # lab.sh: arguments first, then the prerequisites
+        return 0
     build = os.environ.get("BUILD_DIR") or os.path.join(HERE, "..", "build")
     ctx = Ctx()
     ctx.full, ctx.seconds = a.full, seconds

@@ -22,6 +22,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 for arg in "$@"; do
     [[ $arg == -h || $arg == --help ]] && exec "$PYTHON" "$HERE/lab.py" --help
 done
+"$PYTHON" "$HERE/lab.py" --check-args "$@" || exit
 source "$HERE/netns.sh"
 psp_require lab "${PSPXDP:-$BUILD_DIR/user/pspxdp}" "$BUILD_DIR/lab/psp_traffic" "$BUILD_DIR/lab/psp_delay" \
     -- ip tc ss tcpdump iperf3 ethtool nsenter ping chrt "$PYTHON"

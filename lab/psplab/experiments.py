@@ -148,15 +148,16 @@ def tcp(ctx):
             sh = shapers.make(ctx, name.split("+")[0], ctx.bottleneck)
             r = run_tcp(ctx, sh, fifo, ctx.bottleneck, secs, ecn=name.endswith("+ecn"),
                         tag=f"tcp-{fifo}-{name}")
+            r["rtt_ms"] = rtt
+            rows.append(r)
             if name == "pspxdp" and ecn is None:
                 ecn = r["shaper_marks"] is not None  # this pspxdp marks CE: add its ECN row
                 if ecn:
                     ctx.progress(f"TCP, FIFO {fifo >> 10} KB: pspxdp+ecn")
-                    rows.append(r)
                     r = run_tcp(ctx, shapers.make(ctx, "pspxdp"), fifo,
                                 ctx.bottleneck, secs, ecn=True, tag=f"tcp-{fifo}-pspxdp-ecn")
-            r["rtt_ms"] = rtt
-            rows.append(r)
+                    r["rtt_ms"] = rtt
+                    rows.append(r)
     delay = lab.stop_delay()
     notes = [
         f"one iperf3 TCP flow (cubic) for {secs} s; RTT {num(rtt)} ms measured by ping (the "

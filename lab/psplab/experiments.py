@@ -37,7 +37,7 @@ SIDE_SHAPERS_MANY = ["pspxdp", "htb", "none"]  # tbf shapes one aggregate only
 
 def side_by_side_table(title, rows):
     t = Table(title, ["shaper", "clock", "flow", "target", "offered", "measured", "error", "backlogged", "burst@mean",
-                      "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "CPU",
+                      "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "late", "CPU",
                       "CPU/Gbit"],
               notes=[
                   "offered: what the flow's sender managed to send over the whole run (asked: 1.3x "
@@ -54,6 +54,8 @@ def side_by_side_table(title, rows):
                   "unpaced: frames pspxdp's TC program passed unpaced because the daemon's "
                   "heartbeat went stale (fail-open after a stall; the daemon runs SCHED_FIFO in "
                   "the lab unless --daemon-rt 0)",
+                  "late: the share of the capture's time pspxdp's wire idled while a class was "
+                  "backlogged (its daemon was late: underruns), which its real-time rate lacks",
                   "CPU: machine-wide cores busy during the capture minus the idle machine's; "
                   "CPU/Gbit: that in % of one core per Gbit/s delivered",
                   REAL_TIME_NOTE, BYTE_CLOCK_NOTE,
@@ -66,7 +68,7 @@ def side_by_side_table(title, rows):
               mbit(r["offered_bps"], 0), mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", _yes(r["backlogged"]), num(r["burst_mean_mtu"]),
               num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
               r["lost"], num(r["blocked"], "{}"),
-              num(r.get("unpaced"), "{}"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
+              num(r.get("unpaced"), "{}"), num(r.get("daemon_late_pct"), "{:.1f}%"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
     return t
 
 

@@ -70,10 +70,12 @@ def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=
                                      err_path=f"{base}.send{i}.err"))
         time.sleep(warmup)
         wire0 = measure.wire_drops(lab)
+        late0 = shaper.counters().get("underrun_bytes")
         cap = measure.Capture(lab, base + ".pcap")
         cpu = measure.Cpu([shaper.daemon_pid, sink.pid] + [p.pid for p in senders])
         time.sleep(seconds)
         cpu_r = cpu.stop()
+        late1 = shaper.counters().get("underrun_bytes")
         cap_r = cap.stop()
         cap_r["wire_drops"] = measure.wire_drops(lab) - wire0
         for p in senders:
@@ -111,7 +113,11 @@ def run_udp(ctx, shaper, flows, seconds, warmup=1.0, size=1472, tag="run", tail=
     blocked = {f["flow"]: f["blocked"] for f in send.get("flows", [])}
     return {
         "shaper": shaper.name, "flows": flows, "reports": reports, "cpu": cpu_r, "capture": cap_r,
-        "counters": counters, "sent": send.get("sent"), "blocked_total": send.get("blocked"),
+        "counters": counters, "sent": send.get("sent"),
+        # the share of the capture's time the wire idled while pspxdp had a
+        # class backlogged (its daemon late): why its real-time rate falls short
+        "late_share": (None if late0 is None or late1 is None else
+                       (late1 - late0) * 8 / rate_bps(ctx.line_rate) / cpu_r["seconds"]), "blocked_total": send.get("blocked"),
         "blocked": {f.name: blocked.get(f.spec()) for f in flows},
         "offered_bps": offered,
         "received": {f.name: recv.get(str(f.port), {}).get("datagrams") for f in flows},
@@ -152,6 +158,7 @@ def flow_rows(ctx, result, idle_cores):
                 "lost": result["counters"]["drops"], "marks": result["counters"].get("marks"),
                 "lost_flow": result["counters"].get("per_flow", {}).get(f.name),
                 "unpaced": result["counters"].get("passed"),
+                "daemon_late_pct": None if result.get("late_share") is None else result["late_share"] * 100,
                 "blocked": result["blocked"].get(f.name), "received": result["received"].get(f.name),
                 "capture_drops": result["capture"]["capture_drops"],
                 "wire_drops": result["capture"]["wire_drops"],

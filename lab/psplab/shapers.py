@@ -104,7 +104,12 @@ class Pspxdp:
         rx = dm.get("rx", {}) if isinstance(dm.get("rx"), dict) else {}
         rings = (rx.get("kernel_lost", 0) + sum(dm.get(k, 0) for k in ("socket_ring_full", "socket_fill_empty"))
                  + (d.get("xdp") or {}).get("no_socket", dm.get("no_socket", 0)))
-        return {"daemon_pid": d.get("daemon_pid"), "classes": classes, "lost_in_rings": rings}
+        # Byte times the wire idled although a class was backlogged: the
+        # daemon was late (descheduled, or slower than the wire).
+        eng = dm.get("engine", {}) if isinstance(dm.get("engine"), dict) else {}
+        underrun = eng.get("underrun_bytes", dm.get("underrun_bytes", 0))
+        return {"daemon_pid": d.get("daemon_pid"), "classes": classes, "lost_in_rings": rings,
+                "underrun_bytes": underrun}
 
 
 class Shaper:
@@ -121,7 +126,8 @@ class Shaper:
         raise NotImplementedError
 
     def counters(self):
-        """{"drops": frames the shaper dropped, "marks": ECN marks or None}"""
+        """{"drops": frames the shaper dropped, "marks": ECN marks or None,
+        pspxdp also "underrun_bytes": wire byte times its daemon was late}"""
         raise NotImplementedError
 
     def teardown(self):
@@ -218,7 +224,7 @@ class PspxdpShaper(Shaper):
         mine = {name: c[cid] for cid, name in self.cids if cid in c}
         marks = [x["marks"] for x in mine.values()]
         return {"drops": sum(x["drops"] for x in mine.values()) + all_["lost_in_rings"],
-                "lost_in_rings": all_["lost_in_rings"],
+                "lost_in_rings": all_["lost_in_rings"], "underrun_bytes": all_["underrun_bytes"],
                 "marks": None if any(m is None for m in marks) else sum(marks),
                 "passed": sum(x["passed"] for x in mine.values()),
                 "per_flow": {name: x["drops"] for name, x in mine.items()}}

@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ left in the checkout (run as root)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from psplab import experiments, report  # noqa: E402
 from psplab.net import Lab  # noqa: E402

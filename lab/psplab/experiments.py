@@ -167,6 +167,8 @@ def tcp(ctx):
         f"{ctx.bottleneck}, bucket {shapers.ONE_FRAME_BUCKET} B, limit = FIFO, on the router",
         f"wire: {ctx.line_rate}; tbf rows shape to the bottleneck rate under the wire model "
         f"(root tbf at {ctx.line_rate}); none: the wire model only",
+        "RTT: the sender's smoothed RTT (iperf3): what queues in the shaper and the FIFO add "
+        "to the path's",
         "shaper drops: pspxdp's class drops (its rings overflow: TCP gets no back pressure from "
         "an AF_XDP ring) or the tc qdiscs' drops; marks: ECN CE marks by the pacer ('-': this "
         "pspxdp does not mark yet, the ECN row appears once it does)",
@@ -178,13 +180,14 @@ def tcp(ctx):
     ]
     t = Table(f"TCP through a drop-tail FIFO at {ctx.bottleneck} (paper Table 5)",
               ["FIFO", "shaper", "throughput Mbit/s", "retransmits", "bottleneck drops",
-               "shaper drops", "marks", "unpaced", "CPU"], notes)
+               "shaper drops", "marks", "unpaced", "RTT mean ms", "RTT max ms", "CPU"], notes)
     for r in rows:
         if r["error"]:
             t.notes.append(f"{r['fifo_bytes'] >> 10} KB, {r['shaper']}: iperf3 failed: {r['error']}")
         t.add(f"{r['fifo_bytes'] >> 10} KB", r["shaper"], mbit(r["throughput_bps"], 1),
               num(r["retransmits"], "{}"), r["bottleneck_drops"], r["shaper_drops"],
-              num(r["shaper_marks"], "{}"), num(r.get("unpaced"), "{}"), num(r["cpu_cores"]))
+              num(r["shaper_marks"], "{}"), num(r.get("unpaced"), "{}"), num(r.get("mean_rtt_ms"), "{:.1f}"),
+              num(r.get("max_rtt_ms"), "{:.1f}"), num(r["cpu_cores"]))
     res.table(t)
     res.csv("tcp.csv", rows)
     plt = pyplot()

@@ -203,10 +203,15 @@ def run_tcp(ctx, shaper, fifo_bytes, bottleneck, seconds, ecn=False, tag="tcp"):
     ip = _load(base + ".iperf.json")
     end = ip.get("end", {})
     sent, rcvd = end.get("sum_sent", {}), end.get("sum_received", {})
+    snd = (end.get("streams") or [{}])[0].get("sender", {})
     return {
         "shaper": shaper.name + ("+ecn" if ecn else ""), "fifo_bytes": fifo_bytes,
         "bottleneck_bps": rate_bps(bottleneck),
         "throughput_bps": rcvd.get("bits_per_second"), "retransmits": sent.get("retransmits"),
+        # the sender's smoothed RTT (iperf3, us): queueing in the shaper
+        # (and the FIFO) shows here
+        "mean_rtt_ms": snd["mean_rtt"] / 1e3 if "mean_rtt" in snd else None,
+        "max_rtt_ms": snd["max_rtt"] / 1e3 if "max_rtt" in snd else None,
         "bottleneck_drops": sum(x.get("drops", 0) for x in q),
         "shaper_drops": counters["drops"], "shaper_marks": counters.get("marks"),
         "unpaced": counters.get("passed"),

@@ -134,18 +134,23 @@ def flow_rows(ctx, result, idle_cores):
     paced_gbit = sum(real1["by_name"].get(f.name, {}).get("mean_rate_bps", 0) for f in result["flows"]) / 1e9
     # Other work's kernel time varies too: a difference below 0 is noise.
     cores = max(0.0, result["cpu"]["machine_cores"] - idle_cores)
+    line = rate_bps(ctx.line_rate)
     for f in result["flows"]:
         for clock in clocks:
             r1 = reps[(clock, 1)]["by_name"].get(f.name, {})
             r10 = reps.get((clock, 10), {}).get("by_name", {}).get(f.name, {})
             mean = r1.get("mean_rate_bps") or 0
             rows.append({
-                # Backlogged throughout (on the byte clock: no interval
-                # between its frames longer than two of its frame times): only
-                # then is the mean the shaper's; a sender that cannot offer
-                # the load on a busy machine empties the class.
+                # Backlogged throughout: only then is the mean the shaper's (a
+                # sender that cannot offer the load on a busy machine empties
+                # the class, and one missed slot costs a whole interval).
+                # On the byte clock a backlogged class's frames are one
+                # interval I = w*M/r apart, give or take two full frames of
+                # other classes' blocking (w = 1538 B): no interval longer
+                # than I + 2w, i.e. rate per 1 packet >= r * M / (M + 2r).
                 "backlogged": (None if clock != "byte" else
-                               (r1.get("rate_n_min_bps") or 0) >= 0.5 * f.rate_bps),
+                               (r1.get("rate_n_min_bps") or 0) >=
+                               f.rate_bps * line / (line + 2 * f.rate_bps)),
                 "shaper": result["shaper"], "flow": f.name, "clock": clock,
                 "target_bps": f.rate_bps, "offered": f.offered,
                 "offered_bps": result.get("offered_bps", {}).get(f.name), "frames": r1.get("frames", 0),

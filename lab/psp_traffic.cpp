@@ -1,20 +1,36 @@
-// Lab traffic: a rate-limited UDP sender and a counting sink, both bounded in
+// Lab traffic: rate-limited UDP senders and a counting sink, both bounded in
 // count and time. Only for the netns lab: it sends where it is told, so the
 // lab scripts point it at addresses inside their own namespaces.
 //
-//   psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N] [--ports N]
-//       --ports N: N flows, to ports PORT..PORT+N-1 in turn, RATE in all
-//   psp_traffic sink PORT[,PORT...] --seconds S      prints JSON counts per port
-//                                                    (also when stopped early by SIGINT/SIGTERM)
+//   psp_traffic send DST PORT --rate RATE [--size BYTES] [--seconds S] [--count N] [--stamp]
+//                    [--ports N]
+//   psp_traffic send --flow DST:PORT:RATE[:START:STOP] ... [--size BYTES] [--seconds S] [--stamp]
+//   psp_traffic sink PORT[,PORT...] --seconds S [--stamped]
+//
+// send: one UDP socket per flow, each flow sending its rate (L2 bytes with
+// FCS, as the pacer counts) from START to STOP seconds (default: the whole
+// run), in one burst per 200 us wake-up: a coarse offered load, the shaper's
+// job is to smooth it. A socket that would block (a shaper holding its
+// buffer) is not waited for: the flow skips what it could not send and
+// counts it as "blocked" (one slow flow must not stall the others).
+// --stamp writes a sequence number and the send time (CLOCK_REALTIME) into
+// each datagram; sink --stamped then reports one-way delay (from the
+// kernel's receive timestamp), loss and reordering per port.
+// --ports N (the DST PORT form): N destinations PORT..PORT+N-1 in turn from
+// one unconnected socket, RATE in all (10,000 classes without 10,000 fds).
+// sink stops early on SIGINT/SIGTERM, still reading what is queued, and prints.
+// Prints one JSON object: totals, and per flow with --flow.
 #include "core/units.hpp"
 
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <csignal>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -25,190 +41,357 @@
 
 using Clock = std::chrono::steady_clock;
 
-static int usage() {
+namespace {
+
+int usage() {
     std::fprintf(stderr,
-                 "usage: psp_traffic send DST PORT --rate RATE --size BYTES [--seconds S] [--count N] "
-                 "[--ports N]\n"
-                 "       psp_traffic sink PORT[,PORT...] --seconds S\n");
+                 "usage: psp_traffic send DST PORT --rate RATE [--size BYTES] [--seconds S] "
+                 "[--count N] [--stamp] [--ports N]\n"
+                 "       psp_traffic send --flow DST:PORT:RATE[:START:STOP] ... [--size BYTES] "
+                 "[--seconds S] [--stamp]\n"
+                 "       psp_traffic sink PORT[,PORT...] --seconds S [--stamped]\n");
     return 2;
 }
 
-static bool parse_u64(const char *s, uint64_t &out) {
+bool parse_u64(const char *s, uint64_t &out) {
     char *end = nullptr;
     errno = 0;
     out = std::strtoull(s, &end, 10);
     return *s && !*end && !errno;
 }
 
-static int do_send(int argc, char **argv) {
-    if (argc < 2) return usage();
-    const char *dst = argv[0];
-    uint64_t port = 0, size = 1472, count = UINT64_MAX, ports = 1;
-    double seconds = 3;
-    uint64_t rate_bps = 0;
-    if (!parse_u64(argv[1], port) || port == 0 || port > 65535) {
-        std::fprintf(stderr, "psp_traffic: bad port \"%s\"\n", argv[1]);
-        return 2;
+bool parse_seconds(const std::string &s, double &out) {
+    char *end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    return !s.empty() && !*end && out >= 0 && out <= 600;
+}
+
+uint64_t realtime_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+// What --stamp writes at the front of each datagram.
+struct Stamp {
+    uint64_t seq;
+    uint64_t sent_ns; // CLOCK_REALTIME
+};
+
+struct Flow {
+    std::string spec, dst;
+    uint64_t port = 0, rate_bps = 0;
+    uint64_t ports = 1; // --ports: destinations port .. port + ports - 1 in turn
+    double start_s = 0, stop_s = 1e9;
+    int fd = -1;
+    double interval_ns = 0;
+    uint64_t due_done = 0; // schedule slots handled: sent + blocked + errors
+    uint64_t sent = 0, blocked = 0, errors = 0;
+};
+
+bool parse_flow(const std::string &spec, Flow &f) {
+    // DST:PORT:RATE[:START:STOP]
+    std::vector<std::string> p;
+    size_t at = 0;
+    for (;;) {
+        size_t c = spec.find(':', at);
+        p.push_back(spec.substr(at, c - at));
+        if (c == std::string::npos) break;
+        at = c + 1;
     }
-    for (int i = 2; i + 1 < argc; i += 2) {
+    if (p.size() != 3 && p.size() != 5) return false;
+    f.spec = spec;
+    f.dst = p[0];
+    auto r = pspxdp::parse_rate_bps(p[2]);
+    if (!parse_u64(p[1].c_str(), f.port) || !f.port || f.port > 65535 || !r || !*r) return false;
+    f.rate_bps = *r;
+    if (p.size() == 5 && (!parse_seconds(p[3], f.start_s) || !parse_seconds(p[4], f.stop_s) ||
+                          f.stop_s <= f.start_s))
+        return false;
+    return true;
+}
+
+int do_send(int argc, char **argv) {
+    std::vector<Flow> flows;
+    uint64_t size = 1472, count = UINT64_MAX;
+    double seconds = 3;
+    bool stamp = false;
+    int i = 0;
+    if (argc >= 2 && argv[0][0] != '-') { // the one-flow form: DST PORT --rate RATE
+        Flow f;
+        f.dst = argv[0];
+        if (!parse_u64(argv[1], f.port) || f.port == 0 || f.port > 65535) {
+            std::fprintf(stderr, "psp_traffic: bad port \"%s\"\n", argv[1]);
+            return 2;
+        }
+        f.spec = f.dst + ":" + argv[1];
+        flows.push_back(f);
+        i = 2;
+    }
+    for (; i < argc; ++i) {
         std::string o = argv[i];
+        if (o == "--stamp") {
+            stamp = true;
+            continue;
+        }
+        if (i + 1 >= argc) return usage();
+        const char *v = argv[++i];
         if (o == "--rate") {
-            auto r = pspxdp::parse_rate_bps(argv[i + 1]);
-            if (!r) {
-                std::fprintf(stderr, "psp_traffic: %s\n", r.error().c_str());
+            auto r = pspxdp::parse_rate_bps(v);
+            if (!r || flows.size() != 1) {
+                std::fprintf(stderr, "psp_traffic: --rate \"%s\": %s\n", v,
+                             r ? "only with DST PORT" : r.error().c_str());
                 return 2;
             }
-            rate_bps = *r;
+            flows[0].rate_bps = *r;
+        } else if (o == "--flow") {
+            Flow f;
+            if (!parse_flow(v, f)) {
+                std::fprintf(stderr, "psp_traffic: --flow \"%s\": expected DST:PORT:RATE[:START:STOP]\n", v);
+                return 2;
+            }
+            flows.push_back(f);
         } else if (o == "--size") {
-            if (!parse_u64(argv[i + 1], size) || size < 1 || size > 1472) {
-                std::fprintf(stderr, "psp_traffic: --size must be 1..1472 (one frame)\n");
+            if (!parse_u64(v, size) || size < sizeof(Stamp) || size > 1472) {
+                std::fprintf(stderr, "psp_traffic: --size \"%s\": expected 16..1472 (one frame)\n", v);
                 return 2;
             }
         } else if (o == "--seconds") {
-            seconds = std::atof(argv[i + 1]);
-            if (!(seconds > 0 && seconds <= 600)) {
-                std::fprintf(stderr, "psp_traffic: --seconds must be in (0, 600]\n");
+            if (!parse_seconds(v, seconds) || seconds <= 0) {
+                std::fprintf(stderr, "psp_traffic: --seconds \"%s\": expected (0, 600]\n", v);
+                return 2;
+            }
+        } else if (o == "--ports") {
+            if (flows.size() != 1 || !parse_u64(v, flows[0].ports) || flows[0].ports < 1 ||
+                flows[0].port + flows[0].ports - 1 > 65535) {
+                std::fprintf(stderr, "psp_traffic: --ports \"%s\": only with DST PORT, ports up to 65535\n", v);
                 return 2;
             }
         } else if (o == "--count") {
-            if (!parse_u64(argv[i + 1], count)) return usage();
-        } else if (o == "--ports") {
-            if (!parse_u64(argv[i + 1], ports) || ports < 1 || ports > 65536) return usage();
+            if (!parse_u64(v, count)) {
+                std::fprintf(stderr, "psp_traffic: --count \"%s\": expected a whole number\n", v);
+                return 2;
+            }
         } else {
+            std::fprintf(stderr, "psp_traffic: unknown option \"%s\"\n", o.c_str());
             return usage();
         }
     }
-    if (!rate_bps) {
-        std::fprintf(stderr, "psp_traffic: --rate is required\n");
-        return 2;
-    }
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(uint16_t(port));
-    if (inet_pton(AF_INET, dst, &sa.sin_addr) != 1) {
-        std::fprintf(stderr, "psp_traffic: bad IPv4 address \"%s\"\n", dst);
-        return 2;
-    }
-    if (port + ports - 1 > 65535) {
-        std::fprintf(stderr, "psp_traffic: ports %lu..%lu beyond 65535\n", (unsigned long)port,
-                     (unsigned long)(port + ports - 1));
-        return 2;
-    }
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    // One flow: connected. Several: sendto each port in turn (a connected
-    // socket would also collect the receiver's port-unreachable errors).
-    if (fd < 0 || (ports == 1 && connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
-        std::fprintf(stderr, "psp_traffic: socket to %s:%lu: %s\n", dst, (unsigned long)port,
-                     std::strerror(errno));
-        return 1;
-    }
-    std::vector<char> payload(size, 'p');
+    if (flows.empty()) return usage();
     // L2 bytes per datagram, FCS included, as the pacer counts them.
     const double frame_bits = double(std::max<uint64_t>(size + 42, 60) + 4) * 8;
-    const double interval_ns = frame_bits * 1e9 / double(rate_bps);
-    uint64_t sent = 0, errors = 0;
+    for (auto &f : flows) {
+        if (!f.rate_bps) {
+            std::fprintf(stderr, "psp_traffic: %s: no rate (--rate RATE)\n", f.spec.c_str());
+            return 2;
+        }
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(uint16_t(f.port));
+        if (inet_pton(AF_INET, f.dst.c_str(), &sa.sin_addr) != 1) {
+            std::fprintf(stderr, "psp_traffic: bad IPv4 address \"%s\"\n", f.dst.c_str());
+            return 2;
+        }
+        f.fd = socket(AF_INET, SOCK_DGRAM, 0);
+        if (f.fd < 0 || (f.ports == 1 && connect(f.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
+            std::fprintf(stderr, "psp_traffic: socket to %s: %s\n", f.spec.c_str(), std::strerror(errno));
+            return 1;
+        }
+        f.interval_ns = frame_bits * 1e9 / double(f.rate_bps);
+        f.stop_s = std::min(f.stop_s, seconds);
+    }
+    std::vector<char> payload(size, 'p');
+    uint64_t total = 0;
     auto t0 = Clock::now();
     auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    while (sent + errors < count) {
+    while (total < count) {
         auto now = Clock::now();
         if (now >= end) break;
-        // Send what is due by now, in one burst per wake-up (a coarse offered
-        // load: the pacer's job is to smooth it).
         double elapsed_ns = std::chrono::duration<double, std::nano>(now - t0).count();
-        uint64_t due = uint64_t(elapsed_ns / interval_ns) + 1;
-        while (sent + errors < due && sent + errors < count) {
-            ssize_t rc;
-            if (ports == 1) {
-                rc = send(fd, payload.data(), payload.size(), 0);
-            } else {
-                sa.sin_port = htons(uint16_t(port + (sent + errors) % ports));
-                rc = sendto(fd, payload.data(), payload.size(), 0, reinterpret_cast<sockaddr *>(&sa),
-                            sizeof sa);
+        for (auto &f : flows) {
+            double on_ns = elapsed_ns - f.start_s * 1e9;
+            if (on_ns < 0 || elapsed_ns >= f.stop_s * 1e9) continue;
+            uint64_t due = uint64_t(on_ns / f.interval_ns) + 1;
+            while (f.due_done < due && total < count) {
+                ++f.due_done;
+                if (stamp) {
+                    Stamp s{f.sent, realtime_ns()};
+                    std::memcpy(payload.data(), &s, sizeof s);
+                }
+                ssize_t rc;
+                if (f.ports == 1) {
+                    rc = send(f.fd, payload.data(), payload.size(), MSG_DONTWAIT);
+                } else {
+                    sockaddr_in to{};
+                    to.sin_family = AF_INET;
+                    inet_pton(AF_INET, f.dst.c_str(), &to.sin_addr);
+                    to.sin_port = htons(uint16_t(f.port + f.due_done % f.ports));
+                    rc = sendto(f.fd, payload.data(), payload.size(), MSG_DONTWAIT,
+                                reinterpret_cast<sockaddr *>(&to), sizeof to);
+                }
+                if (rc >= 0) {
+                    ++f.sent;
+                    ++total;
+                } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    // The socket is full (a shaper holds its buffer): skip
+                    // this wake-up's rest, count what was not sent.
+                    f.blocked += due - f.due_done + 1;
+                    f.due_done = due;
+                } else {
+                    ++f.errors;
+                }
             }
-            if (rc < 0)
-                ++errors;
-            else
-                ++sent;
         }
         usleep(200);
     }
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("{\"sent\":%lu,\"errors\":%lu,\"seconds\":%.3f,\"offered_bps\":%.0f}\n",
-                (unsigned long)sent, (unsigned long)errors, secs, double(sent) * frame_bits / secs);
-    close(fd);
+    uint64_t sent = 0, blocked = 0, errors = 0;
+    for (auto &f : flows) {
+        sent += f.sent;
+        blocked += f.blocked;
+        errors += f.errors;
+    }
+    std::printf("{\"sent\":%lu,\"blocked\":%lu,\"errors\":%lu,\"seconds\":%.3f,\"offered_bps\":%.0f",
+                (unsigned long)sent, (unsigned long)blocked, (unsigned long)errors, secs,
+                double(sent) * frame_bits / secs);
+    std::printf(",\"flows\":[");
+    for (size_t k = 0; k < flows.size(); ++k) {
+        const Flow &f = flows[k];
+        std::printf("%s{\"flow\":\"%s\",\"sent\":%lu,\"blocked\":%lu,\"errors\":%lu}", k ? "," : "",
+                    f.spec.c_str(), (unsigned long)f.sent, (unsigned long)f.blocked,
+                    (unsigned long)f.errors);
+        close(f.fd);
+    }
+    std::printf("]}\n");
     return 0;
 }
 
-static volatile sig_atomic_t g_stop_sink = 0;
-static void stop_sink(int) { g_stop_sink = 1; }
+// One-way delay samples of a stamped port: bounded (the first kMaxSamples).
+constexpr size_t kMaxSamples = 1 << 21;
 
-static int do_sink(int argc, char **argv) {
+struct PortStats {
+    uint16_t port = 0;
+    int fd = -1;
+    uint64_t datagrams = 0, bytes = 0, reordered = 0, max_seq = 0;
+    bool any = false;
+    std::vector<double> owd_us;
+};
+
+volatile sig_atomic_t g_stop_sink = 0;
+void stop_sink(int) { g_stop_sink = 1; }
+
+int do_sink(int argc, char **argv) {
     if (argc < 1) return usage();
     double seconds = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::string(argv[i]) != "--seconds") return usage();
-        seconds = std::atof(argv[i + 1]);
-        if (!(seconds > 0 && seconds <= 600)) {
-            std::fprintf(stderr, "psp_traffic: --seconds must be in (0, 600]\n");
-            return 2;
+    bool stamped = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string o = argv[i];
+        if (o == "--stamped") {
+            stamped = true;
+        } else if (o == "--seconds" && i + 1 < argc) {
+            if (!parse_seconds(argv[++i], seconds) || seconds <= 0) {
+                std::fprintf(stderr, "psp_traffic: --seconds \"%s\": expected (0, 600]\n", argv[i]);
+                return 2;
+            }
+        } else {
+            return usage();
         }
     }
-    std::vector<uint16_t> ports;
+    std::vector<PortStats> ports;
     for (char *tok = std::strtok(argv[0], ","); tok; tok = std::strtok(nullptr, ",")) {
         uint64_t p;
         if (!parse_u64(tok, p) || !p || p > 65535) {
             std::fprintf(stderr, "psp_traffic: bad port \"%s\"\n", tok);
             return 2;
         }
-        ports.push_back(uint16_t(p));
+        PortStats ps;
+        ps.port = uint16_t(p);
+        ports.push_back(std::move(ps));
     }
     std::vector<pollfd> fds;
-    for (uint16_t p : ports) {
+    for (auto &ps : ports) {
         int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-        int buf = 8 << 20;
+        int buf = 8 << 20, one = 1;
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+        if (stamped) setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
         sockaddr_in sa{};
         sa.sin_family = AF_INET;
-        sa.sin_port = htons(p);
+        sa.sin_port = htons(ps.port);
         if (fd < 0 || bind(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0) {
-            std::fprintf(stderr, "psp_traffic: bind port %u: %s\n", p, std::strerror(errno));
+            std::fprintf(stderr, "psp_traffic: bind port %u: %s\n", ps.port, std::strerror(errno));
             return 1;
         }
+        ps.fd = fd;
         fds.push_back(pollfd{fd, POLLIN, 0});
     }
-    std::vector<uint64_t> got(ports.size()), bytes(ports.size());
     auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    char buf[65536];
+    static char buf[65536];
+    char ctrl[CMSG_SPACE(sizeof(timespec))];
     // A caller that knows the traffic is over (the soak, once the pacer has
     // drained) stops the sink early; it still reads what is queued and prints.
     struct sigaction sa {};
     sa.sa_handler = stop_sink;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-    while (Clock::now() < end && !g_stop_sink) {
-        if (poll(fds.data(), fds.size(), 50) <= 0) continue;
-        for (size_t i = 0; i < fds.size(); ++i) {
-            ssize_t n;
-            while ((n = recv(fds[i].fd, buf, sizeof buf, 0)) > 0) {
-                ++got[i];
-                bytes[i] += uint64_t(n);
+    for (bool last = false;; ) {
+        last = last || Clock::now() >= end || g_stop_sink;
+        if (!last && poll(fds.data(), fds.size(), 50) <= 0) continue;
+        for (auto &ps : ports) {
+            for (;;) {
+                iovec iov{buf, sizeof buf};
+                msghdr mh{};
+                mh.msg_iov = &iov;
+                mh.msg_iovlen = 1;
+                mh.msg_control = ctrl;
+                mh.msg_controllen = sizeof ctrl;
+                ssize_t n = recvmsg(ps.fd, &mh, 0);
+                if (n <= 0) break;
+                ++ps.datagrams;
+                ps.bytes += uint64_t(n);
+                if (!stamped || size_t(n) < sizeof(Stamp)) continue;
+                Stamp s;
+                std::memcpy(&s, buf, sizeof s);
+                if (ps.any && s.seq < ps.max_seq) ++ps.reordered;
+                ps.max_seq = ps.any ? std::max(ps.max_seq, s.seq) : s.seq;
+                ps.any = true;
+                for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS &&
+                        ps.owd_us.size() < kMaxSamples) {
+                        timespec ts;
+                        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                        uint64_t rx = uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+                        ps.owd_us.push_back((double(rx) - double(s.sent_ns)) / 1e3);
+                    }
             }
         }
-    }
-    for (size_t i = 0; i < fds.size(); ++i) { // what arrived before the stop
-        ssize_t n;
-        while ((n = recv(fds[i].fd, buf, sizeof buf, 0)) > 0) {
-            ++got[i];
-            bytes[i] += uint64_t(n);
-        }
+        if (last) break; // what arrived before the stop is read
     }
     std::printf("{");
-    for (size_t i = 0; i < ports.size(); ++i)
-        std::printf("%s\"%u\":{\"datagrams\":%lu,\"bytes\":%lu}", i ? "," : "", ports[i],
-                    (unsigned long)got[i], (unsigned long)bytes[i]);
+    for (size_t i = 0; i < ports.size(); ++i) {
+        auto &ps = ports[i];
+        std::printf("%s\"%u\":{\"datagrams\":%lu,\"bytes\":%lu", i ? "," : "", ps.port,
+                    (unsigned long)ps.datagrams, (unsigned long)ps.bytes);
+        if (stamped) {
+            auto &v = ps.owd_us;
+            std::sort(v.begin(), v.end());
+            auto q = [&](double p) { return v.empty() ? 0.0 : v[size_t(p * double(v.size() - 1))]; };
+            double sum = 0;
+            for (double x : v) sum += x;
+            std::printf(",\"reordered\":%lu,\"lost\":%lu,\"owd_samples\":%zu,\"owd_min_us\":%.1f,"
+                        "\"owd_mean_us\":%.1f,\"owd_p50_us\":%.1f,\"owd_p99_us\":%.1f,"
+                        "\"owd_max_us\":%.1f",
+                        (unsigned long)ps.reordered,
+                        (unsigned long)(ps.any ? ps.max_seq + 1 - std::min(ps.max_seq + 1, ps.datagrams) : 0),
+                        v.size(), q(0), v.empty() ? 0.0 : sum / double(v.size()), q(0.5), q(0.99),
+                        q(1));
+        }
+        std::printf("}");
+    }
     std::printf("}\n");
     return 0;
 }
+
+} // namespace
 
 int main(int argc, char **argv) {
     if (argc < 2) return usage();

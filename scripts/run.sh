@@ -2,10 +2,11 @@
 # Sets up, builds and runs pspxdp's main job on its embedded default:
 #   1. the paper's experiments replayed through the engine on a simulated
 #      1 Gbit/s wire (pspxdp simulate);
-#   2. the netns lab (lab/lab.sh): pspxdp attached to a veth wire between two
-#      namespaces, three paced UDP classes and a greedy unclassified flow,
-#      everything captured and judged on the byte clock.
-# Options after -- go to lab/lab.sh (e.g. -- --seconds 5 --keep /tmp/lab).
+#   2. the lab's quick set (lab/lab.sh): pspxdp beside tbf, htb and no shaping
+#      on one veth wire between network namespaces, judged by pspxdp analyze
+#      (byte clock and real time), and TCP through a small-buffer bottleneck;
+#      tables on stdout, CSV/PNG under docs/results/<date>-<what>/.
+# Options after -- go to lab/lab.sh (e.g. -- --full, -- --out /tmp/results).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,0 +1,167 @@
+"""Measuring: the capture on the wire's far end, `pspxdp analyze` (the one
+judge for every shaper), CPU, and 10 ms rate bins for the time plots."""
+import json
+import os
+import re
+import signal
+import struct
+import subprocess
+import time
+
+from .net import sh
+
+WIRE_OVERHEAD = 24  # FCS + preamble/SFD + IFG, DESIGN.md §2
+
+
+class Capture:
+    """tcpdump on RIN in R, nanosecond timestamps, every frame (PAUSE too)."""
+
+    def __init__(self, lab, path):
+        self.lab, self.path = lab, path
+        self.log = path + ".log"
+        self.p = lab.spawn(lab.r.cmd("nice", "-n", "-10", "tcpdump", "-i", lab.rin, "-Q", "in", "-s", "96", "-B", "524288",
+                                     "--time-stamp-precision=nano", "-w", path), err_path=self.log)
+        # tcpdump is capturing once it says "listening"
+        for _ in range(50):
+            time.sleep(0.05)
+            if "listening" in open(self.log).read():
+                break
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        self.lab.reap(self.p, 10)
+        text = open(self.log).read()
+        m = re.search(r"(\d+) packets? dropped by kernel", text)
+        c = re.search(r"(\d+) packets? captured", text)
+        return {"captured": int(c.group(1)) if c else None, "capture_drops": int(m.group(1)) if m else None}
+
+
+class Cpu:
+    """CPU over an interval, in cores (1.0 = one core busy): the kernel's
+    time machine-wide (system + irq + softirq: where packets are moved,
+    whoever's they are) plus the user time of the lab's own processes (the
+    pacer daemon, senders, sinks). Other work on the machine is mostly user
+    time (compilers) and stays out; what kernel time it adds is measured
+    idle first (idle_cpu) and subtracted by the caller."""
+
+    @staticmethod
+    def _stat():
+        v = list(map(int, open("/proc/stat").readline().split()[1:9]))
+        return v[2] + v[5] + v[6], sum(v)  # system + irq + softirq, all
+
+    @staticmethod
+    def _user(pid):
+        try:
+            return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[11])
+        except (OSError, IndexError, TypeError, ValueError):
+            return None
+
+    def __init__(self, pids=()):
+        self.pids = [p for p in pids if p]
+        self.t0 = time.monotonic()
+        self.k0, self.a0 = self._stat()
+        self.u0 = {p: self._user(p) for p in self.pids}
+
+    def stop(self):
+        dt = time.monotonic() - self.t0
+        k1, a1 = self._stat()
+        ncpu = os.cpu_count() or 1
+        hz = os.sysconf("SC_CLK_TCK")
+        kernel = (k1 - self.k0) / max(1, a1 - self.a0) * ncpu
+        user = 0.0
+        for p, u0 in self.u0.items():
+            u1 = self._user(p)
+            if u0 is not None and u1 is not None:
+                user += (u1 - u0) / hz / dt
+        return {"kernel_cores": kernel, "user_cores": user, "machine_cores": kernel + user,
+                "seconds": dt}
+
+
+def wire_drops(lab):
+    """Frames lost on the wire itself, before the capture sees them: the
+    sending veth's tx drops (the receiving side's backlog was full). A lost
+    PAUSE frame would shorten the byte clock, a lost real frame the measured
+    rate: a capture is complete only when this stays 0 over a run. (The
+    receiving veth's rx drops are no loss: every PAUSE frame is counted there
+    after the capture saw it, the stack has no handler for 0x8808.)"""
+    d = json.loads(lab.s.run("ip", "-s", "-j", "link", "show", lab.dev))[0]["stats64"]
+    return d["tx"]["dropped"]
+
+
+def idle_cpu(seconds=1.0):
+    """The machine's kernel time without the lab (other work on it):
+    subtracted from a row's figure, reported beside it."""
+    c = Cpu()
+    time.sleep(seconds)
+    return c.stop()["kernel_cores"]
+
+
+def analyze(pspxdp, pcap, flows, clock, line_rate, window=1):
+    """`pspxdp analyze` JSON, flows by name: [(name, selector, target_rate)]."""
+    args = [pspxdp, "analyze", pcap, "-j", "--window", str(window)]
+    args += ["--line-rate", line_rate] if clock == "byte" else ["--real-time"]
+    for name, sel, target in flows:
+        args += ["--flow", f"{name}={sel}"]
+        if target:
+            args += ["--target", f"{name}={target}"]
+    d = json.loads(sh(args, timeout=600))
+    d["by_name"] = {f["name"]: f for f in d["flows"]}
+    return d
+
+
+def read_pcap(path, port_of_interest):
+    """Yields (time_ns, wire_bytes, dport or None) for every frame of a
+    nanosecond pcap; dport only for IPv4 UDP/TCP frames whose port is in
+    port_of_interest. The byte clock itself is `pspxdp analyze`'s; this is
+    only for the 10 ms bins of the time plots."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack_from("<I", data, 0)[0]
+    if magic not in (0xA1B23C4D, 0xA1B2C3D4):
+        raise ValueError(f"{path}: not a little-endian pcap")
+    scale = 1 if magic == 0xA1B23C4D else 1000
+    off = 24
+    n = len(data)
+    while off + 16 <= n:
+        sec, frac, incl, orig = struct.unpack_from("<IIII", data, off)
+        off += 16
+        pkt = data[off:off + incl]
+        off += incl
+        port = None
+        if incl >= 38 and pkt[12:14] == b"\x08\x00" and pkt[23] in (6, 17):
+            ihl = (pkt[14] & 0x0F) * 4
+            if incl >= 14 + ihl + 4:
+                p = struct.unpack_from("!H", pkt, 14 + ihl + 2)[0]
+                if p in port_of_interest:
+                    port = p
+        yield sec * 1_000_000_000 + frac * scale, max(orig, 60) + WIRE_OVERHEAD, port
+
+
+def rate_bins(path, ports, line_rate_bps, bin_s=0.010):
+    """Per port: L2 rate (FCS included) in bins of bin_s, on the real clock
+    (capture time) and on the byte clock (wire bytes of all frames so far
+    over the line rate; the idle wire does not advance it)."""
+    real, byte = {p: {} for p in ports}, {p: {} for p in ports}
+    t0 = None
+    clock_bytes = 0
+    for t, wire, port in read_pcap(path, set(ports)):
+        if t0 is None:
+            t0 = t
+        if port is not None:
+            l2 = wire - WIRE_OVERHEAD + 4
+            rb = int((t - t0) / 1e9 / bin_s)
+            bb = int(clock_bytes * 8 / line_rate_bps / bin_s)
+            real[port][rb] = real[port].get(rb, 0) + l2
+            byte[port][bb] = byte[port].get(bb, 0) + l2
+        clock_bytes += wire
+    def series(d):
+        out = {}
+        for p, bins in d.items():
+            if not bins:
+                out[p] = ([], [])
+                continue
+            hi = max(bins)
+            xs = [i * bin_s for i in range(hi + 1)]
+            out[p] = (xs, [bins.get(i, 0) * 8 / bin_s for i in range(hi + 1)])
+        return out
+    return series(real), series(byte)

@@ -1,0 +1,193 @@
+"""The lab's network: namespaces, veths, processes, and their removal.
+
+Topology (every name carries the run's pid, so parallel runs never collide):
+
+    S (sender) --wire--> R (router) --bottleneck--> D (receivers)
+      DEV ................ RIN   ROUT ................ DIN
+      SRET <-- L (delay line) <-------------------- DRET
+
+- the wire DEV -> RIN is what pspxdp paces, or tc shapes; the capture is
+  taken on RIN (PAUSE gap frames included);
+- the bottleneck is a tbf on ROUT (rate B, a one-frame bucket, limit = the
+  FIFO's size in bytes): a drop-tail FIFO served at B;
+- the return path D -> S (ACKs) goes through the delay line in L: a separate
+  veth pair, so the forward (data) path stays pure kernel and the delay line
+  handles only ACKs (a few per data frame, at a small fraction of the data
+  rate: cheap and accurate).
+
+Everything the lab starts is recorded here and removed by Lab.teardown(),
+which the driver runs on exit, error or signal.
+"""
+import json
+import os
+import signal
+import subprocess
+import time
+
+NET = "10.80"  # 10.80.0.0/24 wire, .1 router-receivers, .2 D-L, .3 L-S
+
+
+def sh(argv, check=True, timeout=60, capture=True):
+    r = subprocess.run(argv, capture_output=capture, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))}: exit {r.returncode}: "
+                           f"{(r.stderr or '').strip()[:400]}")
+    return r.stdout if capture else ""
+
+
+class Ns:
+    def __init__(self, name):
+        self.name = name
+
+    def cmd(self, *argv):
+        # nsenter keeps the mount namespace: bpffs pins stay visible
+        # (ip netns exec remounts /sys and hides them).
+        return ["nsenter", f"--net=/run/netns/{self.name}", *map(str, argv)]
+
+    def run(self, *argv, check=True, timeout=60):
+        return sh(self.cmd(*argv), check=check, timeout=timeout)
+
+    def sysctl(self, key, value):
+        self.run("sysctl", "-qw", f"{key}={value}")
+
+    def mac(self, dev):
+        return json.loads(self.run("ip", "-j", "link", "show", dev))[0]["address"]
+
+
+class Lab:
+    def __init__(self, build, tag=None):
+        self.build = build
+        self.pid = os.getpid()
+        self.tag = tag or f"psp-lab{self.pid}"
+        self.namespaces = []
+        self.procs = []
+        self.pspxdp_devs = []  # (ns, dev) pspxdp is attached to
+        p = f"pl{self.pid}"
+        self.dev, self.rin, self.rout, self.din = p + "w", p + "r", p + "o", p + "i"
+        self.dret, self.lin, self.lout, self.sret = p + "x", p + "y", p + "z", p + "k"
+        self.ip_s = f"{NET}.0.1"
+        self.ip_r = f"{NET}.0.2"
+        self.ip_d = f"{NET}.1.2"
+        self.delay = None
+
+    # --- building
+    def netns(self, suffix):
+        ns = Ns(f"{self.tag}-{suffix}")
+        sh(["ip", "netns", "add", ns.name])
+        self.namespaces.append(ns)
+        ns.run("ip", "link", "set", "lo", "up")
+        ns.sysctl("net.ipv6.conf.all.disable_ipv6", 1)
+        ns.sysctl("net.ipv6.conf.default.disable_ipv6", 1)
+        return ns
+
+    def veth(self, ns_a, a, ns_b, b):
+        ns_a.run("ip", "link", "add", a, "type", "veth", "peer", "name", b, "netns", ns_b.name)
+        ns_a.run("ip", "link", "set", a, "up")
+        ns_b.run("ip", "link", "set", b, "up")
+
+    def build_topology(self, receivers=16):
+        """receivers: how many receiver addresses D holds (10.80.1.10 ...)."""
+        self.s, self.r, self.d, self.l = (self.netns(x) for x in "srdl")
+        s, r, d, l = self.s, self.r, self.d, self.l
+        self.veth(s, self.dev, r, self.rin)
+        self.veth(r, self.rout, d, self.din)
+        self.veth(d, self.dret, l, self.lin)
+        self.veth(l, self.lout, s, self.sret)
+        s.run("ip", "addr", "add", f"{self.ip_s}/24", "dev", self.dev)
+        r.run("ip", "addr", "add", f"{self.ip_r}/24", "dev", self.rin)
+        r.run("ip", "addr", "add", f"{NET}.1.1/24", "dev", self.rout)
+        d.run("ip", "addr", "add", f"{self.ip_d}/24", "dev", self.din)
+        self.receivers = [f"{NET}.1.{10 + i}" for i in range(receivers)]
+        for a in self.receivers:
+            d.run("ip", "addr", "add", f"{a}/32", "dev", self.din)
+        s.run("ip", "route", "add", f"{NET}.1.0/24", "via", self.ip_r, "dev", self.dev)
+        r.sysctl("net.ipv4.ip_forward", 1)
+        # ACKs reach S on SRET while S's route to D is the wire: asymmetric
+        # on purpose, so no reverse-path filter may drop them.
+        for ns in (s, r, d):
+            for dev in ("all", "default"):
+                ns.sysctl(f"net.ipv4.conf.{dev}.rp_filter", 0)
+        s.sysctl(f"net.ipv4.conf.{self.sret}.rp_filter", 0)
+        # D's way back to S: the delay line (L has no address; it forwards
+        # frames by MAC). Checksums must be complete before it copies them.
+        d.run("ip", "route", "add", f"{NET}.0.0/24", "dev", self.dret)
+        d.run("ethtool", "-K", self.dret, "tx", "off")
+        # Static neighbours: no ARP on the wire mid-run.
+        d.run("ip", "neigh", "replace", self.ip_s, "lladdr", l.mac(self.lin), "dev", self.dret,
+              "nud", "permanent")
+        s.run("ip", "neigh", "replace", self.ip_r, "lladdr", r.mac(self.rin), "dev", self.dev,
+              "nud", "permanent")
+        r.run("ip", "neigh", "replace", self.ip_s, "lladdr", s.mac(self.dev), "dev", self.rin,
+              "nud", "permanent")
+        mac_din = d.mac(self.din)
+        for a in [self.ip_d] + self.receivers:
+            r.run("ip", "neigh", "replace", a, "lladdr", mac_din, "dev", self.rout, "nud", "permanent")
+        d.run("ip", "neigh", "replace", f"{NET}.1.1", "lladdr", r.mac(self.rout), "dev", self.din,
+              "nud", "permanent")
+        # TCP windows for a bandwidth-delay product of up to 500 Mbit/s x
+        # 200 ms; ECN answered when asked (the pacer marks, nobody else).
+        for ns in (s, d):
+            ns.sysctl("net.core.rmem_max", 64 << 20)
+            ns.sysctl("net.core.wmem_max", 64 << 20)
+            ns.sysctl("net.ipv4.tcp_rmem", f"4096 131072 {64 << 20}")
+            ns.sysctl("net.ipv4.tcp_wmem", f"4096 131072 {64 << 20}")
+        s.run("ping", "-c1", "-W2", self.ip_r)
+
+    def start_delay(self, delay_ms, seconds, out_path):
+        """The delay line on D -> S (ACKs), delay_ms one way."""
+        cmd = self.l.cmd(f"{self.build}/lab/psp_delay", "--in", self.lin, "--out", self.lout,
+                         "--dst-mac", self.s.mac(self.sret), "--delay-ms", delay_ms,
+                         "--seconds", seconds, "--rt-priority", 50)
+        self.delay = (self.spawn(cmd, out_path), out_path)
+        time.sleep(0.2)
+
+    def stop_delay(self):
+        if not self.delay:
+            return {}
+        p, path = self.delay
+        self.delay = None
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+        try:
+            return json.load(open(path))
+        except (OSError, ValueError):
+            return {}
+
+    # --- processes
+    def spawn(self, cmd, out_path=None, err_path=None):
+        out = open(out_path, "w") if out_path else subprocess.DEVNULL
+        err = open(err_path, "w") if err_path else subprocess.DEVNULL
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def reap(self, p, timeout):
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+
+    # --- removal
+    def teardown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for ns, dev in self.pspxdp_devs:
+            # lab/netns.sh's psp_teardown: detach, the daemon by its pid if
+            # detach could not stop it, pins and run files; then namespaces.
+            subprocess.run(["bash", "-c", f'source "{here}/netns.sh"; psp_teardown "$@"', "-",
+                            f"{self.build}/user/pspxdp", ns.name, "-", dev],
+                           capture_output=True, timeout=60)
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns.name], capture_output=True)
+        self.namespaces = []

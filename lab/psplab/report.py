@@ -1,0 +1,125 @@
+"""Tables (text and Markdown), CSV, plots (matplotlib) and the results
+directory: docs/results/<date>-<what>/ with the machine and the command."""
+import csv
+import datetime
+import os
+import platform
+import subprocess
+
+REAL_TIME_NOTE = ("real time: capture timestamps on a veth, i.e. the sending daemon's or qdisc's "
+                  "timer, not a NIC's serialisation clock; this VM's timers jitter by up to "
+                  "milliseconds")
+BYTE_CLOCK_NOTE = ("byte clock: each frame's time is the wire bytes of every frame before it "
+                   "(PAUSE gap frames included) over the line rate: what a NIC at that rate "
+                   "would show (DESIGN.md §5); defined only where gap frames fill the wire (pspxdp)")
+
+
+def mbit(bps, digits=3):
+    return "-" if bps is None else f"{bps / 1e6:.{digits}f}"
+
+
+def num(v, fmt="{:.2f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+class Table:
+    def __init__(self, title, headers, notes=()):
+        self.title, self.headers, self.notes, self.rows = title, headers, list(notes), []
+
+    def add(self, *cells):
+        self.rows.append([str(c) for c in cells])
+
+    def text(self):
+        w = [max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h)
+             for i, h in enumerate(self.headers)]
+        line = lambda cells: "  ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(cells))
+        out = [self.title, line(self.headers)] + [line(r) for r in self.rows]
+        out += [f"  note: {n}" for n in self.notes]
+        return "\n".join(out)
+
+    def markdown(self):
+        out = [f"**{self.title}**", "", "| " + " | ".join(self.headers) + " |",
+               "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in self.rows]
+        out += [""] + [f"- {n}" for n in self.notes]
+        return "\n".join(out)
+
+
+def machine():
+    def cmd(*a):
+        try:
+            return subprocess.run(a, capture_output=True, text=True, timeout=10).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = open("/proc/meminfo").readline().split()[1]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    commit = cmd("git", "-C", here, "describe", "--always", "--dirty")
+    return (f"{platform.node()}: Linux {platform.release()}, {os.cpu_count()} x {cpu}, "
+            f"{int(mem) // 1024} MiB RAM; {cmd('lsb_release', '-ds') or 'Linux'}; "
+            f"pspxdp {commit}; load average {open('/proc/loadavg').read().split()[:3]}")
+
+
+class Results:
+    """One experiment's directory: tables, CSV, plots, README.md."""
+
+    def __init__(self, root, what, command, started):
+        self.dir = os.path.join(root, f"{started:%Y-%m-%d}-{what}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.what, self.command, self.started = what, command, started
+        self.tables, self.files = [], []
+
+    def csv(self, name, rows):
+        if not rows:
+            return
+        path = os.path.join(self.dir, name)
+        keys = list(dict.fromkeys(k for r in rows for k in r))
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, keys)
+            w.writeheader()
+            w.writerows(rows)
+        self.files.append(name)
+
+    def table(self, t):
+        self.tables.append(t)
+        print(t.text())
+        print()
+
+    def plot_path(self, name):
+        self.files.append(name)
+        return os.path.join(self.dir, name)
+
+    def save(self, fig, name):
+        fig.tight_layout()
+        fig.savefig(self.plot_path(name), dpi=110)
+        import matplotlib.pyplot as plt
+        plt.close(fig)
+
+    def finish(self, extra=""):
+        with open(os.path.join(self.dir, "README.md"), "w") as f:
+            f.write(f"# {self.what}\n\n")
+            f.write(f"- date: {self.started:%Y-%m-%d %H:%M} UTC\n- machine: {machine()}\n")
+            f.write(f"- command: `{self.command}`\n\n")
+            if extra:
+                f.write(extra.strip() + "\n\n")
+            for t in self.tables:
+                f.write(t.markdown() + "\n\n")
+            for name in self.files:
+                if name.endswith((".png", ".svg")):
+                    f.write(f"![{name}]({name})\n\n")
+            f.write("Files: " + ", ".join(self.files) + "\n")
+
+
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc)

@@ -1,0 +1,242 @@
+"""What shapes the wire: pspxdp (through its CLI only), tbf, htb, nothing.
+
+Every shaper puts the same flows on the same wire; the driver measures them
+all the same way. The tc shapers sit under a model of the wire itself: a
+root tbf at the line rate M (a NIC serialising at M: a veth has no rate,
+without it an unshaped or tbf burst would leave at memory speed). Its bucket
+is pspxdp's default window, 64 KiB: both are timer wires on this VM and may
+catch up that much after a late wake-up (a one-frame bucket loses every late
+timer's time: it carried only ~60 % of M here). pspxdp needs no model: its
+daemon keeps the veth at M itself (never more than its window ahead of real
+time, DESIGN.md §4).
+"""
+import json
+import re
+
+from .net import sh
+
+# tc rounds a bucket to its clock ticks: at 1 Gbit/s 2000 B is the smallest
+# bucket that holds a full 1514-B frame (1514 or 1600 become 1500: every
+# full frame dropped). "One MTU" below means this.
+ONE_FRAME_BUCKET = 2000
+TYPICAL_BUCKET = 32 * 1024  # kernel-facts §7; tbf/htb configurations seen in the wild
+WIRE_QUEUE = 1000 * 1514    # the modelled NIC's queue: txqueuelen 1000 full frames
+WIRE_BUCKET = 65536         # = pspxdp attach's default --window
+SHAPER_QUEUE = 256 * 1024   # tbf's own queue (limit) in front of the wire
+
+
+def rate_bps(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)", str(text))
+    if not m:
+        raise ValueError(f"rate \"{text}\": expected e.g. 500mbit")
+    return int(float(m.group(1)) * {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}[m.group(2)])
+
+
+def fmt_rate(bps):
+    for unit, div in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
+        if bps >= div and bps % div == 0:
+            return f"{bps // div}{unit}"
+    return f"{int(bps)}bit"
+
+
+class Pspxdp:
+    """pspxdp through its command line. counters() is the one place that
+    reads its counters: a CLI change touches that function only."""
+
+    def __init__(self, binary, ns, dev):
+        self.bin, self.ns, self.dev = binary, ns, dev
+        self._help = None
+
+    def run(self, *args, timeout=60):
+        return self.ns.run(self.bin, *args, timeout=timeout)
+
+    def _has(self, command, word):
+        out = self.ns.run(self.bin, command, "--help", check=False)
+        return word in out
+
+    def attach(self, line_rate, classes, extra=()):
+        args = ["attach", self.dev, "--line-rate", line_rate]
+        # Data path v1 serves one class per pacer queue: ask for enough.
+        if self._has("attach", "max classes served"):
+            args += ["--queues", max(16, classes + 1)]
+        self.run(*args, *extra, timeout=120)
+
+    def class_set(self, cid, rate):
+        self.run("class", "set", self.dev, cid, rate)
+
+    def class_del(self, cid):
+        self.run("class", "del", self.dev, cid)
+
+    def filter_port(self, proto, port, cid):
+        self.run("filter", "add", self.dev, "proto", proto, "dport", port, "classid", cid)
+
+    def filter_del_port(self, proto, port):
+        self.run("filter", "del", self.dev, "proto", proto, "dport", port)
+
+    def detach(self):
+        self.run("detach", self.dev, timeout=120)
+
+    def counters(self):
+        """{"daemon_pid": int|None, "classes": {CLASSID: {tx_frames, tx_bytes,
+        drops, marks (None: this pspxdp does not mark), backlog}}}. Reads
+        `stats -j` when the CLI has it, else `status -j`; drop counters are
+        either one "drops" or the data path's drop_* family (summed)."""
+        cmd = "stats" if self._has("--help", "  stats ") else "status"
+        d = json.loads(self.run(cmd, self.dev, "-j"))
+        classes = {}
+        for c in d.get("classes", []):
+            drops = c.get("drops")
+            if drops is None:
+                drops = sum(v for k, v in c.items() if k.startswith("drop") and isinstance(v, int))
+            marks = c.get("ce_marked", c.get("marks"))
+            classes[c["class"]] = {
+                "tx_frames": c.get("tx_frames", 0), "tx_bytes": c.get("tx_bytes", 0),
+                "drops": drops, "marks": marks,
+                # classified but passed unpaced: the pacer was taken for dead
+                # (fail-open: a daemon stalled past the heartbeat timeout)
+                "passed": c.get("tc_passed", 0),
+                "backlog": c.get("backlog", c.get("backlog_frames", 0)),
+            }
+        # Frames lost inside pspxdp but no class's: its sockets' rings
+        # (kernel: ring full, no free frame to fill) and frames on a queue
+        # without a socket.
+        dm = d.get("daemon") or {}
+        rx = dm.get("rx", {}) if isinstance(dm.get("rx"), dict) else {}
+        rings = (rx.get("kernel_lost", 0) + sum(dm.get(k, 0) for k in ("socket_ring_full", "socket_fill_empty"))
+                 + (d.get("xdp") or {}).get("no_socket", dm.get("no_socket", 0)))
+        # Byte times the wire idled although a class was backlogged: the
+        # daemon was late (descheduled, or slower than the wire).
+        eng = dm.get("engine", {}) if isinstance(dm.get("engine"), dict) else {}
+        underrun = eng.get("underrun_bytes", dm.get("underrun_bytes", 0))
+        return {"daemon_pid": d.get("daemon_pid"), "classes": classes, "lost_in_rings": rings,
+                "underrun_bytes": underrun}
+
+
+class Shaper:
+    """name: the row's label; clock: which clocks the capture can be judged
+    on ("byte" needs gap frames: pspxdp only)."""
+    name = "?"
+    clocks = ("real",)
+    daemon_pid = None
+
+    def __init__(self, lab, line_rate):
+        self.lab, self.line_rate = lab, line_rate
+
+    def setup(self, flows, proto="udp"):
+        raise NotImplementedError
+
+    def counters(self):
+        """{"drops": frames the shaper dropped, "marks": ECN marks or None,
+        pspxdp also "underrun_bytes": wire byte times its daemon was late}"""
+        raise NotImplementedError
+
+    def teardown(self):
+        raise NotImplementedError
+
+
+class TcShaper(Shaper):
+    """kind: none | tbf-tight | tbf-typical | htb (one class per flow, u32)."""
+
+    def __init__(self, lab, line_rate, kind, rate=None):
+        super().__init__(lab, line_rate)
+        self.kind, self.rate = kind, rate
+        self.name = kind
+
+    def tc(self, *args):
+        self.lab.s.run("tc", *args)
+
+    def describe(self, flows):
+        wire = (f"root tbf rate {self.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} "
+                f"(the wire at M)")
+        if self.kind == "none":
+            return wire
+        if self.kind.startswith("tbf"):
+            b = ONE_FRAME_BUCKET if self.kind == "tbf-tight" else TYPICAL_BUCKET
+            return f"{wire} + tbf rate {self.rate or flows[0].rate} burst {b} limit {SHAPER_QUEUE}"
+        return f"{wire} + htb, one class per flow (rate = ceil = target, default burst), u32 on dport"
+
+    def setup(self, flows, proto="udp"):
+        dev = self.lab.dev
+        self.tc("qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", self.line_rate,
+                "burst", WIRE_BUCKET, "limit", WIRE_QUEUE)
+        if self.kind.startswith("tbf"):
+            if len(flows) != 1 and not self.rate:
+                raise ValueError("tbf shapes one aggregate: one flow, or give its rate")
+            b = ONE_FRAME_BUCKET if self.kind == "tbf-tight" else TYPICAL_BUCKET
+            self.tc("qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf", "rate",
+                    self.rate or flows[0].rate, "burst", b, "limit", SHAPER_QUEUE)
+        elif self.kind == "htb":
+            self.tc("qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb", "default", "0")
+            for i, f in enumerate(flows, 1):
+                cid = f"10:{i:x}"
+                self.tc("class", "add", "dev", dev, "parent", "10:", "classid", cid, "htb", "rate",
+                        f.rate, "ceil", f.rate)
+                self.tc("filter", "add", "dev", dev, "parent", "10:", "protocol", "ip", "prio", "1",
+                        "u32", "match", "ip", "dport", f.port, "0xffff", "flowid", cid)
+        elif self.kind != "none":
+            raise ValueError(f"unknown shaper {self.kind}")
+
+    def counters(self):
+        q = json.loads(self.lab.s.run("tc", "-s", "-j", "qdisc", "show", "dev", self.lab.dev))
+        return {"drops": sum(x.get("drops", 0) for x in q), "marks": None}
+
+    def teardown(self):
+        self.lab.s.run("tc", "qdisc", "del", "dev", self.lab.dev, "root", check=False)
+
+
+class PspxdpShaper(Shaper):
+    name = "pspxdp"
+    clocks = ("byte", "real")
+
+    def __init__(self, lab, line_rate, extra=(), rt_priority=0):
+        super().__init__(lab, line_rate)
+        self.p = Pspxdp(f"{lab.build}/user/pspxdp", lab.s, lab.dev)
+        self.extra = extra
+        self.rt_priority = rt_priority
+        self.cids = []  # (class id, flow name)
+
+    def describe(self, flows):
+        rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
+              "; daemon at normal priority")
+        return (f"pspxdp attach --line-rate {self.line_rate}, one paced class per flow, filter on "
+                f"dport{rt}")
+
+    def setup(self, flows, proto="udp"):
+        self.lab.pspxdp_devs.append((self.lab.s, self.lab.dev))
+        self.p.attach(self.line_rate, len(flows), self.extra)
+        for i, f in enumerate(flows, 1):
+            cid = f"1:{i:x}"
+            self.p.class_set(cid, f.rate)
+            self.p.filter_port(proto, f.port, cid)
+            self.cids.append((cid, f.name))
+        self.daemon_pid = self.p.counters()["daemon_pid"]
+        if self.rt_priority and self.daemon_pid:
+            # The kernel's shapers run in its timer softirq, ahead of every
+            # process; a pacing daemon is deployed real-time likewise. At
+            # normal priority on a busy machine it stalls for tens of ms, the
+            # heartbeat goes stale and TC passes traffic unpaced (fail-open):
+            # counted as "passed" below.
+            sh(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.daemon_pid)])
+
+    def counters(self):
+        all_ = self.p.counters()
+        c = all_["classes"]
+        mine = {name: c[cid] for cid, name in self.cids if cid in c}
+        marks = [x["marks"] for x in mine.values()]
+        return {"drops": sum(x["drops"] for x in mine.values()) + all_["lost_in_rings"],
+                "lost_in_rings": all_["lost_in_rings"], "underrun_bytes": all_["underrun_bytes"],
+                "marks": None if any(m is None for m in marks) else sum(marks),
+                "passed": sum(x["passed"] for x in mine.values()),
+                "per_flow": {name: x["drops"] for name, x in mine.items()}}
+
+    def teardown(self):
+        self.p.detach()
+        self.lab.pspxdp_devs.remove((self.lab.s, self.lab.dev))
+        self.cids = []
+
+
+def make(ctx, name, rate=None):
+    lab, line_rate = ctx.lab, ctx.line_rate
+    if name == "pspxdp":
+        return PspxdpShaper(lab, line_rate, rt_priority=ctx.daemon_rt)
+    return TcShaper(lab, line_rate, name, rate)

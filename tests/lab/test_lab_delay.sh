@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The lab's delay line (lab/psp_delay): three throwaway namespaces A - L - B,
+# the delay line in L forwarding A's frames to B with a fixed delay.
+#   1. accuracy: stamped UDP probes (2000/s for 3 s) through a 20 ms delay:
+#      the one-way delay at B's kernel minus 20 ms, median within 1 % of the
+#      delay (the figure a TCP RTT feels); mean, p99 and max reported (this
+#      VM's timer stalls reach milliseconds: reported, not asserted);
+#      no probe lost, none reordered;
+#   2. bounded memory: a flood (1472 B at ~90 Mbit/s) into a 64 KiB buffer
+#      that 20 ms of it (~230 KB) overflows: the buffer never holds more than its
+#      size, the delay line's resident memory stays bounded, every frame sent
+#      is received or counted as dropped, still none reordered.
+# Everything carries the prefix psp-dly / psd and is removed on exit.
+# Exit 77 = skipped (not root, not built).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
+DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+psp_require test_lab_delay "$DELAY" "$TRAFFIC" -- ip python3 nsenter timeout ethtool
+
+TAG=psp-dly$$
+A=$TAG-a L=$TAG-l B=$TAG-b
+TMP=$(mktemp -d /tmp/psp-dly.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    ip netns del $A 2>/dev/null; ip netns del $L 2>/dev/null; ip netns del $B 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+die() { echo "FAIL - $*"; exit 1; }
+
+for ns in $A $L $B; do
+    ip netns add $ns || die "cannot create namespace $ns"
+    ip -n $ns link set lo up
+    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+done
+ip -n $A link add psd$$a type veth peer name psd$$la netns $L || die "veth A-L"
+ip -n $L link add psd$$lb type veth peer name psd$$b netns $B || die "veth L-B"
+for x in "$A psd$$a" "$L psd$$la" "$L psd$$lb" "$B psd$$b"; do ip -n ${x% *} link set ${x#* } up; done
+# Checksums must be complete before the delay line copies a frame (a veth
+# hands AF_PACKET partial checksums otherwise, and B drops every datagram).
+ip netns exec $A ethtool -K psd$$a tx off >/dev/null || die "ethtool -K tx off"
+ip -n $A addr add 10.76.0.1/24 dev psd$$a
+ip -n $B addr add 10.76.0.2/24 dev psd$$b
+mac() { ip -n "$1" -br link show "$2" | awk '{print $3}'; }
+# A sends to L's MAC (the delay line's input); the delay line rewrites it to B's.
+ip -n $A neigh replace 10.76.0.2 lladdr "$(mac $L psd$$la)" dev psd$$a nud permanent
+MAC_B=$(mac $B psd$$b)
+A_="nsenter --net=/run/netns/$A" L_="nsenter --net=/run/netns/$L" B_="nsenter --net=/run/netns/$B"
+
+run() { # run NAME DELAY_MS BUFFER SECONDS -- SENDER-ARGS...: one delay line, one sink, one sender
+    local name=$1 ms=$2 buffer=$3 secs=$4; shift 5
+    $L_ timeout $((secs + 10)) "$DELAY" --in psd$$la --out psd$$lb --dst-mac "$MAC_B" \
+        --delay-ms "$ms" --buffer "$buffer" --seconds $((secs + 3)) --rt-priority 50 >"$TMP/$name.delay.json" &
+    local dpid=$!
+    PIDS+=($dpid)
+    $B_ timeout $((secs + 10)) "$TRAFFIC" sink 7001 --seconds $((secs + 2)) --stamped >"$TMP/$name.sink.json" &
+    local spid=$!
+    PIDS+=($spid)
+    sleep 0.3
+    $A_ timeout $((secs + 10)) "$TRAFFIC" send "$@" --seconds "$secs" --stamp >"$TMP/$name.send.json" &
+    local tpid=$!
+    PIDS+=($tpid)
+    sleep 1
+    # The delay line's memory in the middle of the run (VmHWM: its peak).
+    grep -E 'VmHWM' /proc/$(pgrep -P $dpid psp_delay || echo $dpid)/status 2>/dev/null |
+        awk '{print $2}' >"$TMP/$name.hwm"
+    wait $tpid $spid $dpid
+    grep -q . "$TMP/$name.delay.json" || die "$name: the delay line printed nothing"
+}
+
+# 1. accuracy: 2000 probes/s of 100 B (~1.9 Mbit/s) through 20 ms.
+run acc 20 $((8 << 20)) 3 -- 10.76.0.2 7001 --rate 2336kbit --size 100
+# 2. memory: ~90 Mbit/s of 1472 B through 20 ms needs ~230 KB of queue: a
+#    64 KiB buffer must overflow.
+run mem 20 65536 2 -- 10.76.0.2 7001 --rate 90mbit --size 1472
+
+python3 - "$TMP" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+fails = 0
+def check(what, ok):
+    global fails
+    print(("ok   - " if ok else "FAIL - ") + what)
+    fails += not ok
+def load(n):
+    return (json.load(open(f"{tmp}/{n}.delay.json")), json.load(open(f"{tmp}/{n}.sink.json"))["7001"],
+            json.load(open(f"{tmp}/{n}.send.json")))
+d, s, t = load("acc")
+setting_us = d["delay_ns"] / 1e3
+err50 = s["owd_p50_us"] - setting_us
+print(f"  accuracy: delay {setting_us/1e3:.0f} ms, {s['owd_samples']} probes: one-way delay - setting: "
+      f"median {err50:+.1f} us, mean {s['owd_mean_us'] - setting_us:+.1f} us, "
+      f"p99 {s['owd_p99_us'] - setting_us:+.1f} us, max {s['owd_max_us'] - setting_us:+.1f} us; "
+      f"min {s['owd_min_us'] - setting_us:+.1f} us")
+print(f"  the delay line's own lateness (send time - due): mean {d['late_mean_us']:.1f} us, "
+      f"p50 <= {d['late_p50_us']:.0f} us, p99 <= {d['late_p99_us']:.0f} us, max {d['late_max_us']:.0f} us")
+check(f"probes went through: sent {t['sent']}, received {s['datagrams']}", t["sent"] > 1000 and s["datagrams"] == t["sent"])
+check(f"median added delay within 1 % of the setting ({err50:+.1f} us of {setting_us:.0f} us)",
+      abs(err50) <= 0.01 * setting_us)
+check(f"never early: min one-way delay {s['owd_min_us']:.1f} us >= setting", s["owd_min_us"] >= setting_us - 1)
+check(f"no reorder ({s['reordered']}), no loss ({s['lost']}) through the delay line",
+      s["reordered"] == 0 and s["lost"] == 0)
+check("no drop counted by the delay line: " + ", ".join(f"{k} {d[k]}" for k in
+      ("drop_buffer_full", "drop_too_big", "send_errors", "drop_socket")),
+      d["drop_buffer_full"] == d["drop_too_big"] == d["send_errors"] == d["drop_socket"] == 0)
+
+d, s, t = load("mem")
+hwm = int(open(f"{tmp}/mem.hwm").read().strip() or 0)
+dropped = d["drop_buffer_full"] + d["drop_too_big"] + d["send_errors"] + d["drop_socket"] + d["queued_at_exit"]
+print(f"  flood: sent {t['sent']}, delay line received {d['received']} (+{d['drop_socket']} dropped by its "
+      f"socket), forwarded {d['forwarded']}, buffer full {d['drop_buffer_full']}; sink got {s['datagrams']}; "
+      f"queue max {d['max_queue_bytes']} B of {d['buffer_bytes']}; VmHWM {hwm} kB")
+check(f"the buffer overflowed and counted it ({d['drop_buffer_full']} dropped)", d["drop_buffer_full"] > 0)
+check(f"the queue never held more than the buffer ({d['max_queue_bytes']} <= {d['buffer_bytes']})",
+      d["max_queue_bytes"] <= d["buffer_bytes"])
+check(f"resident memory bounded: VmHWM {hwm} kB <= 16 MiB", 0 < hwm <= 16 * 1024)
+check(f"every frame accounted: received {d['received']} + socket drops {d['drop_socket']} = "
+      f"forwarded {d['forwarded']} + dropped {dropped - d['drop_socket']}",
+      d["received"] + d["drop_socket"] == d["forwarded"] + dropped)
+check(f"every datagram sent reached the sink or a drop counter: sent {t['sent']} = received "
+      f"{s['datagrams']} + dropped {dropped}", t["sent"] == s["datagrams"] + dropped)
+check(f"no reorder under overflow ({s['reordered']})", s["reordered"] == 0)
+print(f"{fails} failure(s)")
+sys.exit(1 if fails else 0)
+PY

@@ -56,7 +56,7 @@ P save $DEV >"$TMP/saved" || echo "FAIL - save"
 check "save lists line rate, classes, default, filters" bash -c "
     grep -qx 'line-rate 1Gbit' $TMP/saved && grep -qx 'class 1:1 300Mbit limit 64kb ce_threshold 2ms' $TMP/saved &&
     grep -qx 'class 1:3 10Mbit limit 5ms' $TMP/saved && grep -qx 'default 1:ffff' $TMP/saved &&
-    grep -qx 'filter proto udp dport 5001 classid 1:1' $TMP/saved"
+    grep -qx 'filter pref 49152 proto udp dport 5001 classid 1:1' $TMP/saved"
 gen() { P show $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["config_gen"])'; }
 GEN=$(gen)
 check "apply(save()) is a no-op" bash -c "$N $PSPXDP apply $DEV $TMP/saved | grep -q 'nothing to change'"
@@ -118,7 +118,7 @@ done <<'TABLE'
 2|class 1:9 does not exist on|class change @DEV@ 1:9 100mbit
 2|class 1:9 does not exist on|class del @DEV@ 1:9
 2|class 1:ffff is the default class of|class del @DEV@ 1:ffff
-2|class 1:1 is used by 1 filter ("proto udp dport 5001")|class del @DEV@ 1:1
+2|class 1:1 is used by 1 filter ("pref 49152 proto udp dport 5001 classid 1:1")|class del @DEV@ 1:1
 2|class 1:4: limit "5x": size "5x": unknown unit "x"|class add @DEV@ 1:4 10mbit limit 5x
 2|class 1:4: limit "100": out of range 1518b..1gb|class add @DEV@ 1:4 10mbit limit 100
 2|class 1:4: limit "2gb": out of range|class add @DEV@ 1:4 10mbit limit 2gb
@@ -144,11 +144,11 @@ done <<'TABLE'
 2|bad_word.conf: line 2: unknown statement "frobnicate"|apply @DEV@ @TMP@/bad_word.conf
 2|line 2: class 1:2: rate "600mbit": paced rates would sum to 1200Mbit|apply @DEV@ @TMP@/bad_sum.conf
 2|default class 1:ffff is not among the classes|apply @DEV@ @TMP@/bad_default.conf
-2|line 2: filter "dst 10.0.0.0/8 classid 1:7": class 1:7 is not among the classes|apply @DEV@ @TMP@/bad_filter.conf
+2|line 2: filter "pref 49152 dst 10.0.0.0/8 classid 1:7": class 1:7 is not among the classes|apply @DEV@ @TMP@/bad_filter.conf
 2|line 2: class 1:ffff given twice (first on line 1)|apply @DEV@ @TMP@/bad_dup.conf
 2|class 1:1: rate "300mbit" is above what one class can reach on|apply @DEV@ @TMP@/bad_line.conf
-2|class 1:7 does not exist on|filter add @DEV@ proto udp dport 5002 classid 1:7
-2|already exists|filter add @DEV@ proto udp dport 5001 classid 1:2
+2|classid 1:7: no such class|filter add @DEV@ proto udp dport 5002 classid 1:7
+2|duplicate of "pref 49152 proto udp dport 5001 classid 1:1"|filter add @DEV@ proto udp dport 5001 classid 1:2
 2|nosuch0 is not attached|show nosuch0
 2|nosuch0 is not attached|save nosuch0
 TABLE

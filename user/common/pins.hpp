@@ -11,8 +11,12 @@
 #include "common/paths.hpp"
 #include "core/result.hpp"
 
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace pspxdp::common {
 
@@ -40,5 +44,21 @@ struct PinnedMapInfo {
 // bpf_obj_get + BPF_OBJ_GET_INFO_BY_FD on any path; is_map false for a pinned
 // program or link. Errors only when the path cannot be opened at all.
 Result<PinnedMapInfo> pinned_map_info(const std::string &path);
+
+// Adds to `out` the sum over CPUs of a per-CPU value made only of __u64
+// counters (class_stats, tc_stats, xdp_stats). False when the lookup fails.
+template <class T> bool percpu_sum(int fd, const void *key, T &out) {
+    static_assert(sizeof(T) % sizeof(uint64_t) == 0, "a struct of __u64 counters");
+    const int ncpu = libbpf_num_possible_cpus();
+    if (fd < 0 || ncpu <= 0) return false;
+    std::vector<T> v(static_cast<size_t>(ncpu));
+    if (bpf_map_lookup_elem(fd, key, v.data()) != 0) return false;
+    auto *sum = reinterpret_cast<uint64_t *>(&out);
+    for (const T &x : v) {
+        auto *p = reinterpret_cast<const uint64_t *>(&x);
+        for (size_t i = 0; i < sizeof(T) / sizeof(uint64_t); ++i) sum[i] += p[i];
+    }
+    return true;
+}
 
 } // namespace pspxdp::common

@@ -14,11 +14,11 @@ std::string errno_text(int err) {
 
 Result<void> check_dev_name(std::string_view name) {
     auto bad = [&](const std::string &why) {
-        return err("device name " + quote(name) + ": " + why);
+        return refuse("device name " + quote(name) + ": " + why); // a word no device can have
     };
     if (name.empty()) return bad("empty");
     if (name.size() >= IFNAMSIZ)
-        return bad("longer than " + std::to_string(IFNAMSIZ - 1) + " characters");
+        return bad("longer than " + std::to_string(IFNAMSIZ - 1) + " bytes");
     if (name == "." || name == "..") return bad("not a device name");
     for (unsigned char c : name) {
         if (c == '/') return bad("contains '/'");

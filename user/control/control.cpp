@@ -59,21 +59,6 @@ template <class K, class F> int for_each_key(int fd, F fn) {
     return errno == ENOENT ? 0 : -errno;
 }
 
-// Sum over CPUs of a per-CPU value made of __u64 counters only.
-template <class T> bool percpu_sum(int fd, const void *key, T &out) {
-    const int ncpu = libbpf_num_possible_cpus();
-    if (fd < 0 || ncpu <= 0) return false;
-    std::vector<T> v(static_cast<size_t>(ncpu));
-    if (bpf_map_lookup_elem(fd, key, v.data()) != 0) return false;
-    static_assert(sizeof(T) % sizeof(uint64_t) == 0);
-    auto *sum = reinterpret_cast<uint64_t *>(&out);
-    for (const T &x : v) {
-        auto *p = reinterpret_cast<const uint64_t *>(&x);
-        for (size_t i = 0; i < sizeof(T) / sizeof(uint64_t); ++i) sum[i] += p[i];
-    }
-    return true;
-}
-
 // An mmap of an mmapable ARRAY map (pacer_state, pacer_stats of the v2 data
 // path): the daemon writes them in place, so this reads (and writes) what it
 // sees without a syscall per field.
@@ -211,7 +196,7 @@ Result<std::vector<ClassInfo>> Device::classes() const {
         const int sfd = class_stats_.get();
         rc = for_each_key<uint32_t>(sfd, [&](uint32_t key) {
             pspxdp_class_tc_stats sum{};
-            if (!percpu_sum(sfd, &key, sum)) return true;
+            if (!common::percpu_sum(sfd, &key, sum)) return true;
             ClassInfo &ci = by_id[key];
             ci.classid = key;
             ci.tc = sum;
@@ -262,8 +247,8 @@ Result<std::vector<ClassInfo>> Device::classes() const {
 Result<DeviceCounters> Device::counters() const {
     DeviceCounters d;
     const uint32_t zero = 0;
-    percpu_sum(tc_stats_.get(), &zero, d.tc);
-    percpu_sum(xdp_stats_.get(), &zero, d.xdp);
+    common::percpu_sum(tc_stats_.get(), &zero, d.tc);
+    common::percpu_sum(xdp_stats_.get(), &zero, d.xdp);
     if (daemon_stats_.valid())
         d.have_daemon = bpf_map_lookup_elem(daemon_stats_.get(), &zero, &d.daemon) == 0;
     return d;

@@ -1,5 +1,7 @@
 #include "daemon/pacer_maps.hpp"
 
+#include "common/pins.hpp"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <cerrno>
@@ -74,7 +76,7 @@ Result<PacerMaps> PacerMaps::open(const setup::Paths &p) {
         {&m.daemon_stats_fd_, "daemon_stats", 4, sizeof(pspxdp_daemon_stats), true,
          reinterpret_cast<void **>(&m.daemon_), &m.daemon_len_},
         {&m.xsks_map_, "xsks_map", 4, 4, false, nullptr, nullptr},
-        {&m.xdp_stats_, "xdp_stats", 4, 8, false, nullptr, nullptr},
+        {&m.xdp_stats_, "xdp_stats", 4, sizeof(pspxdp_xdp_counters), false, nullptr, nullptr},
     };
     for (auto &w : want) {
         auto fd = open_checked(p, w.name, w.key, w.value, w.mmapable, &info);
@@ -120,15 +122,10 @@ void PacerMaps::note_slot(uint32_t s) {
 }
 
 uint64_t PacerMaps::xdp_counter(enum pspxdp_xdp_counter counter) const {
-    int ncpu = libbpf_num_possible_cpus();
-    if (ncpu <= 0) return 0;
-    std::vector<uint64_t> v(size_t(ncpu), 0);
-    uint32_t key = counter;
-    if (bpf_map_lookup_elem(xdp_stats_, &key, v.data()) != 0) return 0;
-    uint64_t sum = 0;
-    for (uint64_t x : v)
-        sum += x;
-    return sum;
+    pspxdp_xdp_counters sum{};
+    const uint32_t key = 0;
+    if (counter >= PSPXDP_XDP_NR_COUNTERS || !common::percpu_sum(xdp_stats_, &key, sum)) return 0;
+    return reinterpret_cast<const uint64_t *>(&sum)[counter];
 }
 
 Recovery PacerMaps::recover() {

@@ -35,7 +35,7 @@ Result<DevLock> DevLock::acquire(const Paths &p, Wait wait) {
         ++it->second.count;
         return DevLock(p.dev);
     }
-    if (auto r = ensure_run_dir(); !r) return Error{r.error()};
+    if (auto r = ensure_run_dir(); !r) return r.failure();
     for (;;) {
         int fd = open(p.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0) return err(path_error("locking " + p.dev, p.lock, errno));

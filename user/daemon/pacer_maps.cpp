@@ -24,7 +24,7 @@ std::string errstr(int e) {
 Result<int> open_checked(const setup::Paths &p, const char *name, uint32_t key_size,
                          uint32_t value_size, bool mmapable, bpf_map_info *info_out = nullptr) {
     auto fd = setup::open_pinned_map(p, name);
-    if (!fd) return Error{fd.error()};
+    if (!fd) return fd.failure();
     bpf_map_info info{};
     uint32_t len = sizeof(info);
     if (bpf_obj_get_info_by_fd(*fd, &info, &len) != 0) {
@@ -80,14 +80,14 @@ Result<PacerMaps> PacerMaps::open(const setup::Paths &p) {
     };
     for (auto &w : want) {
         auto fd = open_checked(p, w.name, w.key, w.value, w.mmapable, &info);
-        if (!fd) return Error{fd.error()};
+        if (!fd) return fd.failure();
         *w.fd = *fd;
         if (!w.area) continue;
         if (std::string(w.name) == "pacer_stats" && info.max_entries != PSPXDP_MAX_CLASSES)
             return err(p.pin(w.name) + ": " + std::to_string(info.max_entries) + " slots, expected " +
                        std::to_string(PSPXDP_MAX_CLASSES) + " (detach and attach again)");
         auto area = map_array(*fd, info, w.len, w.name);
-        if (!area) return Error{area.error()};
+        if (!area) return area.failure();
         *w.area = *area;
     }
     return m;

@@ -195,16 +195,6 @@ void remove_run_files(const Paths &p) {
     rmdir(common::kRunDir);  // only when empty
 }
 
-Result<int> open_pinned_map(const Paths &p, const std::string &map) {
-    for (const auto &m : our_maps()) {
-        if (m.name != map) continue;
-        auto fd = common::open_pinned_map(p, map, m.key_size, m.value_size, common::Access::Write);
-        if (!fd) return fd.failure();
-        return fd.value().release();
-    }
-    return err("no map " + common::quote(map) + " in pspxdp's BPF objects");
-}
-
 Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who) {
     auto fl = list_tc_filters(ifindex, true);
     if (!fl) return fl.failure();

@@ -110,8 +110,5 @@ Result<PacedSum> paced_sum(const Paths &p);
 // empty (after a detach: nothing of pspxdp stays behind).
 void remove_run_files(const Paths &p);
 
-// bpf_obj_get of a pinned map of DEV, read-write, unchecked sizes. Kept for
-// the daemon until it opens its maps with common::open_pinned_map.
-Result<int> open_pinned_map(const Paths &p, const std::string &map);
 
 } // namespace pspxdp::setup

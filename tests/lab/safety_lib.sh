@@ -54,7 +54,7 @@ snapshot() { # snapshot NS DEV
     echo "## run";     ls "/run/pspxdp/$dev".* 2>/dev/null
 }
 daemon_pid() { cat "/run/pspxdp/$1.pid" 2>/dev/null; }
-alive() { [[ -n $1 ]] && kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+alive() { [[ -n $1 ]] && ! psp_gone "$1"; }
 # wait_for SECONDS CMD...: polls every 0.1 s until CMD succeeds.
 wait_for() {
     local n=$(($1 * 10)); shift

@@ -68,7 +68,7 @@ check "  ... paced (counted by the pacer)" wait_for 3 counted_since "$tx0"
 
 # --- 10. MTU beyond what an AF_XDP frame carries: stop, say so, fail open
 set_mtu 9000
-check "the daemon stops" wait_for 5 bash -c "! kill -0 $PID 2>/dev/null"
+check "the daemon stops" wait_for 5 psp_gone $PID
 check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3498)" /run/pspxdp/$DEV.log
 P status $DEV >"$TMP/status" 2>&1
 check "  ... status says why" grep -q "DEAD.*MTU changed from 2000 to 9000" "$TMP/status"
@@ -89,7 +89,7 @@ check "  ... keeping class 1:1" bash -c "nsenter --net=/run/netns/$S $PSPXDP cla
 PID=$(daemon_pid $DEV)
 OLDIDX=$(ifindex $S $DEV)
 ip -n $S link del $DEV
-check "the daemon notices and exits" wait_for 5 bash -c "! kill -0 $PID 2>/dev/null"
+check "the daemon notices and exits" wait_for 5 psp_gone $PID
 check "  ... after removing the pacer veth" bash -c "! nsenter --net=/run/netns/$S ip link show psp${OLDIDX}a >/dev/null 2>&1"
 check "  ... its log says DEV went" grep -q "was deleted" /run/pspxdp/$DEV.log
 check "  ... the state says why" grep -q "^stopped=.*was deleted" /run/pspxdp/$DEV.state

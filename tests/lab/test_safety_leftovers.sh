@@ -49,7 +49,7 @@ check "attach without a state file: refused" fails P attach $DEV --line-rate 1gb
 check "  ... with the same words as status (they agree)" same_as status
 check "detach without a state file" works P detach $DEV
 show_err
-check "  ... stopped the daemon" bash -c "! kill -0 $PID 2>/dev/null"
+check "  ... stopped the daemon" psp_gone $PID
 check "  ... and removed TC filter, clsact, veth, pins, run files" is_clean
 
 # --- 8b. a stray directory in the pin dir
@@ -84,6 +84,6 @@ keep_err status
 check "attach without pins: refused" fails P attach $DEV --line-rate 1gbit
 check "  ... with the same words as status (they agree)" same_as status
 check "detach without pins" works P detach $DEV
-check "  ... stopped the daemon" bash -c "! kill -0 $PID 2>/dev/null"
+check "  ... stopped the daemon" psp_gone $PID
 check "  ... and removed the rest" is_clean
 finish

@@ -78,7 +78,7 @@ Result<Device> Device::open(const std::string &dev, Access access) {
         // file (and maybe /run/pspxdp): not attached, and nothing recreated.
         using common::DevLock;
         auto lock = DevLock::acquire(*paths, DevLock::Wait::Yes, DevLock::Create::No);
-        if (!lock && ::access(paths->state.c_str(), F_OK) == 0)
+        if (!lock && lock.exit_code() == 2 && ::access(paths->state.c_str(), F_OK) == 0)
             return refuse(paths->lock + " is gone (removed by hand?): pspxdp detach " + dev +
                           " and attach again");
         if (!lock) return lock.failure();

@@ -27,6 +27,7 @@ Result<WireClock> parse_wire_clock(std::string_view text) {
 Result<uint64_t> parse_gap_horizon_ns(std::string_view text) {
     if (text == "inf") return kGapHorizonInf;
     // A bare 0 needs no unit; any other bare number would be a guess.
+    if (text == "0") return uint64_t(0);
     auto ns = parse_duration_ns(text);
     if (!ns)
         return refuse("--gap-horizon \"" + std::string(text) +

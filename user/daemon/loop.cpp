@@ -156,7 +156,12 @@ void Loop::receive() {
 }
 
 void Loop::schedule(uint64_t now) {
+    // The engine's Wait stands until wake_ns unless its inputs changed (a
+    // frame for an empty class, a configuration change): asking again
+    // would only re-plan the same idle.
+    if (engine_wait_ && now < wake_ns_ && engine_->inputs() == wait_inputs_) return;
     waiting_ = false;
+    engine_wait_ = false;
     // Batching: once the schedule is ahead of the wire, wait until the window
     // has room for a whole batch. Otherwise the steady state is one decision
     // and one sendto per loop (measured: 0.9 kicks per descriptor, and the
@@ -188,6 +193,8 @@ void Loop::schedule(uint64_t now) {
         } else {
             if (d.action == Action::Wait) {
                 waiting_ = true;
+                engine_wait_ = true;
+                wait_inputs_ = engine_->inputs();
                 wake_ns_ = d.wake_ns;
                 slack_ns_ = d.slack_ns;
             }

@@ -78,6 +78,8 @@ class Loop {
     uint64_t wake_ns_ = 0;  // the engine's (or the batch's) Wait: nothing before this
     uint64_t slack_ns_ = 0; // ... and how late after it costs nothing
     bool waiting_ = false;
+    bool engine_wait_ = false;  // waiting_ on the engine's Wait (not a batch)
+    uint64_t wait_inputs_ = 0;  // engine_->inputs() when it said Wait
     ClockChoice clock_;
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     uint64_t kick_errors_logged_ = 0;

@@ -358,21 +358,25 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
     c.driver = link ? link->driver : "";
     const std::string why = c.describe();
     const auto paren = why.find(" (");
-    p.text("clock: ");
-    p.string("clock", c.clockless ? "clockless" : "byte", c.clockless ? "clockless" : "byte clock");
-    p.string("clock_reason", why.substr(paren + 2, why.size() - paren - 3), " (%s), ");
-    p.text(c.clockless ? "gap horizon - (no gap frames), "
-                       : ("gap horizon " + daemon::format_gap_horizon(d.gap_horizon_ns) + ", ").c_str());
+    // One line of text, whatever its length; the JSON fields print nothing.
+    std::string line = "clock: " + why;
+    if (!c.clockless) line += ", gap horizon " + daemon::format_gap_horizon(d.gap_horizon_ns);
+    p.string("clock", c.clockless ? "clockless" : "byte", "");
+    p.string("clock_reason", why.substr(paren + 2, why.size() - paren - 3), "");
     const uint64_t wire = d.wire_frame_bytes + d.gap_bytes + d.planned_idle_bytes;
-    if (wire)
-        p.value("pause_share", double(d.gap_bytes) / double(wire),
-                "PAUSE " + fixed(100.0 * double(d.gap_bytes) / double(wire), 1) + " %", "%s of the wire, ");
-    else
-        p.value("pause_share", nullptr, "", "PAUSE - (nothing sent), ");
-    p.text("late wake-ups " + std::to_string(d.late_wakeups));
+    if (wire) {
+        const double share = double(d.gap_bytes) / double(wire);
+        p.value("pause_share", share, "", "");
+        line += ", PAUSE " + fixed(100.0 * share, 1) + " % of the wire";
+    } else {
+        p.value("pause_share", nullptr, "", "");
+        line += ", PAUSE - (nothing sent)";
+    }
+    line += ", late wake-ups " + std::to_string(d.late_wakeups);
     if (d.late_wakeups)
-        p.text(" (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
-               fixed(double(d.late_ns) / 1e6, 3) + " ms in all)");
+        line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
+                fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
+    p.text(line); // text() never wraps
     p.newline();
 }
 

@@ -97,10 +97,11 @@ psp_lab_end() {
 # psp_port_filters DEV FIRST_PORT COUNT MAJOR FIRST_MINOR: UDP destination
 # port FIRST_PORT + i -> class MAJOR:(FIRST_MINOR + i), i = 0..COUNT-1, as
 # one change (pspxdp filter add --file). The one place lab scripts make port
-# filters in bulk. $PSPXDP: the binary (default: pspxdp in PATH).
+# filters in bulk. $PSPXDP: the binary (default: pspxdp in PATH); run in
+# DEV's namespace through $N (psp_lab_begin's nsenter) when set.
 psp_port_filters() {
     local dev=$1 port0=$2 count=$3 major=$4 minor0=$5 i
     for ((i = 0; i < count; ++i)); do
         printf 'pref 10 proto udp dport %d classid %x:%x\n' $((port0 + i)) "$major" $((minor0 + i))
-    done | "${PSPXDP:-pspxdp}" filter add "$dev" --file -
+    done | ${N:-} "${PSPXDP:-pspxdp}" filter add "$dev" --file -
 }

@@ -18,11 +18,15 @@
 // kernel's receive timestamp), loss and reordering per port.
 // --ports N (the DST PORT form): N destinations PORT..PORT+N-1 in turn from
 // one unconnected socket, RATE in all (10,000 classes without 10,000 fds).
-// sink stops early on SIGINT/SIGTERM, still reading what is queued, and prints.
-// Prints one JSON object: totals, and per flow with --flow.
+// Both stop early on SIGINT/SIGTERM (a test's cleanup): send prints what it
+// sent so far, sink still reads what is queued; each prints one JSON object
+// (send: totals, and per flow).
 #include "core/units.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <arpa/inet.h>
+#include <cmath>
 #include <csignal>
 #include <netinet/in.h>
 #include <poll.h>
@@ -42,6 +46,16 @@
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// Set by SIGINT/SIGTERM: send and sink stop and print what they have.
+volatile sig_atomic_t g_stop = 0;
+void on_stop_signal(int) { g_stop = 1; }
+void stop_on_signals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
 
 int usage() {
     std::fprintf(stderr,
@@ -201,10 +215,11 @@ int do_send(int argc, char **argv) {
         f.stop_s = std::min(f.stop_s, seconds);
     }
     std::vector<char> payload(size, 'p');
+    stop_on_signals();
     uint64_t total = 0;
     auto t0 = Clock::now();
     auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    while (total < count) {
+    while (total < count && !g_stop) {
         auto now = Clock::now();
         if (now >= end) break;
         double elapsed_ns = std::chrono::duration<double, std::nano>(now - t0).count();
@@ -251,18 +266,17 @@ int do_send(int argc, char **argv) {
         blocked += f.blocked;
         errors += f.errors;
     }
-    std::printf("{\"sent\":%lu,\"blocked\":%lu,\"errors\":%lu,\"seconds\":%.3f,\"offered_bps\":%.0f",
-                (unsigned long)sent, (unsigned long)blocked, (unsigned long)errors, secs,
-                double(sent) * frame_bits / secs);
-    std::printf(",\"flows\":[");
-    for (size_t k = 0; k < flows.size(); ++k) {
-        const Flow &f = flows[k];
-        std::printf("%s{\"flow\":\"%s\",\"sent\":%lu,\"blocked\":%lu,\"errors\":%lu}", k ? "," : "",
-                    f.spec.c_str(), (unsigned long)f.sent, (unsigned long)f.blocked,
-                    (unsigned long)f.errors);
+    nlohmann::ordered_json out = {{"sent", sent},
+                                  {"blocked", blocked},
+                                  {"errors", errors},
+                                  {"seconds", secs},
+                                  {"offered_bps", std::round(double(sent) * frame_bits / secs)},
+                                  {"flows", nlohmann::ordered_json::array()}};
+    for (const Flow &f : flows) {
+        out["flows"].push_back({{"flow", f.spec}, {"sent", f.sent}, {"blocked", f.blocked}, {"errors", f.errors}});
         close(f.fd);
     }
-    std::printf("]}\n");
+    std::printf("%s\n", out.dump().c_str());
     return 0;
 }
 
@@ -277,8 +291,6 @@ struct PortStats {
     std::vector<double> owd_us;
 };
 
-volatile sig_atomic_t g_stop_sink = 0;
-void stop_sink(int) { g_stop_sink = 1; }
 
 int do_sink(int argc, char **argv) {
     if (argc < 1) return usage();
@@ -329,12 +341,9 @@ int do_sink(int argc, char **argv) {
     char ctrl[CMSG_SPACE(sizeof(timespec))];
     // A caller that knows the traffic is over (the soak, once the pacer has
     // drained) stops the sink early; it still reads what is queued and prints.
-    struct sigaction sa {};
-    sa.sa_handler = stop_sink;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    stop_on_signals();
     for (bool last = false;; ) {
-        last = last || Clock::now() >= end || g_stop_sink;
+        last = last || Clock::now() >= end || g_stop;
         if (!last && poll(fds.data(), fds.size(), 50) <= 0) continue;
         for (auto &ps : ports) {
             for (;;) {
@@ -366,28 +375,29 @@ int do_sink(int argc, char **argv) {
         }
         if (last) break; // what arrived before the stop is read
     }
-    std::printf("{");
-    for (size_t i = 0; i < ports.size(); ++i) {
-        auto &ps = ports[i];
-        std::printf("%s\"%u\":{\"datagrams\":%lu,\"bytes\":%lu", i ? "," : "", ps.port,
-                    (unsigned long)ps.datagrams, (unsigned long)ps.bytes);
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (auto &ps : ports) {
+        auto &o = out[std::to_string(ps.port)];
+        o = {{"datagrams", ps.datagrams}, {"bytes", ps.bytes}};
         if (stamped) {
             auto &v = ps.owd_us;
             std::sort(v.begin(), v.end());
             auto q = [&](double p) { return v.empty() ? 0.0 : v[size_t(p * double(v.size() - 1))]; };
             double sum = 0;
             for (double x : v) sum += x;
-            std::printf(",\"reordered\":%lu,\"lost\":%lu,\"owd_samples\":%zu,\"owd_min_us\":%.1f,"
-                        "\"owd_mean_us\":%.1f,\"owd_p50_us\":%.1f,\"owd_p99_us\":%.1f,"
-                        "\"owd_max_us\":%.1f",
-                        (unsigned long)ps.reordered,
-                        (unsigned long)(ps.any ? ps.max_seq + 1 - std::min(ps.max_seq + 1, ps.datagrams) : 0),
-                        v.size(), q(0), v.empty() ? 0.0 : sum / double(v.size()), q(0.5), q(0.99),
-                        q(1));
+            // One-way delays in us, rounded to 0.1 us (the receive stamp's worth).
+            auto us = [](double x) { return std::round(x * 10) / 10; };
+            o["reordered"] = ps.reordered;
+            o["lost"] = ps.any ? ps.max_seq + 1 - std::min(ps.max_seq + 1, ps.datagrams) : 0;
+            o["owd_samples"] = v.size();
+            o["owd_min_us"] = us(q(0));
+            o["owd_mean_us"] = us(v.empty() ? 0.0 : sum / double(v.size()));
+            o["owd_p50_us"] = us(q(0.5));
+            o["owd_p99_us"] = us(q(0.99));
+            o["owd_max_us"] = us(q(1));
         }
-        std::printf("}");
     }
-    std::printf("}\n");
+    std::printf("%s\n", out.dump().c_str());
     return 0;
 }
 

@@ -27,8 +27,8 @@ one_line() { [[ $(wc -l <"$TMP/err") -eq 1 ]]; } # ... in exactly one line
 no_libbpf() { ! grep -q 'libbpf' "$TMP/err"; }
 show_err() { sed 's/^/     | /' "$TMP/err"; }
 keep_err() { cp "$TMP/err" "$TMP/err.$1"; } # keep_err NAME: keep the last stderr
-# same_as NAME: the last stderr says what the kept one said (after "pspxdp: CMD: ")
-same_as() { diff -q <(sed 's/^pspxdp: [a-z]*: //' "$TMP/err") <(sed 's/^pspxdp: [a-z]*: //' "$TMP/err.$1") >/dev/null; }
+# Compares messages without the "pspxdp: " and "pspxdp: CMD: " prefixes.
+same_as() { diff -q <(sed -E 's/^pspxdp: (attach: |detach: |status: )?//' "$TMP/err") <(sed -E 's/^pspxdp: (attach: |detach: |status: )?//' "$TMP/err.$1") >/dev/null; }
 
 # mkns NAME: a namespace with lo up; removed at exit.
 mkns() {

@@ -25,7 +25,7 @@ psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
 psp_check "class 1:1 200mbit" $N "$PSPXDP" class set $DEV 1:1 200mbit
 psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
 sleep 0.2
-PACER_A=$($N "$PSPXDP" status $DEV -j | python3 -c "import json,sys; print(json.load(sys.stdin)['pacer'][0])")
+PACER_A=$($N "$PSPXDP" status $DEV -j | python3 -c "import json,sys; print(json.load(sys.stdin)['pacer_veth'][0])")
 psp_check "the pacer veth segments (TSO off on $PACER_A)" \
     bash -c "$N ethtool -k $PACER_A | grep -q '^tcp-segmentation-offload: off'"
 

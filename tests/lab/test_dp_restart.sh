@@ -65,7 +65,7 @@ wait $SEND
 # The class drains its backlog at 5 Mbit/s: wait until it is empty.
 for _ in $(seq 100); do
     $N "$PSPXDP" status $DEV -j >"$TMP/status.json" 2>/dev/null
-    python3 -c "import json,sys; d=json.load(open('$TMP/status.json')); sys.exit(0 if all(c['backlog']==0 for c in d['classes']) else 1)" && break
+    python3 -c "import json,sys; d=json.load(open('$TMP/status.json')); sys.exit(0 if all(c['backlog_frames']==0 for c in d['classes']) else 1)" && break
     sleep 0.1
 done
 wait $SINK

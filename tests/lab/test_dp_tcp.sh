@@ -104,7 +104,8 @@ for name, ids in rows.items():
         retrans += j["end"]["sum_sent"].get("retransmits", 0)
     d = lambda k: sum(ca[i][k] - cb[i][k] for i in ids)
     l2 = d("tx_bytes") * 8 / secs  # what the pacer sent, L2 + FCS: the class's unit
-    drops, ce, bypass = d("drops"), d("ce_marked"), d("tc_passed")
+    drops = sum(d(k) for k in ca[ids[0]] if k.startswith("drop_"))  # every cause
+    ce, bypass = d("ce_marked"), d("tc_passed")
     kernel = sum(a["daemon"][k] - b["daemon"][k] for k in ("socket_ring_full", "socket_fill_empty"))
     backlogs = []
     for line in open(f"{tmp}/{name}.samples"):

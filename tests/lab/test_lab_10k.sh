@@ -14,7 +14,7 @@
 #     sent plus its counted drops, and what it sent is what left DEV;
 #   - detach afterwards leaves nothing.
 # Set-up writes the classes in one `class set --file` and the 10,000 port
-# filters in one bpftool batch (psp_port_filters in lab/netns.sh).
+# filters as one change (psp_port_filters in lab/netns.sh).
 # Exit 77 = skipped.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -53,7 +53,7 @@ sleep 0.3
 $N "$PSPXDP" status $DEV -j >"$TMP/s0.json"
 psp_check "the daemon serves all $CLASSES classes" python3 -c "
 import json, sys; d = json.load(open('$TMP/s0.json'))
-served = sum(1 for c in d['classes'] if c['class'].startswith('2:') and c['served'])
+served = sum(1 for c in d['classes'] if c['class'].startswith('2:') and c['state'] == 'served')
 sys.exit(served != $CLASSES)"
 echo "     set-up done at $(elapsed) s"
 $N ip -s -j link show $DEV >"$TMP/dev0.json" # what DEV sent before (the wire's own ping)
@@ -84,7 +84,7 @@ wait 2>/dev/null
 PIDS=()
 for _ in $(seq 200); do
     $N "$PSPXDP" status $DEV -j >"$TMP/s1.json" 2>/dev/null
-    python3 -c "import json,sys; d=json.load(open('$TMP/s1.json')); sys.exit(0 if all(c['backlog']==0 for c in d['classes']) else 1)" && break
+    python3 -c "import json,sys; d=json.load(open('$TMP/s1.json')); sys.exit(0 if all(c['backlog_frames']==0 for c in d['classes']) else 1)" && break
     sleep 0.2
 done
 sleep 0.2 # the kernel's counts are published every 100 ms

@@ -119,7 +119,7 @@ $N "$PSPXDP" status $DEV -j >"$TMP/s3"
 check "5 classes on 4 sockets are all served" python3 -c "
 import json; d = json.load(open('$TMP/s3'))
 c = {c['class']: c for c in d['classes']}
-assert all(c['1:%d' % i]['served'] for i in range(1, 6)), c"
+assert all(c['1:%d' % i]['state'] == 'served' for i in range(1, 6)), c"
 
 # --- detach removes exactly what attach created
 check "detach" $N "$PSPXDP" detach $DEV

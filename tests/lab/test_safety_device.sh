@@ -54,8 +54,9 @@ PID=$(daemon_pid $DEV)
 
 # --- 10. MTU raised within what the pacer carries: followed
 set_mtu 2000
-check "the pacer veth follows DEV's MTU (2000)" wait_for 5 bash -c "[[ \$(nsenter --net=/run/netns/$S ip -o link show psp$(ifindex $S $DEV)a | grep -o 'mtu [0-9]*') == 'mtu 2000' ]]"
-check "  ... both ends" test "$(pacer_mtu b)" == 2000
+# The pacer veth carries DEV's MTU plus the 8-byte hand-over tag.
+check "the pacer veth follows DEV's MTU (2000 + 8)" wait_for 5 bash -c "[[ \$(nsenter --net=/run/netns/$S ip -o link show psp$(ifindex $S $DEV)a | grep -o 'mtu [0-9]*') == 'mtu 2008' ]]"
+check "  ... both ends" test "$(pacer_mtu b)" == 2008
 check "  ... the daemon is the same process and alive (its loop restarted)" wait_for 5 bash -c "[[ \$(cat /run/pspxdp/$DEV.pid) == $PID ]] && nsenter --net=/run/netns/$S $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 sleep 0.3
 tx0=$(tx_frames)
@@ -68,7 +69,7 @@ check "  ... paced (counted by the pacer)" wait_for 3 counted_since "$tx0"
 # --- 10. MTU beyond what an AF_XDP frame carries: stop, say so, fail open
 set_mtu 9000
 check "the daemon stops" wait_for 5 bash -c "! kill -0 $PID 2>/dev/null"
-check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3506)" /run/pspxdp/$DEV.log
+check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3498)" /run/pspxdp/$DEV.log
 P status $DEV >"$TMP/status" 2>&1
 check "  ... status says why" grep -q "DEAD.*MTU changed from 2000 to 9000" "$TMP/status"
 sed 's/^/     | /' "$TMP/status" | head -2
@@ -84,7 +85,7 @@ check "  ... nothing changed" test "$(snapshot $S $DEV; cat /run/pspxdp/$DEV.sta
 # --- 4. DEV deleted under a live daemon
 set_mtu 1500
 check "re-attach at MTU 1500 replaces the stopped attachment" works P attach $DEV --line-rate 1gbit --queues 2
-check "  ... keeping class 1:1" bash -c "nsenter --net=/run/netns/$S $PSPXDP class show $DEV | grep -q '^1:1 .*10Mbit'"
+check "  ... keeping class 1:1" bash -c "nsenter --net=/run/netns/$S $PSPXDP class show $DEV | grep -q '^class 1:1 .*10Mbit'"
 PID=$(daemon_pid $DEV)
 OLDIDX=$(ifindex $S $DEV)
 ip -n $S link del $DEV
@@ -105,7 +106,7 @@ ip -n $S neigh replace 10.79.0.2 lladdr "$(ip -n $D -br link show $PEER | awk '{
 ip -n $D neigh replace 10.79.0.1 lladdr "$(ip -n $S -br link show $DEV | awk '{print $3}')" dev $PEER nud permanent
 check "attach of the re-created DEV" works P attach $DEV --line-rate 1gbit --queues 2
 check "  ... replaced the dead attachment" said "replacing it, classes and filters kept"
-check "  ... class 1:1 kept" bash -c "nsenter --net=/run/netns/$S $PSPXDP class show $DEV | grep -q '^1:1 .*10Mbit'"
+check "  ... class 1:1 kept" bash -c "nsenter --net=/run/netns/$S $PSPXDP class show $DEV | grep -q '^class 1:1 .*10Mbit'"
 check "  ... filter kept" bash -c "nsenter --net=/run/netns/$S $PSPXDP filter show $DEV | grep -q 'dport 5001'"
 check "  ... status alive" bash -c "nsenter --net=/run/netns/$S $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 sleep 0.3

@@ -76,7 +76,7 @@ check "ip netns exec A pspxdp attach" works ip netns exec $A "$PSPXDP" attach $D
 check "  ... pinned in the host's bpffs" test -e /sys/fs/bpf/pspxdp/$DEV/pacer_state
 check "  ... configurable from outside (nsenter)" works in_ns $A "$PSPXDP" class set $DEV 1:1 10mbit
 check "ip netns exec A pspxdp status: alive" bash -c "ip netns exec $A $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-check "ip netns exec A pspxdp class show sees the class" bash -c "ip netns exec $A $PSPXDP class show $DEV | grep -q '^1:1 '"
+check "ip netns exec A pspxdp class show sees the class" bash -c "ip netns exec $A $PSPXDP class show $DEV | grep -q '^class 1:1 '"
 check "without CAP_SYS_ADMIN, ip netns exec is refused" \
     fails ip netns exec $A setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin "$PSPXDP" status $DEV
 check "  ... with an explanation, in one line" bash -c "grep -q 'private mount namespace' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"

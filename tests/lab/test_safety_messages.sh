@@ -44,14 +44,14 @@ check "  ... nothing changed (links, TC, pins, state file)" test "$(snapshot $NS
 check "pspxdp daemon --line-rate 500mbit is refused too" fails P daemon $DEV --line-rate 500mbit
 check "  ... saying why" said "below .*paced classes"
 check "re-attach with --line-rate 1gbit works" works P attach $DEV --line-rate 1gbit --queues 2
-check "  ... class 1:1 kept at 800Mbit" bash -c "nsenter --net=/run/netns/$NS $PSPXDP class show $DEV | grep -q '^1:1 .*800Mbit'"
+check "  ... class 1:1 kept at 800Mbit" bash -c "nsenter --net=/run/netns/$NS $PSPXDP class show $DEV | grep -q '^class 1:1 .*800Mbit'"
 
 # --- 9. messages: quoted words, a missing rate
 check "a rate with a newline is refused" fails P class set $DEV 1:2 $'10mbit\nINJECTED'
 check "  ... in one line, the newline escaped" bash -c "[[ \$(wc -l <$TMP/err) -eq 1 ]] && grep -q '10mbit\\\\nINJECTED' $TMP/err"
 show_err
 check "class set DEV 1:1 without a rate is refused" fails P class set $DEV 1:1
-check "  ... saying the rate is missing" said "no RATE"
+check "  ... saying the rate is missing" said "missing RATE"
 show_err
 
 # --- 9. without privileges (nobody, no capabilities)
@@ -72,7 +72,7 @@ chmod o+rx /sys/fs/bpf/pspxdp/$DEV && chmod o+r /sys/fs/bpf/pspxdp/$DEV/*
 check "as nobody with read access, status works" works U status $DEV
 check "  ... and shows the pacer alive" grep -q 'alive, heartbeat' "$TMP/out"
 check "as nobody with read access, class show works" works U class show $DEV
-check "  ... and lists class 1:1" grep -q '^1:1 ' "$TMP/out"
+check "  ... and lists class 1:1" grep -q '^class 1:1 ' "$TMP/out"
 check "as nobody with read access, filter show works" works U filter show $DEV
 check "as nobody, class set is still refused" fails U class set $DEV 1:1 10mbit
 check "  ... naming what it needs" said "run as root\|CAP_"

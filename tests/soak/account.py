@@ -7,10 +7,10 @@ on its way from the senders to the sinks, and the balance between two.
   account.py balance before.json after.json sent.json... -- sink.json
       prints the balance; exit 1 if frames went missing uncounted
 
-Counted drops are read from the pins by their BTF names (bpftool), so the
-same code reads the v1 maps (pacer_stats.drops) and the v2 ones (drop_*,
-died_in_rings, socket_ring_full, ...), plus the pacer veths' and the
-receiver's kernel counters."""
+Counted drops are read from the pins by their BTF names (bpftool): the
+pacer's per-class drop_* counters, the daemon's device-wide ones
+(died_in_rings, socket_ring_full, ...), XDP's no_socket, plus the pacer
+veths' and the receiver's kernel counters."""
 import json, subprocess, sys
 
 PIN = "/sys/fs/bpf/pspxdp/"
@@ -41,36 +41,22 @@ def values(entries):
             yield f.get("key"), f.get("value")
 
 # Pacer counters that mean "a frame the pacer took in and did not send".
-DROP_FIELDS = {"drops", "drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
+DROP_FIELDS = {"drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
                "drop_died", "drop_invalid"}
-DAEMON_DROP_FIELDS = {"socket_ring_full", "socket_fill_empty", "no_socket", "unknown_class",
-                      "died_in_rings"}
+# (daemon_stats.no_socket mirrors xdp_stats.no_socket: counted once, from XDP.)
+DAEMON_DROP_FIELDS = {"socket_ring_full", "socket_fill_empty", "unknown_class", "died_in_rings"}
 
 def snap(dev, src, dst):
-    s = {"pacer_drops": 0, "daemon_drops": 0, "xdp_no_socket": 0, "v2": False,
-         "accounting_failures": 0}
+    s = {"pacer_drops": 0, "daemon_drops": 0, "xdp_no_socket": 0, "accounting_failures": 0}
     for _, v in values(bpftool_dump(dev, "pacer_stats")):
         if isinstance(v, dict):
             s["pacer_drops"] += sum(x for k, x in v.items() if k in DROP_FIELDS and isinstance(x, int))
-    ds = bpftool_dump(dev, "daemon_stats")
-    if ds:
-        s["v2"] = True
-        for _, v in values(ds):
-            if isinstance(v, dict):
-                s["daemon_drops"] += sum(x for k, x in v.items() if k in DAEMON_DROP_FIELDS)
-                s["accounting_failures"] += v.get("accounting_failures", 0)
-    else:
-        # v1: the daemon's own file (reset when a daemon restarts).
-        try:
-            st = json.load(open(f"/run/pspxdp/{dev}.stats"))
-            s["daemon_drops"] = st["rx"]["unassigned_drops"]
-            s["umem_balanced"] = st["umem"]["balanced"]
-            s["accounting_failures"] = st["loop"]["accounting_failures"]
-        except Exception:
-            pass
-    for k, v in values(bpftool_dump(dev, "xdp_stats")):
-        key = k if isinstance(k, int) else (k[0] if isinstance(k, list) else 0)
-        if key == 1 and isinstance(v, dict): s["xdp_no_socket"] += v.get("value", 0)
+    for _, v in values(bpftool_dump(dev, "daemon_stats")):
+        if isinstance(v, dict):
+            s["daemon_drops"] += sum(x for k, x in v.items() if k in DAEMON_DROP_FIELDS)
+            s["accounting_failures"] += v.get("accounting_failures", 0)
+    for _, v in values(bpftool_dump(dev, "xdp_stats")):
+        if isinstance(v, dict): s["xdp_no_socket"] += v.get("no_socket", 0)
     links = json.loads(subprocess.run(["ip", "-n", src, "-s", "-j", "link", "show"],
                                       capture_output=True, text=True).stdout or "[]")
     # Transmit drops of every veth on the sending side: into the pacer veth
@@ -111,16 +97,14 @@ def balance(before, after, senders, sinks):
             per_port.setdefault(port, [0, 0])[1] = p["datagrams"]
     print(json.dumps({"sent": sent, "received": got, "counted_drops": counted,
                       "per_port_sent_received": per_port,
-                      "uncounted": missing, "v2": a.get("v2", False),
-                      "accounting_failures": a.get("accounting_failures", 0),
-                      "umem_balanced": a.get("umem_balanced", True)}))
+                      "uncounted": missing,
+                      "accounting_failures": a.get("accounting_failures", 0)}))
     return missing
 
 def backlog(dev):
     total = 0
     for _, v in values(bpftool_dump(dev, "pacer_stats")):
-        if isinstance(v, dict):  # v1: backlog, v2: backlog_frames
-            total += v.get("backlog", 0) + v.get("backlog_frames", 0)
+        if isinstance(v, dict): total += v.get("backlog_frames", 0)
     return total
 
 if __name__ == "__main__":

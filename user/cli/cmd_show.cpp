@@ -9,6 +9,7 @@
 #include "core/units.hpp"
 #include "daemon/process.hpp"
 #include "daemon/wire_clock.hpp"
+#include "setup/attach.hpp"
 #include "setup/netlink.hpp"
 #include "setup/loader.hpp"
 
@@ -212,6 +213,7 @@ std::vector<KeyDoc> key_docs() {
         {"status", "clsact_created", "attach created DEV's clsact qdisc (detach removes it)"},
         {"status", "daemon_pid", "the daemon's pid; 0: not running"},
         {"status", "heartbeat_age_ns", "since the daemon's last heartbeat; null: never beat"},
+        {"status", "dead", "why DEV is not paced (daemon stopped or killed, DEV gone) and what to do; null when alive"},
         {"status", "clock", "what paces the wire: byte (gap frames) or clockless; null: no daemon counters"},
         {"status", "clock_reason", "why: forced (--clock) or auto from DEV's driver; null with clock"},
         {"status", "pause_share", "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
@@ -401,8 +403,13 @@ int run_status(const Args &args) {
     auto checked = common::paths_for(dev); // refuses a name no device can have
     if (!checked) return refused(checked.failure());
     const auto &paths = *checked;
-    auto as = setup::read_state(paths);
-    if (!as) return refused(refuse(dev + " is not attached"));
+    // The same verdict, in the same words, as attach and detach give.
+    const setup::Probe probe = setup::probe(paths);
+    using K = setup::Probe::Kind;
+    if (probe.kind == K::NotAttached) return refused(refuse(dev + " is not attached"));
+    if (probe.kind == K::Broken || probe.kind == K::Elsewhere || !probe.state)
+        return refused(refuse(probe.why));
+    const setup::AttachState *as = &*probe.state;
     auto d = control::Device::open(dev, control::Access::Read);
     if (!d) return refused(d.failure());
     auto s = take(*d);
@@ -432,6 +439,14 @@ int run_status(const Args &args) {
     else
         p.value("heartbeat_age_ns", nullptr, "", pid ? "NOT beating (never beat): TC passes unpaced" : "");
     p.newline();
+    // Why nothing is paced (the daemon stopped itself, was killed, DEV went):
+    // the one line the user needs, with what to do.
+    if (probe.kind == K::Dead || probe.kind == K::DevGone) {
+        p.string("dead", probe.why, "DEAD: %s");
+        p.newline();
+    } else {
+        p.null("dead");
+    }
     print_clock(p, dev, *s);
     print_device(p, dev, *s, nullptr, true);
     p.close_object();

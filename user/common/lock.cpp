@@ -29,15 +29,19 @@ Result<void> ensure_run_dir() {
     return mkdir_p(kRunDir, 0755);
 }
 
-Result<DevLock> DevLock::acquire(const Paths &p, Wait wait) {
+Result<DevLock> DevLock::acquire(const Paths &p, Wait wait, Create create) {
     auto &h = held();
     if (auto it = h.find(p.dev); it != h.end()) {
         ++it->second.count;
         return DevLock(p.dev);
     }
-    if (auto r = ensure_run_dir(); !r) return Error{r.error()};
     for (;;) {
-        int fd = open(p.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (create == Create::Yes)
+            if (auto r = ensure_run_dir(); !r) return r.failure(); // a detach may remove it
+        const int flags = O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create == Create::Yes ? O_CREAT : 0);
+        int fd = open(p.lock.c_str(), flags, 0600);
+        if (fd < 0 && errno == ENOENT && create == Create::No)
+            return refuse(p.dev + " is not attached (pspxdp attach " + p.dev + ")");
         if (fd < 0) return err(path_error("locking " + p.dev, p.lock, errno));
         if (flock(fd, LOCK_EX | (wait == Wait::Yes ? 0 : LOCK_NB)) < 0) {
             int e = errno;

@@ -23,7 +23,12 @@ namespace pspxdp::common {
 class DevLock {
   public:
     enum class Wait { No, Yes };
-    static Result<DevLock> acquire(const Paths &p, Wait wait);
+    // Create::No (a configuration change): only an attached device has a
+    // lock file; when there is none (never attached, or a detach removed it
+    // while we waited) the answer is "not attached" (exit 2) and nothing is
+    // created. Create::Yes (attach, detach) makes /run/pspxdp and the file.
+    enum class Create { No, Yes };
+    static Result<DevLock> acquire(const Paths &p, Wait wait, Create create = Create::Yes);
     DevLock() = default; // holds nothing
     DevLock(DevLock &&o) noexcept : dev_(std::move(o.dev_)) { o.dev_.clear(); }
     DevLock &operator=(DevLock &&) = delete;

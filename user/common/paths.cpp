@@ -9,7 +9,7 @@
 namespace pspxdp::common {
 
 Result<Paths> paths_for(std::string_view dev) {
-    if (auto r = check_dev_name(dev); !r) return Error{r.error()};
+    if (auto r = check_dev_name(dev); !r) return r.failure();
     Paths p;
     p.dev = std::string(dev);
     p.pin_dir = std::string(kPinRoot) + "/" + p.dev;

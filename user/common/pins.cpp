@@ -5,6 +5,8 @@
 #include <bpf/bpf.h>
 #include <cerrno>
 #include <fstream>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace pspxdp::common {
 
@@ -44,6 +46,18 @@ Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_si
                    std::to_string(key_size) + "/" + std::to_string(value_size) +
                    " (left by another pspxdp version? detach and attach again)");
     return owned;
+}
+
+Result<MapView> MapView::of(int fd, size_t bytes, bool writable) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t len = (bytes + page - 1) / page * page;
+    void *p = mmap(nullptr, len, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return err("mapping a pinned map (mmapable?): " + errno_text(errno));
+    return MapView(p, len);
+}
+
+MapView::~MapView() {
+    if (p_) munmap(p_, len_);
 }
 
 Result<PinnedMapInfo> pinned_map_info(const std::string &path) {

@@ -45,6 +45,26 @@ struct PinnedMapInfo {
 // program or link. Errors only when the path cannot be opened at all.
 Result<PinnedMapInfo> pinned_map_info(const std::string &path);
 
+// A shared mapping of the first `bytes` of an mmapable ARRAY map
+// (pacer_state, pacer_stats, daemon_stats): the daemon writes its counters in
+// place and the CLI reads them with plain loads, no syscall per field. An
+// ARRAY's values lie at value_size rounded up to 8, so a struct whose size is
+// a multiple of 8 indexes as a C array. Unmapped when it goes out of scope.
+class MapView {
+  public:
+    static Result<MapView> of(int fd, size_t bytes, bool writable);
+    MapView(MapView &&o) noexcept : p_(o.p_), len_(o.len_) { o.p_ = nullptr; }
+    MapView &operator=(MapView &&) = delete;
+    MapView(const MapView &) = delete;
+    ~MapView();
+    template <class T> T *as() const { return static_cast<T *>(p_); }
+
+  private:
+    MapView(void *p, size_t len) : p_(p), len_(len) {}
+    void *p_;
+    size_t len_;
+};
+
 // Adds to `out` the sum over CPUs of a per-CPU value made only of __u64
 // counters (class_stats, tc_stats, xdp_stats). False when the lookup fails.
 template <class T> bool percpu_sum(int fd, const void *key, T &out) {

@@ -12,7 +12,7 @@ namespace pspxdp::common {
 
 Result<SlotAllocator> SlotAllocator::open(int class_config_fd, int pacer_stats_fd) {
     auto all = read_class_configs(class_config_fd);
-    if (!all) return Error{all.error()};
+    if (!all) return all.failure();
     SlotAllocator a;
     a.pacer_stats_fd_ = pacer_stats_fd;
     a.used_.assign(PSPXDP_MAX_CLASSES, false);

@@ -59,30 +59,6 @@ template <class K, class F> int for_each_key(int fd, F fn) {
     return errno == ENOENT ? 0 : -errno;
 }
 
-// An mmap of an mmapable ARRAY map (pacer_state, pacer_stats of the v2 data
-// path): the daemon writes them in place, so this reads (and writes) what it
-// sees without a syscall per field.
-class MapView {
-  public:
-    static std::optional<MapView> of(int fd, size_t bytes, bool writable) {
-        const long page = sysconf(_SC_PAGESIZE);
-        size_t len = (bytes + size_t(page) - 1) / size_t(page) * size_t(page);
-        void *p = mmap(nullptr, len, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) return std::nullopt;
-        return MapView(p, len);
-    }
-    MapView(MapView &&o) noexcept : p_(o.p_), len_(o.len_) { o.p_ = nullptr; }
-    ~MapView() {
-        if (p_) munmap(p_, len_);
-    }
-    template <class T> T *as() const { return static_cast<T *>(p_); }
-
-  private:
-    MapView(void *p, size_t len) : p_(p), len_(len) {}
-    void *p_;
-    size_t len_;
-};
-
 } // namespace
 
 Result<Device> Device::open(const std::string &dev, Access access) {
@@ -98,7 +74,13 @@ Result<Device> Device::open(const std::string &dev, Access access) {
         if (::access(paths->state.c_str(), F_OK) != 0 && errno == ENOENT &&
             ::access(paths->pin_dir.c_str(), F_OK) != 0)
             return refuse(dev + " is not attached (pspxdp attach " + dev + ")");
-        auto lock = common::DevLock::acquire(*paths, common::DevLock::Wait::Yes);
+        // Create::No: a detach that ran while we waited removed the lock
+        // file (and maybe /run/pspxdp): not attached, and nothing recreated.
+        using common::DevLock;
+        auto lock = DevLock::acquire(*paths, DevLock::Wait::Yes, DevLock::Create::No);
+        if (!lock && ::access(paths->state.c_str(), F_OK) == 0)
+            return refuse(paths->lock + " is gone (removed by hand?): pspxdp detach " + dev +
+                          " and attach again");
         if (!lock) return lock.failure();
         d.lock_.emplace(std::move(lock.value()));
     }
@@ -208,7 +190,7 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     {
         // pacer_stats[slot], the class on the slot and its state. A
         // deleted class still draining shows up on its old slot.
-        auto view = MapView::of(pacer_stats_.get(),
+        auto view = common::MapView::of(pacer_stats_.get(),
                                 sizeof(pspxdp_class_counters) * PSPXDP_MAX_CLASSES, false);
         auto slot_of = [&](uint32_t slot, pspxdp_class_counters &c) {
             if (view) {
@@ -277,7 +259,7 @@ Result<void> Device::update_pacer_state(const std::optional<uint32_t> &default_c
     {
         // The daemon writes its heartbeat in place: write only our fields,
         // in place too, then the generation that tells it to re-read.
-        if (auto v = MapView::of(pacer_state_.get(), sizeof(pspxdp_pacer_state), true)) {
+        if (auto v = common::MapView::of(pacer_state_.get(), sizeof(pspxdp_pacer_state), true)) {
             auto *st = v->as<pspxdp_pacer_state>();
             if (default_classid) {
                 __u32 raw = *default_classid;

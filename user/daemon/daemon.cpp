@@ -153,7 +153,7 @@ int run(const DaemonConfig &cfg) {
         clock_gettime(CLOCK_MONOTONIC, &t0);
         if (loop.dev_event().kind == DevEvent::Kind::None) break;
         // DEV changed under the loop (watch.hpp): the loop has drained.
-        auto out = handle_dev_event(paths, loop.state(), loop.dev_event(), PSPXDP_TAG_BYTES,
+        auto out = handle_dev_event(paths, loop.state(), loop.dev_event(),
                                     [](const std::string &m) { logf("%s", m.c_str()); });
         if (!out.restart) {
             rc = out.exit_code;

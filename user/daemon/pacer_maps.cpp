@@ -2,119 +2,38 @@
 
 #include "common/pins.hpp"
 
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <cerrno>
-#include <cstring>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <algorithm>
 #include <utility>
-#include <vector>
 
 namespace pspxdp::daemon {
 
-namespace {
-
-std::string errstr(int e) {
-    return std::strerror(e < 0 ? -e : e);
-}
-
-// A pinned map of DEV with the key/value sizes (and mmapability) shared.h
-// says; a pin from another pspxdp version is an error, not a misreading.
-Result<int> open_checked(const setup::Paths &p, const char *name, uint32_t key_size,
-                         uint32_t value_size, bool mmapable, bpf_map_info *info_out = nullptr) {
-    auto fd = setup::open_pinned_map(p, name);
-    if (!fd) return Error{fd.error()};
-    bpf_map_info info{};
-    uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(*fd, &info, &len) != 0) {
-        int e = errno;
-        close(*fd);
-        return err(p.pin(name) + ": " + errstr(e));
-    }
-    if (info.key_size != key_size || info.value_size != value_size ||
-        (mmapable && !(info.map_flags & BPF_F_MMAPABLE))) {
-        close(*fd);
-        return err(p.pin(name) + ": key/value size " + std::to_string(info.key_size) + "/" +
-                   std::to_string(info.value_size) + ", expected " + std::to_string(key_size) +
-                   "/" + std::to_string(value_size) + (mmapable ? ", mmapable" : "") +
-                   " (pins from another pspxdp version? detach and attach again)");
-    }
-    if (info_out) *info_out = info;
-    return *fd;
-}
-
-// An mmapable ARRAY's values, shared with the kernel (and TC).
-Result<void *> map_array(int fd, const bpf_map_info &info, size_t *len_out, const char *name) {
-    size_t page = size_t(sysconf(_SC_PAGESIZE));
-    size_t stride = (info.value_size + 7) & ~size_t(7);
-    size_t len = (size_t(info.max_entries) * stride + page - 1) & ~(page - 1);
-    void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return err(std::string("mapping ") + name + ": " + errstr(errno));
-    *len_out = len;
-    return m;
-}
-
-} // namespace
-
-Result<PacerMaps> PacerMaps::open(const setup::Paths &p) {
-    PacerMaps m;
-    bpf_map_info info{};
-    struct Want {
-        int *fd;
-        const char *name;
-        uint32_t key, value;
-        bool mmapable;
-        void **area;
-        size_t *len;
-    } want[] = {
-        {&m.class_config_, "class_config", 4, sizeof(pspxdp_class_config), false, nullptr, nullptr},
-        {&m.pacer_state_fd_, "pacer_state", 4, sizeof(pspxdp_pacer_state), true,
-         reinterpret_cast<void **>(&m.state_), &m.state_len_},
-        {&m.pacer_stats_fd_, "pacer_stats", 4, sizeof(pspxdp_class_counters), true,
-         reinterpret_cast<void **>(&m.slots_), &m.slots_len_},
-        {&m.daemon_stats_fd_, "daemon_stats", 4, sizeof(pspxdp_daemon_stats), true,
-         reinterpret_cast<void **>(&m.daemon_), &m.daemon_len_},
-        {&m.xsks_map_, "xsks_map", 4, 4, false, nullptr, nullptr},
-        {&m.xdp_stats_, "xdp_stats", 4, sizeof(pspxdp_xdp_counters), false, nullptr, nullptr},
+Result<PacerMaps> PacerMaps::open(const common::Paths &p) {
+    using common::Access;
+    // Each checked against shared.h's layout: a pin left by another pspxdp
+    // version is an error, not a misreading.
+    auto class_config = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config", Access::Read);
+    if (!class_config) return class_config.failure();
+    auto xsks = common::open_pinned_map(p, "xsks_map", 4, 4, Access::Write);
+    if (!xsks) return xsks.failure();
+    auto xdp = common::open_pinned_map<uint32_t, pspxdp_xdp_counters>(p, "xdp_stats", Access::Read);
+    if (!xdp) return xdp.failure();
+    // The mmapable arrays, mapped whole: pacer_stats has a value per slot.
+    auto mapped = [&](const char *name, uint32_t value_size, size_t entries) -> Result<common::MapView> {
+        auto fd = common::open_pinned_map(p, name, 4, value_size, Access::Write);
+        if (!fd) return fd.failure();
+        auto view = common::MapView::of(fd->get(), size_t(value_size) * entries, true);
+        if (!view) return err(p.pin(name) + ": " + view.error());
+        return std::move(view).value();
     };
-    for (auto &w : want) {
-        auto fd = open_checked(p, w.name, w.key, w.value, w.mmapable, &info);
-        if (!fd) return Error{fd.error()};
-        *w.fd = *fd;
-        if (!w.area) continue;
-        if (std::string(w.name) == "pacer_stats" && info.max_entries != PSPXDP_MAX_CLASSES)
-            return err(p.pin(w.name) + ": " + std::to_string(info.max_entries) + " slots, expected " +
-                       std::to_string(PSPXDP_MAX_CLASSES) + " (detach and attach again)");
-        auto area = map_array(*fd, info, w.len, w.name);
-        if (!area) return Error{area.error()};
-        *w.area = *area;
-    }
-    return m;
-}
-
-PacerMaps::PacerMaps(PacerMaps &&o) noexcept {
-    std::swap(class_config_, o.class_config_);
-    std::swap(pacer_state_fd_, o.pacer_state_fd_);
-    std::swap(pacer_stats_fd_, o.pacer_stats_fd_);
-    std::swap(daemon_stats_fd_, o.daemon_stats_fd_);
-    std::swap(xsks_map_, o.xsks_map_);
-    std::swap(xdp_stats_, o.xdp_stats_);
-    std::swap(state_, o.state_);
-    std::swap(slots_, o.slots_);
-    std::swap(daemon_, o.daemon_);
-    std::swap(state_len_, o.state_len_);
-    std::swap(slots_len_, o.slots_len_);
-    std::swap(daemon_len_, o.daemon_len_);
-}
-
-PacerMaps::~PacerMaps() {
-    if (state_) munmap(state_, state_len_);
-    if (slots_) munmap(slots_, slots_len_);
-    if (daemon_) munmap(daemon_, daemon_len_);
-    for (int fd : {class_config_, pacer_state_fd_, pacer_stats_fd_, daemon_stats_fd_, xsks_map_,
-                   xdp_stats_})
-        if (fd >= 0) close(fd);
+    auto state = mapped("pacer_state", sizeof(pspxdp_pacer_state), 1);
+    if (!state) return state.failure();
+    auto slots = mapped("pacer_stats", sizeof(pspxdp_class_counters), PSPXDP_MAX_CLASSES);
+    if (!slots) return slots.failure();
+    auto daemon = mapped("daemon_stats", sizeof(pspxdp_daemon_stats), 1);
+    if (!daemon) return daemon.failure();
+    return PacerMaps(std::move(class_config).value(), std::move(xsks).value(),
+                     std::move(xdp).value(), std::move(state).value(), std::move(slots).value(),
+                     std::move(daemon).value());
 }
 
 void PacerMaps::note_slot(uint32_t s) {
@@ -124,7 +43,7 @@ void PacerMaps::note_slot(uint32_t s) {
 uint64_t PacerMaps::xdp_counter(enum pspxdp_xdp_counter counter) const {
     pspxdp_xdp_counters sum{};
     const uint32_t key = 0;
-    if (counter >= PSPXDP_XDP_NR_COUNTERS || !common::percpu_sum(xdp_stats_, &key, sum)) return 0;
+    if (counter >= PSPXDP_XDP_NR_COUNTERS || !common::percpu_sum(xdp_stats_.get(), &key, sum)) return 0;
     return reinterpret_cast<const uint64_t *>(&sum)[counter];
 }
 

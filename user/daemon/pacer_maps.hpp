@@ -9,9 +9,13 @@
 // a killed predecessor left behind (recover()).
 #pragma once
 
+#include "common/fd.hpp"
+#include "common/paths.hpp"
+#include "common/pins.hpp"
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
-#include "setup/loader.hpp"
+
+#include <optional>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,13 +33,10 @@ struct Recovery {
 
 class PacerMaps {
   public:
-    static Result<PacerMaps> open(const setup::Paths &paths);
-    PacerMaps(PacerMaps &&o) noexcept;
-    PacerMaps &operator=(PacerMaps &&) = delete;
-    ~PacerMaps();
+    static Result<PacerMaps> open(const common::Paths &paths);
 
-    int class_config_fd() const { return class_config_; }
-    int xsks_map_fd() const { return xsks_map_; }
+    int class_config_fd() const { return class_config_.get(); }
+    int xsks_map_fd() const { return xsks_map_.get(); }
 
     pspxdp_class_counters &slot(uint32_t s) { return slots_[s]; }
     const pspxdp_class_counters &slot(uint32_t s) const { return slots_[s]; }
@@ -67,13 +68,21 @@ class PacerMaps {
     Recovery recover();
 
   private:
-    PacerMaps() = default;
-    int class_config_ = -1, pacer_state_fd_ = -1, pacer_stats_fd_ = -1, daemon_stats_fd_ = -1,
-        xsks_map_ = -1, xdp_stats_ = -1;
-    pspxdp_pacer_state *state_ = nullptr;
-    pspxdp_class_counters *slots_ = nullptr;
-    pspxdp_daemon_stats *daemon_ = nullptr;
-    size_t state_len_ = 0, slots_len_ = 0, daemon_len_ = 0;
+    PacerMaps(common::Fd class_config, common::Fd xsks_map, common::Fd xdp_stats,
+              common::MapView state, common::MapView slots, common::MapView daemon)
+        : class_config_(std::move(class_config)), xsks_map_(std::move(xsks_map)),
+          xdp_stats_(std::move(xdp_stats)), state_map_(std::move(state)),
+          slots_map_(std::move(slots)), daemon_map_(std::move(daemon)),
+          state_(state_map_.as<pspxdp_pacer_state>()),
+          slots_(slots_map_.as<pspxdp_class_counters>()),
+          daemon_(daemon_map_.as<pspxdp_daemon_stats>()) {}
+    common::Fd class_config_, xsks_map_, xdp_stats_;
+    // pacer_state, pacer_stats and daemon_stats, mapped (their fds are not
+    // needed once mapped: the mapping keeps the map alive).
+    common::MapView state_map_, slots_map_, daemon_map_;
+    pspxdp_pacer_state *state_;
+    pspxdp_class_counters *slots_;
+    pspxdp_daemon_stats *daemon_;
 };
 
 } // namespace pspxdp::daemon

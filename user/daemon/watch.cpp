@@ -5,6 +5,7 @@
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
 #include "setup/netlink.hpp"
+#include "pspxdp/shared.h"
 
 #include <cerrno>
 #include <linux/rtnetlink.h>
@@ -77,16 +78,16 @@ DevEvent DevWatch::poll(uint64_t now_ns) {
 }
 
 DevOutcome handle_dev_event(const common::Paths &p, const setup::AttachState &st,
-                            const DevEvent &ev, uint32_t tag_bytes,
+                            const DevEvent &ev,
                             const std::function<void(const std::string &)> &log) {
     DevOutcome out;
     std::string why = ev.why;
     bool gone = ev.kind == DevEvent::Kind::Gone;
     if (ev.kind == DevEvent::Kind::Mtu) {
         // Both ends: b receives what TC redirects into a.
-        const uint32_t mtu = ev.mtu + tag_bytes;
-        Result<void> r = ev.mtu > setup::max_pacer_mtu(tag_bytes)
-                             ? err("more than " + std::to_string(setup::max_pacer_mtu(tag_bytes)))
+        const uint32_t mtu = ev.mtu + PSPXDP_TAG_BYTES;
+        Result<void> r = ev.mtu > setup::max_pacer_mtu()
+                             ? err("more than " + std::to_string(setup::max_pacer_mtu()))
                              : setup::set_mtu(st.pacer_a, mtu);
         if (r) r = setup::set_mtu(st.pacer_b, mtu);
         if (r) {

@@ -59,10 +59,9 @@ struct DevOutcome {
     int exit_code = 0;
 };
 inline constexpr int kExitDeviceGone = 3; // systemd: RestartPreventExitStatus=3
-// tag_bytes: what the pacer veth carries on top of DEV's MTU (0 in v1,
-// PSPXDP_TAG_BYTES in v2).
+// The pacer veth's MTU is DEV's plus the tag (PSPXDP_TAG_BYTES).
 DevOutcome handle_dev_event(const common::Paths &p, const setup::AttachState &st,
-                            const DevEvent &ev, uint32_t tag_bytes,
+                            const DevEvent &ev,
                             const std::function<void(const std::string &)> &log);
 
 } // namespace pspxdp::daemon

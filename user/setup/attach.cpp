@@ -188,14 +188,14 @@ Result<AttachState> check_here(const Paths &p) {
 
 Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     auto paths = common::paths_for(opt.dev);
-    if (!paths) return Error{paths.error()};
+    if (!paths) return paths.failure();
     const Paths &p = *paths;
     if (auto r = common::need_caps("attach", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
-        return Error{r.error()};
+        return r.failure();
 
     // Checks first: a refused attach changes nothing.
     auto link = get_link(opt.dev);
-    if (!link) return Error{link.error()};
+    if (!link) return link.failure();
     if (!link->is_ether()) return err(opt.dev + " is not an Ethernet device");
     if (!link->is_up()) return err(opt.dev + " is down");
     if (link->kind == "veth" && link->name.starts_with("psp") &&
@@ -211,12 +211,12 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         if (!opt.force) return err(why + " (--force attaches anyway)");
         warn(why + " (attaching anyway: --force)");
     }
-    if (link->mtu > max_pacer_mtu(0))
+    if (link->mtu > max_pacer_mtu())
         return err(opt.dev + "'s MTU " + std::to_string(link->mtu) +
-                   " is more than the pacer can carry (" + std::to_string(max_pacer_mtu(0)) +
+                   " is more than the pacer can carry (" + std::to_string(max_pacer_mtu()) +
                    ": native XDP on a veth needs each frame in one page); lower it first");
     auto qdisc = ingress_qdisc_kind(link->ifindex);
-    if (!qdisc) return Error{qdisc.error()};
+    if (!qdisc) return qdisc.failure();
     if (!qdisc->empty() && *qdisc != "clsact")
         return err(opt.dev + " has " + (*qdisc == "ingress" ? "an ingress" : "a " + quote(*qdisc)) +
                    " qdisc at ffff: where pspxdp needs a clsact qdisc for its egress filter "
@@ -226,7 +226,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     if (*qdisc == "clsact") {
         std::string who;
         auto owner = tc_filter_owner(link->ifindex, &who);
-        if (!owner) return Error{owner.error()};
+        if (!owner) return owner.failure();
         if (*owner == Ownership::Foreign)
             return err(opt.dev + "'s egress prio " + std::to_string(kTcPriority) + " holds " + who +
                        " that is not pspxdp's: pspxdp classifies at prio " +
@@ -265,7 +265,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     }
     if (pr.pins && pr.kind != K::NotAttached) {
         auto sum = paced_sum(p);
-        if (!sum) return Error{sum.error()};
+        if (!sum) return sum.failure();
         if (sum->bps > line)
             return err(opt.dev + "'s paced classes sum to " +
                        (sum->bps > UINT64_MAX ? std::string("more than 2^64 bit/s")
@@ -281,7 +281,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     if (!link->has_carrier()) warn(opt.dev + " has no carrier: nothing will reach the wire");
 
     auto lock = DevLock::acquire(p, DevLock::Wait::No);
-    if (!lock) return Error{lock.error()};
+    if (!lock) return lock.failure();
     out.lock.swap(lock.value());
     // Again under the lock: another command may have finished in between.
     Probe now = probe(p);
@@ -336,7 +336,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     auto st = build(req);
     if (!st) {
         if (!out.replaced) remove_run_files(p); // build undid the rest
-        return Error{st.error()};
+        return st.failure();
     }
     out.state = *st;
     return out;
@@ -360,9 +360,9 @@ Result<pid_t> start_daemon(const Paths &p, const AttachState &s,
 }
 
 Result<Detached> detach(const Paths &p) {
-    if (auto r = common::need_caps("detach", {CAP_NET_ADMIN}); !r) return Error{r.error()};
+    if (auto r = common::need_caps("detach", {CAP_NET_ADMIN}); !r) return r.failure();
     auto lock = DevLock::acquire(p, DevLock::Wait::Yes);
-    if (!lock) return Error{lock.error()};
+    if (!lock) return lock.failure();
     Probe pr = probe(p);
     Detached out;
 
@@ -371,7 +371,7 @@ Result<Detached> detach(const Paths &p) {
         // gone, so are its devices (and DEV's TC parts and our veth with
         // them): only the pins and run files are left, and they are ours.
         if (common::netns_exists(pr.state->netns_id())) return err(pr.why);
-        if (auto r = remove_pins(p, out.notes); !r) return Error{r.error()};
+        if (auto r = remove_pins(p, out.notes); !r) return r.failure();
         remove_run_files(p);
         out.notes.push_back(p.dev + " was attached in network namespace " +
                             common::netns_label(pr.state->netns) +
@@ -387,7 +387,7 @@ Result<Detached> detach(const Paths &p) {
                        ", not this one (" + common::netns_label(pr.netns_here.inode) +
                        "); run pspxdp detach there");
         auto stopped = stop(p, stop_grace_ms(pr.state));
-        if (!stopped) return Error{stopped.error()};
+        if (!stopped) return stopped.failure();
         out.daemon_stopped = *stopped;
     }
     AttachState s = pr.state ? *pr.state : reconstruct(p);
@@ -416,7 +416,7 @@ Result<void> retire(const Paths &p, const std::string &why, bool dev_gone) {
     auto lock = DevLock::acquire(p, DevLock::Wait::No);
     if (!lock) return {}; // a detach (or attach) holds it and cleans up
     auto st = read_state(p);
-    if (!st) return Error{st.error()};
+    if (!st) return st.failure();
     AttachState s = *st;
     if (s.netns && !s.netns_id().same(common::netns_here()))
         return err("not retiring " + p.dev + ": its state names another network namespace");

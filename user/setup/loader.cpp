@@ -64,16 +64,16 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     // Slots are given out under DEV's lock, which attach holds.
     auto cfd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
                                                                       common::Access::Write);
-    if (!cfd) return Error{cfd.error()};
+    if (!cfd) return cfd.failure();
     auto sfd = common::open_pinned_map<uint32_t, pspxdp_class_counters>(p, "pacer_stats",
                                                                         common::Access::Write);
-    if (!sfd) return Error{sfd.error()};
+    if (!sfd) return sfd.failure();
     pspxdp_class_config cc{};
     if (bpf_map_lookup_elem(cfd->get(), &default_classid, &cc) != 0) { // keep a reused pin's config
         cc = pspxdp_class_config{};
         cc.kind = PSPXDP_CLASS_NORMAL;
         auto slots = common::SlotAllocator::open(cfd->get(), sfd->get());
-        auto slot = slots ? slots.value().allocate() : Result<uint32_t>(Error{slots.error()});
+        auto slot = slots ? slots.value().allocate() : Result<uint32_t>(slots.failure());
         if (!slot) return err("a slot for the default class: " + slot.error());
         cc.slot = *slot;
         int rc = bpf_map_update_elem(cfd->get(), &default_classid, &cc, BPF_NOEXIST) ? -errno : 0;
@@ -82,7 +82,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     }
     auto fd = common::open_pinned_map<uint32_t, pspxdp_pacer_state>(p, "pacer_state",
                                                                     common::Access::Write);
-    if (!fd) return Error{fd.error()};
+    if (!fd) return fd.failure();
     uint32_t key = 0;
     pspxdp_pacer_state st{};
     bpf_map_lookup_elem(fd->get(), &key, &st); // keeps the config_gen of a reused pin
@@ -94,7 +94,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     else st.flags &= ~uint32_t(PSPXDP_STATE_F_CLSACT_OURS);
     if (bpf_map_update_elem(fd->get(), &key, &st, BPF_ANY) != 0)
         return err("writing pacer_state: " + errno_text(errno));
-    if (auto r = common::bump_config_gen(fd->get()); !r) return Error{r.error()};
+    if (auto r = common::bump_config_gen(fd->get()); !r) return r.failure();
     return {};
 }
 
@@ -102,7 +102,7 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
 Result<bool> clsact_holds_only_ours(uint32_t ifindex) {
     for (bool egress : {true, false}) {
         auto fl = list_tc_filters(ifindex, egress);
-        if (!fl) return Error{fl.error()};
+        if (!fl) return fl.failure();
         for (const auto &f : *fl)
             if (!(egress && f.handle == kTcHandle && f.prio == kTcPriority)) return false;
     }
@@ -168,12 +168,12 @@ bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info) {
     return false;
 }
 
-uint32_t max_pacer_mtu(uint32_t tag_bytes) {
+uint32_t max_pacer_mtu() {
     const long page = sysconf(_SC_PAGESIZE);
     constexpr uint32_t kXdpHeadroom = 256;    // XDP_PACKET_HEADROOM
     constexpr uint32_t kSharedInfo = 320;     // SKB_DATA_ALIGN(sizeof(struct skb_shared_info))
     constexpr uint32_t kEthHeader = 14;
-    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader - tag_bytes;
+    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader - PSPXDP_TAG_BYTES;
 }
 
 Result<void> ensure_bpffs() {
@@ -195,19 +195,9 @@ void remove_run_files(const Paths &p) {
     rmdir(common::kRunDir);  // only when empty
 }
 
-Result<int> open_pinned_map(const Paths &p, const std::string &map) {
-    for (const auto &m : our_maps()) {
-        if (m.name != map) continue;
-        auto fd = common::open_pinned_map(p, map, m.key_size, m.value_size, common::Access::Write);
-        if (!fd) return Error{fd.error()};
-        return fd.value().release();
-    }
-    return err("no map " + common::quote(map) + " in pspxdp's BPF objects");
-}
-
 Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who) {
     auto fl = list_tc_filters(ifindex, true);
-    if (!fl) return Error{fl.error()};
+    if (!fl) return fl.failure();
     for (const auto &f : *fl) {
         if (f.prio != kTcPriority) continue;
         bool ours = f.kind == "bpf" && f.handle == kTcHandle &&
@@ -295,7 +285,7 @@ Result<void> remove_pins(const Paths &p, Notes &notes) {
 Result<PacedSum> paced_sum(const Paths &p) {
     auto fd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
                                                                      common::Access::Read);
-    if (!fd) return Error{fd.error()};
+    if (!fd) return fd.failure();
     PacedSum sum;
     uint32_t key = 0, next = 0;
     const uint32_t *prev = nullptr;
@@ -315,7 +305,7 @@ Result<PacedSum> paced_sum(const Paths &p) {
 Result<AttachState> build(const AttachRequest &req) {
     Paths p = paths_for(req.dev);
     auto dev = get_link(req.dev);
-    if (!dev) return Error{dev.error()};
+    if (!dev) return dev.failure();
     AttachState s;
     s.dev = req.dev;
     s.dev_ifindex = dev->ifindex;
@@ -328,8 +318,8 @@ Result<AttachState> build(const AttachRequest &req) {
     s.line_rate_bps = req.line_rate_bps;
     s.window_bytes = req.window_bytes;
 
-    if (auto r = ensure_run_dir(); !r) return Error{r.error()};
-    if (auto r = ensure_bpffs(); !r) return Error{r.error()};
+    if (auto r = ensure_run_dir(); !r) return r.failure();
+    if (auto r = ensure_bpffs(); !r) return r.failure();
     // A replacement reuses the pins of the attachment it replaces: they
     // hold the user's classes and filters and survive a failed attach.
     const bool pins_existed = access(p.pin_dir.c_str(), F_OK) == 0;
@@ -344,7 +334,7 @@ Result<AttachState> build(const AttachRequest &req) {
         return err(std::move(msg));
     };
     // The state file goes first: whatever happens next, detach can undo it.
-    if (auto r = write_state(p, s); !r) return Error{r.error()};
+    if (auto r = write_state(p, s); !r) return r.failure();
 
     // A pair left by a crashed run would make creation fail with EEXIST;
     // it can go if it is ours (name, kind and peer), never otherwise.
@@ -412,7 +402,7 @@ Result<AttachState> build(const AttachRequest &req) {
     if (rc == -ERANGE) // veth: "Peer MTU is too large to set XDP" (a page per frame)
         return fail(s.dev + "'s MTU " + std::to_string(dev->mtu) +
                     " is more than the pacer veth can carry with XDP (" +
-                    std::to_string(max_pacer_mtu(0)) + ")");
+                    std::to_string(max_pacer_mtu()) + ")");
     if (rc) return fail("attaching XDP (native) on " + s.pacer_b + ": " + libbpf_err(rc));
     s.xdp_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());

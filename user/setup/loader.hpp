@@ -47,9 +47,9 @@ bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info);
 // The largest MTU of DEV the pacer veth can carry: native XDP on a veth
 // needs each frame in one page, so the kernel refuses XDP when the peer's MTU
 // exceeds SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM) - ETH_HLEN
-// (3506 with 4 KiB pages), less what the pacer veth carries on top of DEV's
-// MTU (tag_bytes: 0 in v1, PSPXDP_TAG_BYTES in v2).
-uint32_t max_pacer_mtu(uint32_t tag_bytes);
+// (3506 with 4 KiB pages), less the tag the pacer veth carries on top of
+// DEV's MTU (PSPXDP_TAG_BYTES): 3498.
+uint32_t max_pacer_mtu();
 
 // Mounts bpffs on /sys/fs/bpf when nothing is mounted there.
 Result<void> ensure_bpffs();
@@ -110,8 +110,5 @@ Result<PacedSum> paced_sum(const Paths &p);
 // empty (after a detach: nothing of pspxdp stays behind).
 void remove_run_files(const Paths &p);
 
-// bpf_obj_get of a pinned map of DEV, read-write, unchecked sizes. Kept for
-// the daemon until it opens its maps with common::open_pinned_map.
-Result<int> open_pinned_map(const Paths &p, const std::string &map);
 
 } // namespace pspxdp::setup

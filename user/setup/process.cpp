@@ -129,7 +129,7 @@ Result<pid_t> spawn(const Paths &p, const std::vector<std::string> &args) {
 Result<void> wait_started(const Paths &p, pid_t pid, int timeout_ms) {
     auto fd = common::open_pinned_map<uint32_t, pspxdp_pacer_state>(p, "pacer_state",
                                                                     common::Access::Read);
-    if (!fd) return Error{fd.error()};
+    if (!fd) return fd.failure();
     uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * common::kNsPerMs;
     while (mono_ns() < deadline) {
         if (!alive(pid)) return err("daemon exited at start; " + p.log + " says:\n" + log_tail(p, 5));

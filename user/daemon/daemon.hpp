@@ -6,6 +6,7 @@
 //   class_table.cpp   the classes by slot, following class_config
 //   class_queues.cpp  each class's FIFO: limits, ECN, overflow, drops, sent
 //   pacer_maps.cpp    the mmapped maps: heartbeat, counters, a dead daemon's leftovers
+//   wire_clock.cpp    which clock paces the wire (byte clock, clockless), the gap horizon
 //   log.cpp           the log
 //   process.cpp       the daemon as a process (spawn, stop), for the CLI
 #pragma once

@@ -43,11 +43,26 @@ bool is_ours(pid_t pid, const std::string &dev) {
     return named && has_dev;
 }
 
+// A zombie has exited: only its parent's wait() is missing.
+bool is_zombie(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(f, stat);
+    // pid (comm) S ...: comm may hold spaces and parentheses, the state
+    // follows the last ')'.
+    const auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
 bool alive(pid_t pid) {
     // A child of ours that exited is a zombie until reaped: reap it here.
     int status;
     if (waitpid(pid, &status, WNOHANG) == pid) return false;
-    return kill(pid, 0) == 0 || errno == EPERM;
+    if (kill(pid, 0) != 0 && errno != EPERM) return false;
+    // The daemon's parent (the attach that started it) has exited, so it
+    // is reaped by whatever adopted it, which may take a while (this VM's
+    // init reaps about once a second): an exited daemon is not alive.
+    return !is_zombie(pid);
 }
 
 } // namespace

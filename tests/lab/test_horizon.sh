@@ -9,7 +9,8 @@
 # wire was busy, real time across its idle periods: with H the wire idles):
 #   - H = 50us: the PAUSE share of the wire <= 10 % (daemon counters: gap
 #     bytes over the wire's time while sending), the class's rate within
-#     0.1 % of 20 Mbit/s, its burstiness at 20 Mbit/s <= 2 MTU;
+#     0.1 % of 20 Mbit/s (less only by what counted late wake-ups explain),
+#     its burstiness at 20 Mbit/s <= 2 MTU (+ the hybrid clock's error);
 #   - H = inf: the PAUSE share >= 80 % (~98 %: the comparison that shows H
 #     works is in the same test);
 #   - status names the clock, its reason and the horizon, with -j the same
@@ -117,8 +118,12 @@ psp_check "H=50us: class got frames through ($frames)" test "${frames:-0}" -gt 1
 # cost of H, and it is counted).
 psp_check "H=50us: rate within 0.1 % of 20 Mbit/s (${err:-?} %; counted lateness ${lost:-?} %)" \
     python3 -c "assert -0.1 - ${lost:-0} <= ${err:-100} <= 0.1"
-psp_check "H=50us: burstiness at 20 Mbit/s ${burst:-?} MTU <= 2 (hybrid clock)" \
-    python3 -c "assert ${burst:-99} <= 2.0"
+# 2 MTU, plus what the hybrid clock may be off by: each departure is within
+# 2T of the truth (T = --idle-threshold, core/analyzer.hpp), 2 * 50 us at
+# 20 Mbit/s = 250 B = 0.16 MTU.
+BOUND=$(python3 -c "print(round(2 + 2 * 50e-6 * $RATE_BPS / 8 / 1538, 2))")
+psp_check "H=50us: burstiness at 20 Mbit/s ${burst:-?} MTU <= 2 (+ the hybrid clock's 2T: $BOUND)" \
+    python3 -c "assert ${burst:-99} <= $BOUND"
 psp_check "status -j: byte clock, forced, horizon 50000 ns ($clock, forced $forced, $hz)" \
     test "$clock" = byte -a "$forced" = 1 -a "$hz" = 50000 -a "$cl" = 0
 psp_check "status -j with inf: gap_horizon_ns 2^64-1 ($hz_inf)" test "$hz_inf" = 18446744073709551615

@@ -1,4 +1,4 @@
-"""The paper's experiments (DESIGN.md §5) and the side-by-side comparison.
+"""The paper's experiments (docs/design.md §5) and the side-by-side comparison.
 Each writes docs/results/<date>-<what>/ and returns its rows."""
 import subprocess
 import time

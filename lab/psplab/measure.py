@@ -10,7 +10,7 @@ import time
 
 from .net import sh
 
-WIRE_OVERHEAD = 24  # FCS + preamble/SFD + IFG, DESIGN.md §2
+WIRE_OVERHEAD = 24  # FCS + preamble/SFD + IFG, docs/design.md §2.3
 
 
 class Capture:

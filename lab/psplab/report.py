@@ -11,7 +11,7 @@ REAL_TIME_NOTE = ("real time: capture timestamps on a veth, i.e. the sending dae
                   "milliseconds")
 BYTE_CLOCK_NOTE = ("byte clock: each frame's time is the wire bytes of every frame before it "
                    "(PAUSE gap frames included) over the line rate: what a NIC at that rate "
-                   "would show (DESIGN.md §5); defined only where gap frames fill the wire (pspxdp)")
+                   "would show (docs/design.md §5); defined only where gap frames fill the wire (pspxdp)")
 
 
 def mbit(bps, digits=3):

@@ -8,7 +8,7 @@ is pspxdp's default window, 64 KiB: both are timer wires on this VM and may
 catch up that much after a late wake-up (a one-frame bucket loses every late
 timer's time: it carried only ~60 % of M here). pspxdp needs no model: its
 daemon keeps the veth at M itself (never more than its window ahead of real
-time, DESIGN.md §4).
+time, docs/design.md §4).
 """
 import json
 import re
@@ -19,7 +19,7 @@ from .net import sh
 # bucket that holds a full 1514-B frame (1514 or 1600 become 1500: every
 # full frame dropped). "One MTU" below means this.
 ONE_FRAME_BUCKET = 2000
-TYPICAL_BUCKET = 32 * 1024  # kernel-facts §7; tbf/htb configurations seen in the wild
+TYPICAL_BUCKET = 32 * 1024  # docs/design.md §9.7; tbf/htb configurations seen in the wild
 WIRE_QUEUE = 1000 * 1514    # the modelled NIC's queue: txqueuelen 1000 full frames
 WIRE_BUCKET = 65536         # = pspxdp attach's default --window
 SHAPER_QUEUE = 256 * 1024   # tbf's own queue (limit) in front of the wire

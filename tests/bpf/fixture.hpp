@@ -132,9 +132,14 @@ class AttachedHere {
         mkdir("/run/pspxdp", 0755); // may exist
         auto r = pspxdp::setup::write_state(paths_, st);
         if (!r) throw std::runtime_error(r.error());
+        // The lock file attach leaves: a change takes it, never creates it.
+        const int fd = open(paths_.lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0) throw std::runtime_error("creating " + paths_.lock);
+        close(fd);
     }
     ~AttachedHere() {
         unlink(paths_.state.c_str());
+        unlink(paths_.lock.c_str());
         std::system(("ip link del " + paths_.dev + " >/dev/null 2>&1").c_str());
     }
     AttachedHere(const AttachedHere &) = delete;

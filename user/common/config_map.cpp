@@ -1,5 +1,7 @@
 #include "common/config_map.hpp"
 
+#include "common/text.hpp"
+
 #include <bpf/bpf.h>
 #include <cerrno>
 #include <cstring>
@@ -30,7 +32,7 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
             chunk *= 2;
             continue;
         }
-        if (rc && e != ENOENT) return err(std::string("reading class_config: ") + std::strerror(e));
+        if (rc && e != ENOENT) return err("reading class_config: " + errno_text(e));
         for (uint32_t i = 0; i < n; ++i)
             out.push_back(ClassConfigEntry{keys[i], vals[i]});
         if (rc) break; // ENOENT: that was the last batch
@@ -43,7 +45,7 @@ Result<void> bump_config_gen(int pacer_state_fd) {
     long page = sysconf(_SC_PAGESIZE);
     void *m = mmap(nullptr, size_t(page), PROT_READ | PROT_WRITE, MAP_SHARED, pacer_state_fd, 0);
     if (m == MAP_FAILED)
-        return err(std::string("mapping pacer_state: ") + std::strerror(errno) +
+        return err("mapping pacer_state: " + errno_text(errno) +
                    " (pins from another pspxdp version? detach and attach again)");
     auto *st = static_cast<pspxdp_pacer_state *>(m);
     __atomic_fetch_add(&st->config_gen, 1, __ATOMIC_RELEASE);

@@ -18,7 +18,6 @@ Result<Paths> paths_for(std::string_view dev) {
     p.state = base + ".state";
     p.pid = base + ".pid";
     p.log = base + ".log";
-    p.stats = base + ".stats";
     return p;
 }
 

@@ -5,7 +5,6 @@
 //   /run/pspxdp/DEV.lock           the device's one lock (DevLock)
 //   /run/pspxdp/DEV.state          what attach created, and where (identity)
 //   /run/pspxdp/DEV.pid, DEV.log   the daemon
-//   /run/pspxdp/DEV.stats          the daemon's counters (v1 data path)
 #pragma once
 
 #include "core/result.hpp"
@@ -26,7 +25,6 @@ struct Paths {
     std::string state;
     std::string pid;
     std::string log;
-    std::string stats;
     std::string pin(std::string_view map) const { return pin_dir + "/" + std::string(map); }
 };
 

@@ -1,5 +1,7 @@
 #include "common/slots.hpp"
 
+#include "common/text.hpp"
+
 #include "common/config_map.hpp"
 #include "pspxdp/shared.h"
 
@@ -27,7 +29,7 @@ Result<uint32_t> SlotAllocator::allocate() {
         if (used_[s]) continue;
         pspxdp_class_counters c{};
         if (bpf_map_lookup_elem(pacer_stats_fd_, &s, &c) != 0)
-            return err(std::string("reading pacer_stats: ") + std::strerror(errno));
+            return err("reading pacer_stats: " + errno_text(errno));
         if (c.state != PSPXDP_SLOT_FREE) continue; // still draining, or a dead daemon's
         used_[s] = true;
         next_ = s + 1;

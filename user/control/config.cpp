@@ -1,5 +1,7 @@
 #include "control/config.hpp"
 
+#include "common/text.hpp"
+
 #include "core/framing.hpp"
 #include "core/units.hpp"
 
@@ -225,9 +227,9 @@ Result<std::string> read_text(const std::string &path) {
         return text;
     }
     std::ifstream f(path, std::ios::binary);
-    if (!f) return refuse(path + ": " + std::strerror(errno));
+    if (!f) return refuse(path + ": " + common::errno_text(errno));
     text.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    if (f.bad()) return refuse(path + ": " + std::strerror(errno));
+    if (f.bad()) return refuse(path + ": " + common::errno_text(errno));
     return text;
 }
 

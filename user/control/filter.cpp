@@ -1,5 +1,7 @@
 #include "control/filter.hpp"
 
+#include "common/text.hpp"
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/membarrier.h>
@@ -17,7 +19,7 @@ namespace pspxdp::control {
 namespace {
 
 Error sys_error(const std::string &what, int e = errno) {
-    return err(what + ": " + std::strerror(e < 0 ? -e : e));
+    return err(what + ": " + common::errno_text(e));
 }
 
 // Every (key, value) of a hash map, by batches.

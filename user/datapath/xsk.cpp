@@ -1,5 +1,7 @@
 #include "datapath/xsk.hpp"
 
+#include "common/text.hpp"
+
 #include "pspxdp/shared.h"
 
 #include <algorithm>
@@ -21,9 +23,6 @@
 namespace pspxdp::datapath {
 
 namespace {
-std::string errstr(int e) {
-    return std::strerror(e < 0 ? -e : e);
-}
 uint32_t pow2_floor(uint64_t v) {
     uint32_t p = 1;
     while (p * 2ull <= v && p < (1u << 30))
@@ -103,7 +102,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (area == MAP_FAILED)
         return err("mapping UMEM of " + std::to_string(p->area_bytes_ >> 20) +
-                   " MiB: " + errstr(errno));
+                   " MiB: " + common::errno_text(errno));
     p->area_ = static_cast<uint8_t *>(area);
     p->pause_addr_ = frames * p->frame_size_;
     std::memcpy(p->area_ + p->pause_addr_, pause->data(), pause->size());
@@ -126,7 +125,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     ucfg.flags = 0;
     int rc =
         xsk_umem__create(&p->umem_, p->area_, p->area_bytes_, &p->tx_->fill, &p->tx_->comp, &ucfg);
-    if (rc) return err("creating UMEM (" + std::to_string(total) + " frames): " + errstr(rc));
+    if (rc) return err("creating UMEM (" + std::to_string(total) + " frames): " + common::errno_text(rc));
 
     // The TX socket first: its bind mode (copy) is the one every shared socket
     // inherits; zero-copy is impossible anyway with RX on a veth.
@@ -137,7 +136,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     scfg.bind_flags = XDP_COPY;
     rc = xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr,
                                    &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
-    if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + errstr(rc));
+    if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + common::errno_text(rc));
 
     p->rx_.resize(n);
     for (uint32_t q = 0; q < n; ++q) {
@@ -152,7 +151,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
                                        nullptr, &r.rings->fill, &r.rings->comp, &rcfg);
         if (rc)
             return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " +
-                       std::to_string(q) + ": " + errstr(rc));
+                       std::to_string(q) + ": " + common::errno_text(rc));
         if (cfg.busy_poll) {
             // The daemon's own recvfrom/poll then runs the veth's NAPI poll
             // instead of waiting for softirq (kernel >= 5.11).
@@ -162,13 +161,13 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
                 setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &usecs, sizeof(usecs)) ||
                 setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL_BUDGET, &budget, sizeof(budget)))
                 return err("busy polling on RX socket " + std::to_string(q) + ": " +
-                           errstr(errno));
+                           common::errno_text(errno));
         }
         if (cfg.xsks_map_fd >= 0) {
             rc = xsk_socket__update_xskmap(r.xsk, cfg.xsks_map_fd);
             if (rc)
                 return err("registering RX socket of queue " + std::to_string(q) +
-                           " in xsks_map: " + errstr(rc));
+                           " in xsks_map: " + common::errno_text(rc));
         }
     }
     p->refill();

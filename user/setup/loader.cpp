@@ -187,7 +187,6 @@ Result<void> ensure_bpffs() {
 }
 
 void remove_run_files(const Paths &p) {
-    unlink(p.stats.c_str());
     unlink(p.log.c_str());
     unlink(p.pid.c_str());   // normally gone with the daemon, but not after a SIGKILL
     unlink(p.state.c_str()); // normally gone with detach; a failed attach may leave it

@@ -129,7 +129,8 @@ for f in real["flows"]:
                     "real": f["max_burst_at_target_mtu"] or 0, "byte": b["max_burst_at_target_mtu"] or 0})
 row["classes"] = classes
 # Judged: the classes whose sender offered at least their rate.
-judged = [c for c in classes if c["offered"] is None or c["offered"] >= c["target"]]
+# (Table B: all; a tc shaper's backpressure makes the sender's count its rate.)
+judged = [c for c in classes if table == "B" or c["offered"] is None or c["offered"] >= c["target"]]
 row["judged"] = f"{len(judged)}/{len(classes)}"
 row["burst_real_mtu"] = max((c["real"] for c in judged), default=None)
 row["burst_byte_mtu"] = max((c["byte"] for c in judged), default=None)

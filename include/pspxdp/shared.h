@@ -226,7 +226,19 @@ struct pspxdp_class_counters {
     X(config_refused, "class configurations the daemon could not apply")                           \
     X(config_reloads, "times the daemon re-read its configuration")                                \
     X(accounting_failures, "UMEM accounting checks that did not balance (a bug)")                  \
-    X(restarts, "daemon starts on this attachment after the first")
+    X(restarts, "daemon starts on this attachment after the first")                                \
+    X(planned_idles, "times the wire idled by plan (gap horizon, clockless) instead of carrying "   \
+                     "gap frames")                                                                 \
+    X(planned_idle_bytes, "byte times of those idles (wire time without gap frames)")              \
+    X(late_wakeups, "planned idles the daemon woke from after a paced frame's due time")           \
+    X(late_ns, "by this much in all, ns (the only lateness that costs precision)")                 \
+    X(late_max_ns, "the latest of them, ns")                                                       \
+    X(clockless, "1: clockless mode (no gap frames, frames released at their real-time due "       \
+                 "time); 0: byte clock")                                                           \
+    X(clock_forced, "1: the clock mode was forced (--clock byte/none); 0: chosen from DEV's "      \
+                    "driver")                                                                      \
+    X(gap_horizon_ns, "the gap horizon H, ns; 18446744073709551615 (2^64-1): inf, the paper's "    \
+                      "rule")
 struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
@@ -416,7 +428,7 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
 static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 20 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 28 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");

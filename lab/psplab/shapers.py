@@ -59,6 +59,10 @@ class Pspxdp:
         # Data path v1 serves one class per pacer queue: ask for enough.
         if self._has("attach", "max classes served"):
             args += ["--queues", max(16, classes + 1)]
+        # The lab judges pspxdp on the byte clock of its gap frames: a veth
+        # would get the clockless mode by default (--clock auto, issue 10).
+        if "--clock" not in extra and self._has("attach", "--clock"):
+            args += ["--clock", "byte"]
         self.run(*args, *extra, timeout=120)
 
     def class_set(self, cid, rate):

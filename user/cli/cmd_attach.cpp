@@ -22,6 +22,23 @@ namespace pspxdp::cli {
 
 namespace dp = pspxdp::setup;
 
+// Shared with `pspxdp daemon` (command.hpp); the defaults are the daemon's.
+Option gap_horizon_option() {
+    static const std::string fallback = daemon::format_gap_horizon(daemon::DaemonConfig{}.gap_horizon_ns);
+    return opt(OptType::String, "gap-horizon", 0, "TIME",
+               "gap frames only within TIME of a paced frame's due time; the wire idles "
+               "before (inf: always, the paper's rule; 0: never)")
+        .by_default(fallback);
+}
+Option clock_option() {
+    return opt(OptType::String, "clock", 0, "auto|byte|none",
+               "what paces the wire: byte = gap frames (a NIC serialises), none = clockless "
+               "(frames released at their real-time due time, no gap frames), auto = none on "
+               "veth, virtio_net and other virtual drivers, byte otherwise")
+        .by_default(daemon::wire_clock_name(daemon::DaemonConfig{}.clock));
+}
+Option clockless_option() { return flag("clockless", 0, "--clock none"); }
+
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
     auto paths = common::paths_for(dev);
@@ -58,6 +75,10 @@ static int run(const Args &args) {
 
     daemon::DaemonConfig dcfg;
     dcfg.dev = dev;
+    if (auto r = daemon::set_clock_options(dcfg, args.text("gap-horizon"), args.text("clock"),
+                                           args.flag("clockless"));
+        !r)
+        return fail_input("attach: " + r.error());
     dcfg.buffer_bytes = args.number("buffer");
     if (args.flag("spin")) dcfg.sleep_min_ns = 0;
     if (auto c = args.maybe_number("cpu")) {
@@ -167,6 +188,9 @@ const Command kAttach = {
         flag("spin", 0,
              "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
              "(default: sleep through waits > 50 us)"),
+        gap_horizon_option(),
+        clock_option(),
+        clockless_option(),
         opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N").within(0, 4095),
         flag("rt", 0,
              "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "

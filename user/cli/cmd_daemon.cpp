@@ -27,13 +27,18 @@ static int run(const Args &args) {
         uint64_t scale;
     } nums[] = {{"window", 1514, 64ull << 20, &cfg.window_bytes, 1},
                 {"buffer", 1ull << 20, 64ull << 30, &cfg.buffer_bytes, 1},
-                {"sleep-min-us", 0, 1000000, &cfg.sleep_min_ns, 1000}};
+                {"sleep-min-us", 0, 1000000, &cfg.sleep_min_ns, 1000},
+                {"spin-us", 0, 1000000, &cfg.spin_ns, 1000}};
     for (auto &n : nums) {
         if (!args.has(n.name)) continue;
         auto v = common::parse_u64(std::string("--") + n.name, args.get(n.name), n.lo, n.hi);
         if (!v) return fail_input("daemon: " + v.error());
         *n.out = *v * n.scale;
     }
+    if (auto r = daemon::set_clock_options(cfg, args.text("gap-horizon"), args.text("clock"),
+                                           args.flag("clockless"));
+        !r)
+        return fail_input("daemon: " + r.error());
     if (args.has("cpu")) {
         auto v = common::parse_u64("--cpu", args.get("cpu"), 0, 4095);
         if (!v) return fail_input("daemon: " + v.error());
@@ -73,6 +78,11 @@ const Command kDaemon = {
         {"busy-poll", 0, nullptr, "busy-poll the pacer sockets"},
         {"sleep-min-us", 0, "US",
          "while backlogged, sleep through waits longer than US (default 50; 0: spin)"},
+        {"spin-us", 0, "US",
+         "spin the last US before a due time the engine has no slack for (default 20)"},
+        gap_horizon_option(),
+        clock_option(),
+        clockless_option(),
     },
     1,
     1,

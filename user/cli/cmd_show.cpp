@@ -8,7 +8,9 @@
 #include "control/control.hpp"
 #include "core/units.hpp"
 #include "daemon/process.hpp"
+#include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
+#include "setup/netlink.hpp"
 #include "setup/loader.hpp"
 
 #include <csignal>
@@ -212,6 +214,11 @@ std::vector<KeyDoc> key_docs() {
         {"status", "daemon_pid", "the daemon's pid; 0: not running"},
         {"status", "heartbeat_age_ns", "since the daemon's last heartbeat; null: never beat"},
         {"status", "dead", "why DEV is not paced (daemon stopped or killed, DEV gone) and what to do; null when alive"},
+        {"status", "clock", "what paces the wire: byte (gap frames) or clockless; null: no daemon counters"},
+        {"status", "clock_reason", "why: forced (--clock) or auto from DEV's driver; null with clock"},
+        {"status", "pause_share", "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
+                                  "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
+                                  "nothing sent"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;
@@ -334,6 +341,47 @@ namespace pspxdp::cli {
 
 namespace {
 
+// status: one line on the wire's clock (issue 10): the mode and why, the gap
+// horizon, how much of the wire PAUSE frames took, late wake-ups.
+void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
+    const auto &k = s.counters;
+    if (!k.have_daemon) {
+        p.null("clock");
+        p.null("clock_reason");
+        p.null("pause_share");
+        return;
+    }
+    const auto &d = k.daemon;
+    // The driver now (the daemon resolved it at its start; same device).
+    auto link = setup::get_link(dev);
+    daemon::ClockChoice c;
+    c.clockless = d.clockless;
+    c.forced = d.clock_forced;
+    c.driver = link ? link->driver : "";
+    const std::string why = c.describe();
+    const auto paren = why.find(" (");
+    // One line of text, whatever its length; the JSON fields print nothing.
+    std::string line = "clock: " + why;
+    if (!c.clockless) line += ", gap horizon " + daemon::format_gap_horizon(d.gap_horizon_ns);
+    p.string("clock", c.clockless ? "clockless" : "byte", "");
+    p.string("clock_reason", why.substr(paren + 2, why.size() - paren - 3), "");
+    const uint64_t wire = d.wire_frame_bytes + d.gap_bytes + d.planned_idle_bytes;
+    if (wire) {
+        const double share = double(d.gap_bytes) / double(wire);
+        p.value("pause_share", share, "", "");
+        line += ", PAUSE " + fixed(100.0 * share, 1) + " % of the wire";
+    } else {
+        p.value("pause_share", nullptr, "", "");
+        line += ", PAUSE - (nothing sent)";
+    }
+    line += ", late wake-ups " + std::to_string(d.late_wakeups);
+    if (d.late_wakeups)
+        line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
+                fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
+    p.text(line); // text() never wraps
+    p.newline();
+}
+
 // status: the attachment (what attach created, the daemon) and then what
 // stats prints, in one object. -j prints a JSON object for any DEV, with
 // "attached": false and "error" when there is nothing to show.
@@ -399,6 +447,7 @@ int run_status(const Args &args) {
     } else {
         p.null("dead");
     }
+    print_clock(p, dev, *s);
     print_device(p, dev, *s, nullptr, true);
     p.close_object();
     p.print(stdout);

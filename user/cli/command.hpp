@@ -67,6 +67,13 @@ Option flag(const char *name, char short_name, const char *help);
 
 struct Command;
 
+// The clock options of attach and daemon (issue 10), declared once:
+// --gap-horizon TIME, --clock auto|byte|none, --clockless. Their values go
+// to daemon::set_clock_options.
+Option gap_horizon_option();
+Option clock_option();
+Option clockless_option();
+
 struct Args {
     const Command *cmd = nullptr;
     std::vector<std::string> positional;

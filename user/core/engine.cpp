@@ -56,6 +56,7 @@ void Engine::update_horizon() {
 }
 
 void Engine::set_gap_horizon_ns(uint64_t horizon_ns) {
+    ++inputs_;
     cfg_.gap_horizon_ns = horizon_ns;
     update_horizon();
 }
@@ -63,6 +64,7 @@ void Engine::set_gap_horizon_ns(uint64_t horizon_ns) {
 // A planned idle in progress is the old mode's: the next wire position past
 // G is then judged by the new mode's rules (an idle or an underrun).
 void Engine::set_clockless(bool clockless) {
+    ++inputs_;
     cfg_.clockless = clockless;
     planned_ = false;
     update_horizon();
@@ -88,6 +90,7 @@ uint64_t Engine::lag_limit_for(uint64_t rate_bps) const {
 }
 
 Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
+    ++inputs_;
     if (rate_bps > cfg_.line_rate_bps - paced_sum_bps_)
         return err("rate " + format_rate(rate_bps) + " would make the paced rates sum to " +
                    format_rate(paced_sum_bps_ + rate_bps) + ", above the line rate " +
@@ -143,6 +146,7 @@ void Engine::unlink(uint32_t cls) {
 }
 
 Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
+    ++inputs_;
     if (!has_class(cls)) return err("no such class");
     Class &c = classes_[cls];
     uint64_t others = paced_sum_bps_ - c.rate_bps;
@@ -169,6 +173,7 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
 }
 
 Result<void> Engine::remove_class(uint32_t cls) {
+    ++inputs_;
     if (!has_class(cls)) return err("no such class");
     Class &c = classes_[cls];
     if (c.state == State::Backlogged || c.state == State::Sent)
@@ -182,6 +187,7 @@ Result<void> Engine::remove_class(uint32_t cls) {
 }
 
 Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
+    ++inputs_;
     if (line_rate_bps == 0 || line_rate_bps > kMaxLineRateBps)
         return err("line rate " + format_rate(line_rate_bps) + " out of range (1bit .. " +
                    format_rate(kMaxLineRateBps) + ")");
@@ -268,6 +274,7 @@ void Engine::restore_frac(Class &c) {
 }
 
 void Engine::set_head(uint32_t cls, uint32_t len) {
+    ++inputs_;
     assert(has_class(cls));
     Class &c = classes_[cls];
     switch (c.state) {
@@ -294,6 +301,7 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
 }
 
 void Engine::set_empty(uint32_t cls) {
+    ++inputs_;
     assert(has_class(cls));
     Class &c = classes_[cls];
     if (c.state == State::Sent) --awaiting_head_;

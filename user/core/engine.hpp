@@ -220,6 +220,11 @@ class Engine {
     uint64_t class_rate(uint32_t cls) const;
     uint64_t paced_rate_sum() const { return paced_sum_bps_; }
     const EngineConfig &config() const { return cfg_; }
+    // Bumped by every call but next() that can change what next() decides
+    // (heads, classes, rates, modes): a caller that got a Wait need not ask
+    // again before wake_ns while this stands still (each ask during a planned
+    // idle would resume and re-plan it, and count it again).
+    uint64_t inputs() const { return inputs_; }
     const EngineCounters &counters() const { return counters_; }
     const ClassCounters &class_counters(uint32_t cls) const;
 
@@ -312,6 +317,7 @@ class Engine {
     uint32_t normal_count_ = 0;
     uint64_t normal_held_since_ = UINT64_MAX; // G when the normal head was first held back
     EngineCounters counters_;
+    uint64_t inputs_ = 0;
 };
 
 } // namespace pspxdp

@@ -6,10 +6,13 @@
 //   class_table.cpp   the classes by slot, following class_config
 //   class_queues.cpp  each class's FIFO: limits, ECN, overflow, drops, sent
 //   pacer_maps.cpp    the mmapped maps: heartbeat, counters, a dead daemon's leftovers
+//   wire_clock.cpp    which clock paces the wire (byte clock, clockless), the gap horizon
 //   log.cpp           the log
 //   process.cpp       the daemon as a process (spawn, stop), for the CLI
 #pragma once
 
+#include "core/engine.hpp"
+#include "daemon/wire_clock.hpp"
 #include "datapath/xsk.hpp"
 
 #include <cstdint>
@@ -31,6 +34,17 @@ struct DaemonConfig {
     // rings keep its classes backlogged, and an oversleep costs only real
     // time (counted as an underrun), never the byte clock's precision.
     uint64_t sleep_min_ns = 50'000;
+    // A wait with less slack than this (Decision::slack_ns) ends in a spin
+    // of this long: timers here wake 15 us late at the median, 36 us at p95
+    // (bench_timers), so a clockless frame due at wake_ns needs the last
+    // stretch spun. A wait with more slack is slept through to wake_ns: the
+    // engine absorbs the lateness (gap horizon).
+    uint64_t spin_ns = 20'000;
+    // The gap horizon H (engine.hpp); kGapHorizonInf: the paper's rule.
+    uint64_t gap_horizon_ns = kDefaultGapHorizonNs;
+    // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
+    // resolved by the daemon at each start (DEV may be re-created).
+    WireClock clock = WireClock::Auto;
     int cpu = -1;          // pin to this CPU; -1: anywhere
     bool realtime = false; // SCHED_FIFO at kRealtimePriority, memory locked
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them

@@ -36,6 +36,11 @@ uint64_t mono_ns() {
     return uint64_t(ts.tv_sec) * kNsPerSecond + uint64_t(ts.tv_nsec);
 }
 
+// ns a wire of rate M takes for `bytes` byte times.
+uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
+    return uint64_t((unsigned __int128)bytes * 8 * kNsPerSecond / line_rate_bps);
+}
+
 std::string errstr(int e) {
     return std::strerror(e < 0 ? -e : e);
 }
@@ -86,7 +91,15 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     ec.framing = framing_;
     uint64_t window = cfg.window_bytes ? cfg.window_bytes : st_.window_bytes;
     if (window) ec.window_bytes = window;
+    // Resolved at every start: DEV may have been re-created meanwhile.
+    clock_ = resolve_wire_clock(cfg.clock, dev->driver);
+    ec.clockless = clock_.clockless;
+    ec.gap_horizon_ns = cfg.gap_horizon_ns;
     engine_ = std::make_unique<Engine>(ec);
+    // What this daemon runs with (status reads it): settings, not counters.
+    maps_->daemon().clockless = clock_.clockless;
+    maps_->daemon().clock_forced = clock_.forced;
+    maps_->daemon().gap_horizon_ns = cfg.gap_horizon_ns;
     // About one kick's worth, at most half the window.
     batch_bytes_ =
         std::min<uint64_t>(ec.window_bytes / 2, kFramesPerKick * framing_.max_gap_wire_bytes());
@@ -121,9 +134,11 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     config_gen_ = maps_->config_gen();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
     table_->free_orphans();
-    logf("started: line rate %llu bit/s, window %llu B, buffer %u frames of %u B, %u RX sockets "
-         "on %s (fill %u each), TX on %s q0, %u classes",
-         (unsigned long long)line, (unsigned long long)engine_->config().window_bytes,
+    logf("started: line rate %llu bit/s, %s, gap horizon %s, window %llu B, buffer %u frames of "
+         "%u B, %u RX sockets on %s (fill %u each), TX on %s q0, %u classes",
+         (unsigned long long)line, clock_.describe().c_str(),
+         clock_.clockless ? "- (no gap frames)" : format_gap_horizon(cfg.gap_horizon_ns).c_str(),
+         (unsigned long long)engine_->config().window_bytes,
          plane_->frames(), plane_->frame_size(), plane_->rx_sockets(), st_.pacer_b.c_str(),
          plane_->fill_target(), cfg.dev.c_str(), table_->served());
     return {};
@@ -141,13 +156,20 @@ void Loop::receive() {
 }
 
 void Loop::schedule(uint64_t now) {
+    // The engine's Wait stands until wake_ns unless its inputs changed (a
+    // frame for an empty class, a configuration change): asking again
+    // would only re-plan the same idle.
+    if (engine_wait_ && now < wake_ns_ && engine_->inputs() == wait_inputs_) return;
     waiting_ = false;
+    engine_wait_ = false;
     // Batching: once the schedule is ahead of the wire, wait until the window
     // has room for a whole batch. Otherwise the steady state is one decision
     // and one sendto per loop (measured: 0.9 kicks per descriptor, and the
     // daemon fell behind real time at 80 k gap frames/s). A frame is still
     // never late: batch_bytes_ < window, so it leaves early or on time.
-    if (engine_->backlogged()) {
+    // Clockless: nothing runs ahead of the wire, every frame is released at
+    // its own time; the batch is whatever is due now.
+    if (engine_->backlogged() && !clock_.clockless) {
         uint64_t wire = engine_->wire_position(now);
         uint64_t g = engine_->byte_clock();
         uint64_t ahead = g > wire ? g - wire : 0;
@@ -155,7 +177,10 @@ void Loop::schedule(uint64_t now) {
         if (ahead + batch_bytes_ > window) {
             uint64_t short_bytes = ahead + batch_bytes_ - window;
             waiting_ = true;
-            wake_ns_ = now + short_bytes * 8 * kNsPerSecond / engine_->config().line_rate_bps;
+            const uint64_t rate = engine_->config().line_rate_bps;
+            wake_ns_ = now + short_bytes * 8 * kNsPerSecond / rate;
+            // The wire has what is ahead queued: a late wake-up eats into it.
+            slack_ns_ = (ahead > short_bytes ? ahead - short_bytes : 0) * 8 * kNsPerSecond / rate;
             return;
         }
     }
@@ -168,7 +193,10 @@ void Loop::schedule(uint64_t now) {
         } else {
             if (d.action == Action::Wait) {
                 waiting_ = true;
+                engine_wait_ = true;
+                wait_inputs_ = engine_->inputs();
                 wake_ns_ = d.wake_ns;
+                slack_ns_ = d.slack_ns;
             }
             break;
         }
@@ -199,6 +227,13 @@ void Loop::publish_counts() {
     d.idle_resyncs = base_.idle_resyncs + e.idle_resyncs;
     d.underruns = base_.underruns + e.underrun_resyncs;
     d.underrun_bytes = base_.underrun_bytes + e.underrun_bytes;
+    d.planned_idles = base_.planned_idles + e.planned_idles;
+    d.planned_idle_bytes = base_.planned_idle_bytes + e.planned_idle_bytes;
+    d.late_wakeups = base_.late_wakeups + e.late_wakeups;
+    // The engine counts byte times at the line rate; people read ns.
+    const uint64_t rate = engine_->config().line_rate_bps;
+    d.late_ns = base_.late_ns + ns_for(e.late_bytes, rate);
+    d.late_max_ns = std::max<uint64_t>(base_.late_max_ns, ns_for(e.late_max_bytes, rate));
     const auto &p = plane_->counters();
     d.kicks = base_.kicks + p.kicks;
     d.kick_errors = base_.kick_errors + p.kick_errors;
@@ -249,6 +284,18 @@ void Loop::sleep_until(uint64_t now, uint64_t deadline) {
     epoll_pwait2(epfd_, evs, 8, &ts, nullptr);
 }
 
+// Backlogged, and the engine (or the batch) said wait until wake_ns_ with
+// slack_ns_ to spare (loop.hpp). Sleeping gives the CPU to the senders and
+// the kernel's TX path on a small machine; the hrtimer has 1 ns slack.
+void Loop::wait_backlogged(uint64_t now) {
+    if (!cfg_.sleep_min_ns) return; // --spin: spin throughout
+    // Wake early by what the slack does not cover of a timer's lateness.
+    const uint64_t early = slack_ns_ >= cfg_.spin_ns ? 0 : cfg_.spin_ns - slack_ns_;
+    const uint64_t until = wake_ns_ > early ? wake_ns_ - early : 0;
+    if (until <= now + cfg_.sleep_min_ns) return; // short: spin it
+    sleep_until(now, std::min(next_tick_ns_, until));
+}
+
 int Loop::run(const volatile sig_atomic_t &stop) {
     next_tick_ns_ = 0; // the first pass beats: TC may hand over from now on
     while (!stop) {
@@ -270,16 +317,11 @@ int Loop::run(const volatile sig_atomic_t &stop) {
         }
 
         if (plane_->tx_unsent() || plane_->tx_in_flight()) continue; // the ring needs kicks/reaps
-        if (!engine_->backlogged()) {
+        if (!engine_->backlogged())
             sleep_until(now, next_tick_ns_); // idle: wait for RX or a tick
-        } else if (cfg_.sleep_min_ns && waiting_ && wake_ns_ > now + cfg_.sleep_min_ns) {
-            // Ahead of the wire by more than a batch: sleep (hrtimer, 1 ns
-            // slack) instead of spinning, which gives the CPU to the senders
-            // and the kernel's TX path on a small machine. Oversleeping is
-            // harmless up to the window minus a batch (~260 us at 1 Gbit/s).
-            sleep_until(now, std::min(next_tick_ns_, wake_ns_));
-        }
-        // else: due now or very soon: spin.
+        else if (waiting_)
+            wait_backlogged(now);
+        // else: due now: go on.
     }
     logf("stopping");
     shutdown();

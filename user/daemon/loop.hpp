@@ -10,9 +10,15 @@
 //
 // Sleeping: with nothing backlogged the loop blocks in epoll on the RX
 // sockets with the next tick as timeout, so it costs ~0 % CPU and wakes as
-// soon as a frame arrives. While backlogged it spins, except when the
-// schedule is ahead of the wire by more than a batch: then it sleeps until
-// the window has room again (or a frame arrives).
+// soon as a frame arrives. While backlogged it follows the engine's Wait
+// decisions: wake_ns, and slack_ns, how late it may call again at no cost in
+// precision. A wait with slack of at least spin_ns (the window's queued wire
+// time; the gap horizon H, whose gaps absorb a late wake-up) is slept
+// through to wake_ns; one with less (clockless: a frame due at wake_ns) is
+// slept until spin_ns - slack before it and spun the rest. Short waits
+// (under sleep_min_ns) are spun whole. A sleep is an epoll wait on the RX
+// sockets: frames arriving meanwhile are queued at once, and the engine
+// decides again (resuming from the wire's real-time position).
 #pragma once
 
 #include "daemon/watch.hpp"
@@ -52,6 +58,7 @@ class Loop {
     void publish_counts();
     void check_accounting(const char *when);
     void sleep_until(uint64_t now, uint64_t deadline);
+    void wait_backlogged(uint64_t now);
     void shutdown();
 
     DaemonConfig cfg_;
@@ -68,8 +75,12 @@ class Loop {
     uint64_t config_gen_ = 0;
     uint64_t next_tick_ns_ = 0;
     uint64_t ticks_ = 0;
-    uint64_t wake_ns_ = 0; // the window has room for a batch again
+    uint64_t wake_ns_ = 0;  // the engine's (or the batch's) Wait: nothing before this
+    uint64_t slack_ns_ = 0; // ... and how late after it costs nothing
     bool waiting_ = false;
+    bool engine_wait_ = false;  // waiting_ on the engine's Wait (not a batch)
+    uint64_t wait_inputs_ = 0;  // engine_->inputs() when it said Wait
+    ClockChoice clock_;
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     uint64_t kick_errors_logged_ = 0;
     // daemon_stats as this daemon found them: the kernel's socket counters

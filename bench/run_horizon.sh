@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The gap horizon and the clockless mode measured (issue 10), on the lab's
+# 1 Gbit/s veth wire between two network namespaces. Prints tables; fails
+# only when it cannot run.
+#
+# A. pspxdp alone, the same offered load per row, three ways:
+#      H=inf      --clock byte --gap-horizon inf   (the paper's rule)
+#      H=50us     --clock byte --gap-horizon 50us  (the default on a NIC)
+#      clockless  --clock none                     (the default on a veth)
+#    for one 20 Mbit/s class (offered 25) and the paper's 5-class mix
+#    (500/300/100/50/20 Mbit/s, each offered 20 % more). Per row: daemon
+#    CPU (utime + stime of its process over the run, in % of one core),
+#    PAUSE frames per second and their share of the wire's time while
+#    sending (daemon counters), real-time and byte-clock burstiness at the
+#    class rate (`pspxdp analyze`; the byte clock is the hybrid one, real
+#    time across idle periods), rate error in real time. Mix rows: the worst
+#    class among those whose sender offered at least their rate (a sender
+#    that falls short on a busy machine leaves its class idle); every class
+#    is listed after the table.
+# B. one flow at 10, 100 and 500 Mbit/s (offered 30 % more, at most
+#    +200 Mbit/s): pspxdp clockless beside tbf (burst 2 MTU) and htb as the
+#    root qdisc of the same veth. Per row: real-time burstiness at the target
+#    rate, rate error, machine CPU (kernel time machine-wide + the daemon's
+#    user time, in cores: other work on the machine adds to every row).
+#
+#   sudo bench/run_horizon.sh [--seconds S] [--only A|B]
+set -u
+SECS=3
+ONLY=
+while (($#)); do
+    case $1 in
+    --seconds) SECS=${2:?}; shift 2 ;;
+    --only) ONLY=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
+    esac
+done
+[[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 1 && SECS <= 60)) || { echo "--seconds: 1..60" >&2; exit 2; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD_DIR=${BUILD_DIR:-$HERE/../build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+source "$HERE/../lab/netns.sh"
+psp_require run_horizon "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
+psp_lab_begin bhz 10.88.0
+NET=10.88.0
+SIZE=1472 # UDP payload: 1514-byte frames
+ROWS=$TMP/rows.jsonl
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+kernel_ticks() { awk '/^cpu /{print $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+
+# measure TABLE MODE LOAD SHAPER_SETUP FLOW...: FLOW = "PORT RATE OFFER".
+# SHAPER_SETUP is a function run first (attach or tc), with the flows.
+measure() {
+    local table=$1 mode=$2 load=$3 setup=$4
+    shift 4
+    local flows=("$@") f port rate offer args=() pid=0 cap snd out=$TMP/run
+    "$setup" "${flows[@]}" || { echo "run_horizon: $setup failed" >&2; exit 1; }
+    for f in "${flows[@]}"; do
+        read -r port rate offer <<<"$f"
+        args+=(--flow "$NET.2:$port:$offer")
+    done
+    [[ -f /run/pspxdp/$DEV.pid ]] && pid=$(cat /run/pspxdp/$DEV.pid)
+    $D tcpdump -i $PEER -Q in -s 96 -B 524288 --time-stamp-precision=nano -w "$out.pcap" \
+        >/dev/null 2>"$out.tcpdump" &
+    cap=$!
+    for _ in $(seq 40); do grep -q listening "$out.tcpdump" && break; sleep 0.05; done
+    $N nice -n -5 timeout $((SECS + 10)) "$TRAFFIC" send "${args[@]}" --size $SIZE \
+        --seconds $((SECS + 1)) >"$out.send.json" 2>/dev/null &
+    snd=$!
+    sleep 0.5 # backlogs build up
+    [[ $pid != 0 ]] && $N "$PSPXDP" status $DEV -j >"$out.s0"
+    local t0 c0 k0
+    t0=$(date +%s.%N) c0=$(cpu_ticks $pid) k0=$(kernel_ticks)
+    sleep "$SECS"
+    local t1 c1 k1
+    t1=$(date +%s.%N) c1=$(cpu_ticks $pid) k1=$(kernel_ticks)
+    [[ $pid != 0 ]] && $N "$PSPXDP" status $DEV -j >"$out.s1"
+    wait $snd
+    sleep 0.2
+    kill -INT $cap
+    wait $cap 2>/dev/null
+    local fl=() tg=()
+    for f in "${flows[@]}"; do
+        read -r port rate offer <<<"$f"
+        fl+=(--flow "p$port=proto udp dport $port") tg+=(--target "p$port=$rate")
+    done
+    "$PSPXDP" analyze "$out.pcap" --real-time "${fl[@]}" "${tg[@]}" -j >"$out.real.json"
+    "$PSPXDP" analyze "$out.pcap" --line-rate 1gbit --idle-threshold 50us "${fl[@]}" "${tg[@]}" -j \
+        >"$out.byte.json"
+    python3 - "$out" "$table" "$mode" "$load" "$t0" "$t1" "$c0" "$c1" "$k0" "$k1" "$pid" $((SECS + 1)) \
+        >>"$ROWS" <<'PY'
+import json, os, sys
+out, table, mode, load = sys.argv[1:5]
+t0, t1 = float(sys.argv[5]), float(sys.argv[6])
+c0, c1, pid = int(sys.argv[7]), int(sys.argv[8]), int(sys.argv[11])
+k0 = list(map(int, sys.argv[9].split())); k1 = list(map(int, sys.argv[10].split()))
+dt, hz, ncpu = t1 - t0, os.sysconf("SC_CLK_TCK"), os.cpu_count()
+real, byte = json.load(open(f"{out}.real.json")), json.load(open(f"{out}.byte.json"))
+row = {"table": table, "mode": mode, "load": load, "seconds": round(dt, 2)}
+row["daemon_cpu_pct"] = (c1 - c0) / hz / dt * 100 if pid else None
+kernel = (k1[0] - k0[0]) / max(1, k1[1] - k0[1]) * ncpu
+row["machine_cores"] = kernel + ((c1 - c0) / hz / dt if pid else 0)  # daemon's stime is in kernel already; close enough
+if pid:
+    s0, s1 = (json.load(open(f"{out}.s{i}"))["daemon"] for i in (0, 1))
+    d = {k: s1[k] - s0[k] for k in s1}
+    row["pause_per_s"] = d["gap_frames"] / dt
+    row["pause_share"] = d["gap_bytes"] / max(1, d["gap_bytes"] + d["wire_frame_bytes"] + d["planned_idle_bytes"])
+    row["late_wakeups"] = d["late_wakeups"]
+else:
+    row["pause_per_s"] = row["pause_share"] = row["late_wakeups"] = None
+# What the sender managed to offer per flow (a busy machine's sender may
+# fall short: such a class is not backlogged and its rate is the sender's).
+try:
+    sent = {int(f["flow"].split(":")[1]): f["sent"] for f in json.load(open(f"{out}.send.json"))["flows"]}
+except (OSError, ValueError, KeyError, IndexError):
+    sent = {}
+send_s = float(sys.argv[12])
+classes = []
+for f in real["flows"]:
+    if f["name"] == "other":
+        continue
+    port = int(f["name"][1:])
+    b = next(x for x in byte["flows"] if x["name"] == f["name"])
+    offered = sent.get(port, 0) * (1514 + 4) * 8 / send_s if sent else None
+    classes.append({"target": f["target_bps"], "offered": offered, "got": f["mean_rate_bps"] or 0,
+                    "err": ((f["mean_rate_bps"] or 0) - f["target_bps"]) / f["target_bps"] * 100,
+                    "real": f["max_burst_at_target_mtu"] or 0, "byte": b["max_burst_at_target_mtu"] or 0})
+row["classes"] = classes
+# Judged: the classes whose sender offered at least their rate.
+# (Table B: all; a tc shaper's backpressure makes the sender's count its rate.)
+judged = [c for c in classes if table == "B" or c["offered"] is None or c["offered"] >= c["target"]]
+row["judged"] = f"{len(judged)}/{len(classes)}"
+row["burst_real_mtu"] = max((c["real"] for c in judged), default=None)
+row["burst_byte_mtu"] = max((c["byte"] for c in judged), default=None)
+row["rate_err_pct"] = max((c["err"] for c in judged), key=abs, default=None)
+row["capture_drops"] = real["capture_drops"]
+print(json.dumps(row))
+PY
+    teardown_shaper
+}
+
+attach_mode() { # attach_mode ARGS... then classes for the flows
+    local f port rate i=1
+    $N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2 --rt "${MODE_ARGS[@]}" >/dev/null || return 1
+    for f in "$@"; do
+        read -r port rate _ <<<"$f"
+        $N "$PSPXDP" class set $DEV "1:$i" "$rate" >/dev/null || return 1
+        $N "$PSPXDP" filter add $DEV proto udp dport "$port" classid "1:$i" >/dev/null || return 1
+        i=$((i + 1))
+    done
+    sleep 0.2
+}
+# stab overhead 4: tc then counts a frame's FCS, as pspxdp's rates and the
+# analyzer's targets do (else tc's "10mbit" is 0.26 % more in L2 bytes with
+# FCS, and the burstiness at the target grows with the run).
+tbf_mode() { # one flow: tbf at its rate, a 2-MTU bucket (3028 B)
+    local port rate
+    read -r port rate _ <<<"$1"
+    $N tc qdisc replace dev $DEV root stab overhead 4 tbf rate "$rate" burst 3028 limit 262144
+}
+htb_mode() {
+    local port rate
+    read -r port rate _ <<<"$1"
+    $N tc qdisc replace dev $DEV root handle 1: stab overhead 4 htb default 1 &&
+        $N tc class add dev $DEV parent 1: classid 1:1 htb rate "$rate" ceil "$rate" 2>/dev/null
+}
+teardown_shaper() {
+    $N "$PSPXDP" detach $DEV >/dev/null 2>&1
+    $N tc qdisc del dev $DEV root >/dev/null 2>&1
+    sleep 0.2
+}
+
+ONE=("5001 20mbit 25mbit")
+MIX=("5001 500mbit 600mbit" "5002 300mbit 360mbit" "5003 100mbit 120mbit" "5004 50mbit 60mbit"
+     "5005 20mbit 24mbit")
+if [[ $ONLY != B ]]; then
+    for mode in "H=inf" "H=50us" "clockless"; do
+        case $mode in
+        H=inf) MODE_ARGS=(--clock byte --gap-horizon inf) ;;
+        H=50us) MODE_ARGS=(--clock byte --gap-horizon 50us) ;;
+        clockless) MODE_ARGS=(--clock none) ;;
+        esac
+        echo "A: $mode, one 20 Mbit/s class" >&2
+        measure A "$mode" "20M" attach_mode "${ONE[@]}"
+        echo "A: $mode, the 5-class mix" >&2
+        measure A "$mode" "mix" attach_mode "${MIX[@]}"
+    done
+fi
+if [[ $ONLY != A ]]; then
+    MODE_ARGS=(--clock none)
+    for r in 10 100 500; do
+        offer=$((r * 13 / 10)); ((offer > r + 200)) && offer=$((r + 200))
+        FLOW="5001 ${r}mbit ${offer}mbit"
+        echo "B: ${r} Mbit/s: clockless, tbf, htb" >&2
+        measure B "pspxdp clockless" "${r}M" attach_mode "$FLOW"
+        measure B "tbf burst 2 MTU" "${r}M" tbf_mode "$FLOW"
+        measure B "htb" "${r}M" htb_mode "$FLOW"
+    done
+fi
+
+python3 - "$ROWS" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+f = lambda v, fmt: "-" if v is None else format(v, fmt)
+a = [r for r in rows if r["table"] == "A"]
+if a:
+    print("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)")
+    print(f"| load | mode | daemon CPU % | PAUSE/s | PAUSE share | classes judged | burst real MTU | burst byte MTU | rate err % | late wake-ups |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in sorted(a, key=lambda r: (r["load"], ["H=inf", "H=50us", "clockless"].index(r["mode"]))):
+        print(f"| {r['load']} | {r['mode']} | {f(r['daemon_cpu_pct'], '.1f')} | {f(r['pause_per_s'], '.0f')} | "
+              f"{f(r['pause_share'] and r['pause_share'] * 100, '.1f')} % | {r['judged']} | {f(r['burst_real_mtu'], '.2f')} | "
+              f"{f(r['burst_byte_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | {f(r['late_wakeups'], 'd')} |")
+    print("\nA, per class: target -> offered by the sender / got (real time), burst real / byte MTU")
+    for r in a:
+        print(f"  {r['load']:>4} {r['mode']:<10} " + "; ".join(
+            f"{c['target']/1e6:.0f} -> {f(c['offered'] and c['offered']/1e6, '.1f')}/{c['got']/1e6:.2f}"
+            f" {c['real']:.2f}/{c['byte']:.2f}" for c in r["classes"]))
+b = [r for r in rows if r["table"] == "B"]
+if b:
+    print()
+    print("B. one flow, real time: pspxdp clockless beside tbf and htb (root qdisc of the veth)")
+    print("| rate | shaper | burst at target (real time) MTU | rate err % | machine CPU cores | daemon CPU % |")
+    print("|---|---|---|---|---|---|")
+    for r in b:
+        print(f"| {r['load']} | {r['mode']} | {f(r['burst_real_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | "
+              f"{f(r['machine_cores'], '.2f')} | {f(r['daemon_cpu_pct'], '.1f')} |")
+drops = [r["capture_drops"] for r in rows if r["capture_drops"]]
+if drops:
+    print(f"\ncapture drops in some runs: {drops} (those rows' figures are less certain)")
+PY

@@ -1,0 +1,63 @@
+// Which clock paces DEV's wire, and the gap horizon (issue 10; the engine's
+// side is core/engine.hpp, the why is docs/design.md §4.5).
+//
+// A NIC that serialises frames at its line rate is a clock: gap frames on it
+// put each real frame on its byte-clock time. A veth, virtio_net or any VM
+// NIC behind a virtual switch has no such clock: it "sends" instantly and
+// the switch eats PAUSE frames, so gap frames pace nothing there. On those
+// the daemon runs clockless: no gap frames, each frame released at its
+// real-time due time. `--clock auto` (the default) decides from DEV's
+// driver (ethtool driver info, SIOCETHTOOL ETHTOOL_GDRVINFO).
+#pragma once
+
+#include "core/result.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pspxdp::daemon {
+
+struct DaemonConfig;
+
+enum class WireClock : uint8_t {
+    Auto, // clockless on a virtual driver (is_virtual_driver), byte clock otherwise
+    Byte, // gap frames: the wire's serialisation is the clock
+    None, // clockless
+};
+
+// "auto", "byte", "none": the words of --clock.
+const char *wire_clock_name(WireClock c);
+Result<WireClock> parse_wire_clock(std::string_view text);
+
+// --gap-horizon: "inf" (kGapHorizonInf, the paper's rule) or a time ("50us",
+// "1ms", "0"); a bare number other than 0 needs a unit. Errors name the word.
+Result<uint64_t> parse_gap_horizon_ns(std::string_view text);
+// "inf", "50us": what parse_gap_horizon_ns reads back.
+std::string format_gap_horizon(uint64_t horizon_ns);
+
+// Drivers of devices with no serialising clock of their own: veth, virtio_net,
+// tun/tap, the paravirtual NICs of hypervisors and clouds, and software
+// devices stacked on others.
+bool is_virtual_driver(std::string_view driver);
+
+// What a daemon runs with, and why.
+struct ClockChoice {
+    bool clockless = false;
+    bool forced = false; // --clock byte/none, not auto
+    std::string driver;  // DEV's driver ("" if ethtool did not say)
+    // One phrase for logs and status: "clockless (auto: driver veth has no
+    // serialising clock)", "byte clock (forced: --clock byte)".
+    std::string describe() const;
+};
+ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver);
+
+// The one place both attach and daemon turn their options into cfg: the
+// horizon (default kDefaultGapHorizonNs) and the clock (default auto;
+// --clockless is --clock none; --clockless with --clock byte is refused).
+// An error is the user's (exit 2) and leaves cfg unchanged.
+Result<void> set_clock_options(DaemonConfig &cfg, const std::optional<std::string> &horizon,
+                               const std::optional<std::string> &clock, bool clockless);
+
+} // namespace pspxdp::daemon

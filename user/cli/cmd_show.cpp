@@ -2,6 +2,7 @@
 // `tc [-s] class show`, in text or JSON from the same calls. Counter names
 // come from the X-macro lists of shared.h: one name in text, JSON and bpftool.
 #include "cli/command.hpp"
+#include "common/clock.hpp"
 #include "common/paths.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
@@ -21,12 +22,6 @@ namespace pspxdp::cli {
 
 namespace {
 
-uint64_t mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-
 void sleep_ns(uint64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
 
 struct Snapshot {
@@ -44,7 +39,7 @@ Result<Snapshot> take(const control::Device &d) {
     if (!classes) return classes.failure();
     auto counters = d.counters();
     if (!counters) return counters.failure();
-    s.t_ns = mono_ns();
+    s.t_ns = common::mono_ns();
     s.st = *st;
     s.classes = std::move(classes.value());
     s.counters = *counters;

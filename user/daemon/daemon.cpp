@@ -1,6 +1,8 @@
 // The daemon's entry point: signals, the pidfile, and the loop (loop.hpp).
 #include "daemon/daemon.hpp"
 
+#include "common/clock.hpp"
+#include "common/text.hpp"
 #include "daemon/log.hpp"
 #include "daemon/loop.hpp"
 #include "daemon/process.hpp"
@@ -40,7 +42,7 @@ bool write_pidfile(const setup::Paths &paths) {
     }
     FILE *f = std::fopen(paths.pid.c_str(), "w");
     if (!f) {
-        logf("writing pidfile %s: %s", paths.pid.c_str(), std::strerror(errno));
+        logf("writing pidfile %s: %s", paths.pid.c_str(), common::errno_text(errno).c_str());
         return false;
     }
     std::fprintf(f, "%d\n", int(getpid()));
@@ -68,18 +70,18 @@ bool set_realtime(const DaemonConfig &cfg) {
         CPU_ZERO(&set);
         CPU_SET(cfg.cpu, &set);
         if (sched_setaffinity(0, sizeof(set), &set) < 0) {
-            logf("cannot pin to CPU %d: %s", cfg.cpu, std::strerror(errno));
+            logf("cannot pin to CPU %d: %s", cfg.cpu, common::errno_text(errno).c_str());
             return false;
         }
     }
     if (!cfg.realtime) return true;
     // Page faults are the slowest thing a real-time loop can hit.
     if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
-        logf("warning: mlockall: %s (continuing unlocked)", std::strerror(errno));
+        logf("warning: mlockall: %s (continuing unlocked)", common::errno_text(errno).c_str());
     sched_param sp{};
     sp.sched_priority = kRealtimePriority;
     if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) {
-        logf("cannot run SCHED_FIFO: %s", std::strerror(errno));
+        logf("cannot run SCHED_FIFO: %s", common::errno_text(errno).c_str());
         return false;
     }
     FILE *f = std::fopen("/proc/sys/kernel/sched_rt_runtime_us", "r");
@@ -135,7 +137,7 @@ int run(const DaemonConfig &cfg) {
         return 1;
     }
     int rc;
-    timespec t0{}, t1{};
+    uint64_t t0_ns = common::mono_ns();
     for (bool restarted = false;; restarted = true) {
         Loop loop;
         auto r = loop.init(cfg);
@@ -146,11 +148,11 @@ int run(const DaemonConfig &cfg) {
                 (void)setup::retire(paths, "restart failed: " + r.error(), false);
                 rc = kExitDeviceGone;
             }
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+            t0_ns = common::mono_ns();
             break;
         }
         rc = loop.run(g_stop);
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        t0_ns = common::mono_ns();
         if (loop.dev_event().kind == DevEvent::Kind::None) break;
         // DEV changed under the loop (watch.hpp): the loop has drained.
         auto out = handle_dev_event(paths, loop.state(), loop.dev_event(),
@@ -160,10 +162,10 @@ int run(const DaemonConfig &cfg) {
             break;
         }
     } // the loop's destructor releases the sockets and the UMEM
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const uint64_t released_ns = common::mono_ns() - t0_ns;
     if (cfg.write_pidfile) remove_pidfile(paths);
-    logf("exited (%d); sockets and buffer released in %ld ms", rc,
-         long((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+    logf("exited (%d); sockets and buffer released in %llu ms", rc,
+         (unsigned long long)(released_ns / common::kNsPerMs));
     return rc;
 }
 

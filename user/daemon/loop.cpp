@@ -1,5 +1,7 @@
 #include "daemon/loop.hpp"
 
+#include "common/clock.hpp"
+#include "common/text.hpp"
 #include "daemon/log.hpp"
 #include "setup/netlink.hpp"
 
@@ -13,8 +15,9 @@ namespace pspxdp::daemon {
 
 namespace {
 
-constexpr uint64_t kNsPerMs = 1'000'000;
-constexpr uint64_t kNsPerSecond = 1'000'000'000;
+using common::kNsPerMs;
+using common::kNsPerSec;
+using common::mono_ns;
 // Everything periodic hangs off one tick, so an idle daemon wakes 100 times
 // a second and not once per timer. TC's heartbeat timeout is 100 ms: ten
 // beats of slack.
@@ -30,19 +33,9 @@ constexpr uint32_t kRxBurst = 256;
 // Descriptors one sendto() sends in copy mode (docs/design.md §9.4).
 constexpr uint64_t kFramesPerKick = 32;
 
-uint64_t mono_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * kNsPerSecond + uint64_t(ts.tv_nsec);
-}
-
 // ns a wire of rate M takes for `bytes` byte times.
 uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
-    return uint64_t((unsigned __int128)bytes * 8 * kNsPerSecond / line_rate_bps);
-}
-
-std::string errstr(int e) {
-    return std::strerror(e < 0 ? -e : e);
+    return uint64_t((unsigned __int128)bytes * 8 * kNsPerSec / line_rate_bps);
 }
 
 } // namespace
@@ -123,13 +116,13 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     queues_ = std::make_unique<ClassQueues>(*plane_, *engine_, *table_, *maps_, framing_);
 
     epfd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epfd_ < 0) return err("epoll_create1: " + errstr(errno));
+    if (epfd_ < 0) return err("epoll_create1: " + common::errno_text(errno));
     for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u32 = q;
         if (epoll_ctl(epfd_, EPOLL_CTL_ADD, plane_->rx_fd(q), &ev) < 0)
-            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " + errstr(errno));
+            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " + common::errno_text(errno));
     }
     config_gen_ = maps_->config_gen();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
@@ -178,9 +171,9 @@ void Loop::schedule(uint64_t now) {
             uint64_t short_bytes = ahead + batch_bytes_ - window;
             waiting_ = true;
             const uint64_t rate = engine_->config().line_rate_bps;
-            wake_ns_ = now + short_bytes * 8 * kNsPerSecond / rate;
+            wake_ns_ = now + short_bytes * 8 * kNsPerSec / rate;
             // The wire has what is ahead queued: a late wake-up eats into it.
-            slack_ns_ = (ahead > short_bytes ? ahead - short_bytes : 0) * 8 * kNsPerSecond / rate;
+            slack_ns_ = (ahead > short_bytes ? ahead - short_bytes : 0) * 8 * kNsPerSec / rate;
             return;
         }
     }
@@ -269,7 +262,7 @@ void Loop::tick(uint64_t now) {
             // Rate-limited: one line a second at most.
             logf("TX on %s failing: %llu sendto errors, last: %s", cfg_.dev.c_str(),
                  (unsigned long long)(errs - kick_errors_logged_),
-                 errstr(plane_->last_kick_errno()).c_str());
+                 common::errno_text(plane_->last_kick_errno()).c_str());
             kick_errors_logged_ = errs;
         }
     }
@@ -279,7 +272,7 @@ void Loop::tick(uint64_t now) {
 void Loop::sleep_until(uint64_t now, uint64_t deadline) {
     if (deadline <= now) return;
     uint64_t d = deadline - now;
-    timespec ts{time_t(d / kNsPerSecond), long(d % kNsPerSecond)};
+    timespec ts{time_t(d / kNsPerSec), long(d % kNsPerSec)};
     epoll_event evs[8];
     epoll_pwait2(epfd_, evs, 8, &ts, nullptr);
 }

@@ -12,7 +12,7 @@
  * Non-first fragments carry no L4 header, so they match only filters without
  * ports.
  *
- * The hand-over (data path v2, shared.h): class -> class_config.slot ->
+ * The hand-over (shared.h): class -> class_config.slot ->
  * pacer_stats[slot] must say SERVED for this very class; then the packet gets
  * a struct pspxdp_tag {slot, classid} pushed in front of its Ethernet header
  * (bpf_skb_change_head) and is redirected into the pacer veth (bpf_redirect,

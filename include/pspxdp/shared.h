@@ -21,7 +21,7 @@
  *   xsks_map      daemon -> XDP        pacer rx queue -> AF_XDP socket
  *   filter maps   CLI  -> TC           see "Filters" below
  *
- * The data path (v2): classes are not sockets. The TC program picks a class,
+ * The data path: classes are not sockets. The TC program picks a class,
  * looks up its slot (class_config.slot), checks that the daemon serves that
  * slot (pacer_stats[slot].state == PSPXDP_SLOT_SERVED and .classid matches),
  * pushes a struct pspxdp_tag in front of the frame and redirects it into the
@@ -222,7 +222,8 @@ struct pspxdp_class_counters {
     X(socket_fill_empty, "frames the kernel dropped: no free frame in a fill ring (or too long)")  \
     X(no_socket, "frames on a pacer rx queue without a socket (counted by XDP)")                   \
     X(unknown_class, "frames whose tag named no class the daemon serves")                          \
-    X(died_in_rings, "frames lost in the sockets of a killed daemon, counted by the next one")     \
+    X(died_in_rings,                                                                               \
+      "frames left in the socket rings of a daemon that died or stopped, counted by the next one") \
     X(config_refused, "class configurations the daemon could not apply")                           \
     X(config_reloads, "times the daemon re-read its configuration")                                \
     X(accounting_failures, "UMEM accounting checks that did not balance (a bug)")                  \

@@ -31,7 +31,7 @@ TEST_CASE("--gap-horizon: inf, times, 0; bad words refused naming the word, exit
         CHECK(*parse_gap_horizon_ns(format_gap_horizon(h)) == h);
 }
 
-TEST_CASE("--clock auto picks clockless on virtual drivers only", "[cli][clock]") {
+TEST_CASE("--clock auto picks clockless on virtual drivers and on PAUSE-dropping NICs only", "[cli][clock]") {
     for (const char *v : {"veth", "virtio_net", "tun", "vmxnet3", "hv_netvsc", "ena", "gve"}) {
         INFO(v);
         auto c = resolve_wire_clock(WireClock::Auto, v);
@@ -42,6 +42,14 @@ TEST_CASE("--clock auto picks clockless on virtual drivers only", "[cli][clock]"
     for (const char *nic : {"e1000e", "igb", "ixgbe", "mlx5_core", "r8169", ""}) {
         INFO(nic);
         CHECK(!resolve_wire_clock(WireClock::Auto, nic).clockless);
+    }
+    // i40e/ice (attached with --force): their NIC drops the gap frames.
+    for (const char *nic : {"i40e", "ice"}) {
+        INFO(nic);
+        auto c = resolve_wire_clock(WireClock::Auto, nic);
+        CHECK(c.clockless);
+        CHECK(c.describe() == std::string("clockless (auto: driver ") + nic + " drops host-sent PAUSE frames)");
+        CHECK(!resolve_wire_clock(WireClock::Byte, nic).clockless); // --clock byte is obeyed
     }
     auto forced = resolve_wire_clock(WireClock::Byte, "veth");
     CHECK(!forced.clockless);

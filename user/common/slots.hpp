@@ -1,4 +1,4 @@
-// Slots (data path v2, shared.h): each class gets a stable slot when it is
+// Slots (shared.h): each class gets a stable slot when it is
 // created, the index of pacer_stats and of the daemon's class table. The
 // control plane picks it, under its lock: the lowest slot in
 // 1..PSPXDP_MAX_CLASSES-1 that no class_config entry uses and whose

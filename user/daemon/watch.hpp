@@ -6,8 +6,8 @@
 //     ("stopped: ...") and exits: status says so, TC is gone with DEV (or
 //     passes: no heartbeat), and re-creating DEV + attach replaces the dead
 //     attachment with its classes and filters.
-//   - DEV's MTU changed: the pacer veth's MTU must follow (DEV's + the tag in
-//     v2), and the UMEM frames and gap sizes with it; otherwise larger frames
+//   - DEV's MTU changed: the pacer veth's MTU must follow (DEV's + the tag),
+//     and the UMEM frames and gap sizes with it; otherwise larger frames
 //     would vanish in the pacer veth. If the pacer can carry the new MTU the
 //     daemon follows it (a restart of its loop); if not it stops - traffic
 //     then passes unpaced (fail-open) - and says why in the log and status.

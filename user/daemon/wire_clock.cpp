@@ -3,6 +3,7 @@
 #include "core/engine.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
+#include "setup/attach.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -59,14 +60,20 @@ std::string ClockChoice::describe() const {
     if (forced) return mode + " (forced: --clock " + (clockless ? "none" : "byte") + ")";
     if (driver.empty()) return mode + " (auto: driver unknown, assumed a NIC)";
     return mode + " (auto: driver " + driver +
-           (clockless ? " has no serialising clock)" : " serialises)");
+           (!clockless                          ? " serialises)"
+            : setup::drops_host_pause(driver) ? " drops host-sent PAUSE frames)"
+                                              : " has no serialising clock)");
 }
 
 ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver) {
     ClockChoice c;
     c.driver = driver;
     c.forced = clock != WireClock::Auto;
-    c.clockless = clock == WireClock::None || (clock == WireClock::Auto && is_virtual_driver(driver));
+    // A NIC that drops host-sent PAUSE frames (attached with --force) has a
+    // clock, but gap frames cannot use it: pace by timer there too.
+    c.clockless = clock == WireClock::None ||
+                  (clock == WireClock::Auto &&
+                   (is_virtual_driver(driver) || setup::drops_host_pause(driver)));
     return c;
 }
 

@@ -22,7 +22,8 @@ namespace pspxdp::daemon {
 struct DaemonConfig;
 
 enum class WireClock : uint8_t {
-    Auto, // clockless on a virtual driver (is_virtual_driver), byte clock otherwise
+    Auto, // clockless on a virtual driver (is_virtual_driver) or a NIC that drops
+          // host-sent PAUSE frames (setup::drops_host_pause), byte clock otherwise
     Byte, // gap frames: the wire's serialisation is the clock
     None, // clockless
 };

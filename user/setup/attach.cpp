@@ -25,9 +25,6 @@ using K = Probe::Kind;
 
 namespace {
 
-// NICs whose embedded switch drops every host-sent 802.3x frame (DESIGN §6):
-// gap frames never reach the wire and pacing silently degrades.
-constexpr const char *kPauseDroppingDrivers[] = {"i40e", "ice"};
 
 bool pins_present(const Paths &p) {
     struct stat st {};
@@ -39,9 +36,10 @@ std::string detach_hint(const Paths &p) {
     return "pspxdp detach " + p.dev + " removes what is left";
 }
 
-// The daemon's stop grace: its shutdown drains queues (<= 500 ms) and closes
-// one AF_XDP socket per pacer queue at ~16 ms each (an RCU grace period per
-// socket); SIGKILL before that cuts its UMEM accounting short.
+// The daemon's stop grace: its shutdown sends what is queued (<= 200 ms, plus
+// 20 ms for frames still on their way) and closes one AF_XDP socket per pacer
+// queue at ~16 ms each (an RCU grace period per socket). The grace is far
+// above that: SIGKILL would cut the daemon's drop accounting short.
 int stop_grace_ms(const std::optional<AttachState> &s) {
     return 3000 + (s ? int(s->queues) * 25 : 0);
 }
@@ -173,6 +171,11 @@ Probe probe(const Paths &p) {
     return r;
 }
 
+bool drops_host_pause(std::string_view driver) {
+    // Their embedded switch drops every host-sent 802.3x frame (docs/design.md §6.1).
+    return driver == "i40e" || driver == "ice";
+}
+
 Result<AttachState> check_here(const Paths &p) {
     Probe r = probe(p);
     switch (r.kind) {
@@ -202,8 +205,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         (link->name.ends_with("a") || link->name.ends_with("b")))
         return err(opt.dev + " looks like a pspxdp pacer veth");
     const std::string driver = opt.driver.empty() ? link->driver : opt.driver;
-    for (const char *bad : kPauseDroppingDrivers) {
-        if (driver != bad) continue;
+    if (drops_host_pause(driver)) {
         const std::string why = opt.dev + " is driven by " + driver +
                                 ", whose NIC drops every host-sent 802.3x PAUSE frame: the gap "
                                 "frames would never reach the wire and pacing would silently "

@@ -48,6 +48,11 @@ const char *kind_name(Probe::Kind k); // "not attached", "alive", "dead", ...
 // explanation (not attached, attached elsewhere, broken).
 Result<AttachState> check_here(const Paths &p);
 
+// NICs that drop every host-sent 802.3x PAUSE frame (i40e, ice): gap frames
+// never reach their wire. attach refuses them unless --force; a forced
+// attach runs clockless under --clock auto.
+bool drops_host_pause(std::string_view driver);
+
 struct AttachOptions {
     std::string dev;
     // Pacer queues, one AF_XDP RX socket each; any number of classes share

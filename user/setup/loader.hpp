@@ -106,7 +106,7 @@ struct PacedSum {
 };
 Result<PacedSum> paced_sum(const Paths &p);
 
-// Removes DEV's stats, log, pid, state and lock files and /run/pspxdp when
+// Removes DEV's log, pid, state and lock files and /run/pspxdp when
 // empty (after a detach: nothing of pspxdp stays behind).
 void remove_run_files(const Paths &p);
 

@@ -31,8 +31,8 @@ def _clock_label(clock):
 
 # --- 4. side by side ---------------------------------------------------------
 
-SIDE_SHAPERS_ONE = ["pspxdp", "tbf-tight", "tbf-typical", "htb", "none"]
-SIDE_SHAPERS_MANY = ["pspxdp", "htb", "none"]  # tbf shapes one aggregate only
+SIDE_SHAPERS_ONE = ["pspxdp", "pspxdp-clockless", "tbf-tight", "tbf-typical", "htb", "none"]
+SIDE_SHAPERS_MANY = ["pspxdp", "pspxdp-clockless", "htb", "none"]  # tbf shapes one aggregate only
 
 
 def side_by_side_table(title, rows):
@@ -49,8 +49,8 @@ def side_by_side_table(title, rows):
                   "flow's mean rate (the paper's figure) and of its target rate",
                   "lost: frames the shaper dropped (pspxdp: its classes' drops plus what its sockets' "
                   "rings lost, which no class owns; tc: all its qdiscs); blocked: sends the shaper refused by back "
-                  "pressure (a full socket buffer: the kernel qdiscs hold the sender, pspxdp "
-                  "cannot yet, it drops)",
+                  "pressure (a full socket buffer: the kernel qdiscs hold the sender; pspxdp "
+                  "holds UDP in its class queue up to the class limit, then drops and counts)",
                   "unpaced: frames pspxdp's TC program passed unpaced because the daemon's "
                   "heartbeat went stale (fail-open after a stall; the daemon runs SCHED_FIFO in "
                   "the lab unless --daemon-rt 0)",
@@ -59,9 +59,11 @@ def side_by_side_table(title, rows):
                   "CPU: machine-wide cores busy during the capture minus the idle machine's; "
                   "CPU/Gbit: that in % of one core per Gbit/s delivered",
                   REAL_TIME_NOTE, BYTE_CLOCK_NOTE,
-                  "pspxdp's real-time figures are those of a timer pacer on a clockless veth: its "
-                  "daemon releases up to --window bytes at once after a late wake-up (the horizon "
-                  "work is fixing it); on a NIC the byte clock is the wire's",
+                  "pspxdp (gap frames, the paper's rule) in real time is a timer pacer on a "
+                  "clockless veth: after a late wake-up its daemon releases up to --window bytes "
+                  "at once, so it is burstier than tbf there; on a NIC the byte clock is the "
+                  "wire's. pspxdp-clockless is the mode a veth or VM NIC gets by default: no gap "
+                  "frames, each frame released at its real-time due time",
               ])
     for r in rows:
         t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
@@ -134,7 +136,7 @@ def tcp(ctx):
     res = Results(ctx.out, "tcp-bottleneck", ctx.command, ctx.started)
     lab = ctx.lab
     fifos = [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20] if ctx.full else [16 << 10, 1 << 20]
-    names = ["pspxdp", "tbf-tight", "tbf-typical", "none"]
+    names = ["pspxdp", "pspxdp+ecn", "pspxdp-clockless", "tbf-tight", "tbf-typical", "none"]
     secs = ctx.tcp_seconds
     lab.start_delay(ctx.delay_ms, len(fifos) * (len(names) + 1) * (secs + 15) + 60,
                     f"{ctx.work}/delay.json")
@@ -143,23 +145,15 @@ def tcp(ctx):
     for line in ping.splitlines():
         if "min/avg" in line:
             rtt = float(line.split("=")[1].split("/")[1])
-    rows, ecn = [], None
+    rows = []
     for fifo in fifos:
-        for name in names + (["pspxdp+ecn"] if ecn else []):
+        for name in names:
             ctx.progress(f"TCP, FIFO {fifo >> 10} KB: {name}")
             sh = shapers.make(ctx, name.split("+")[0], ctx.bottleneck)
             r = run_tcp(ctx, sh, fifo, ctx.bottleneck, secs, ecn=name.endswith("+ecn"),
                         tag=f"tcp-{fifo}-{name}")
             r["rtt_ms"] = rtt
             rows.append(r)
-            if name == "pspxdp" and ecn is None:
-                ecn = r["shaper_marks"] is not None  # this pspxdp marks CE: add its ECN row
-                if ecn:
-                    ctx.progress(f"TCP, FIFO {fifo >> 10} KB: pspxdp+ecn")
-                    r = run_tcp(ctx, shapers.make(ctx, "pspxdp"), fifo,
-                                ctx.bottleneck, secs, ecn=True, tag=f"tcp-{fifo}-pspxdp-ecn")
-                    r["rtt_ms"] = rtt
-                    rows.append(r)
     delay = lab.stop_delay()
     notes = [
         f"one iperf3 TCP flow (cubic) for {secs} s; RTT {num(rtt)} ms measured by ping (the "
@@ -169,9 +163,10 @@ def tcp(ctx):
         f"(root tbf at {ctx.line_rate}); none: the wire model only",
         "RTT: the sender's smoothed RTT (iperf3): what queues in the shaper and the FIFO add "
         "to the path's",
-        "shaper drops: pspxdp's class drops (its rings overflow: TCP gets no back pressure from "
-        "an AF_XDP ring) or the tc qdiscs' drops; marks: ECN CE marks by the pacer ('-': this "
-        "pspxdp does not mark yet, the ECN row appears once it does)",
+        "shaper drops: pspxdp's class drops (beyond the class limit, default 100 ms at its "
+        "rate) or the tc qdiscs' drops; marks: ECN CE marks by the pacer on frames joining a "
+        "backlog longer than ce_threshold (default 4 ms); +ecn: the sender negotiates ECN "
+        "(net.ipv4.tcp_ecn=1)",
         f"delay line: forwarded {delay.get('forwarded')}, dropped "
         f"{sum(delay.get(k, 0) for k in ('drop_buffer_full', 'drop_too_big', 'send_errors', 'drop_socket'))}, "
         f"lateness mean {num(delay.get('late_mean_us'), '{:.0f}')} us, p99 <= "

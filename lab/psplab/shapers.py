@@ -191,8 +191,9 @@ class PspxdpShaper(Shaper):
     def describe(self, flows):
         rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
               "; daemon at normal priority")
-        return (f"pspxdp attach --line-rate {self.line_rate}, one paced class per flow, filter on "
-                f"dport{rt}")
+        mode = " ".join(self.extra) if self.extra else "--clock byte --gap-horizon inf"
+        return (f"pspxdp attach --line-rate {self.line_rate} {mode}, one paced class per flow, "
+                f"filter on dport{rt}")
 
     def setup(self, flows, proto="udp"):
         self.lab.pspxdp_devs.append((self.lab.s, self.lab.dev))
@@ -229,7 +230,15 @@ class PspxdpShaper(Shaper):
 
 
 def make(ctx, name, rate=None):
+    """pspxdp: the paper's rule on the byte clock (gap frames fill the wire,
+    judged on both clocks); pspxdp-clockless: what a veth gets by default,
+    frames released at their real-time due times, no gap frames (judged in
+    real time only); else a tc shaper."""
     lab, line_rate = ctx.lab, ctx.line_rate
     if name == "pspxdp":
         return PspxdpShaper(lab, line_rate, rt_priority=ctx.daemon_rt)
+    if name == "pspxdp-clockless":
+        sh = PspxdpShaper(lab, line_rate, extra=("--clock", "none"), rt_priority=ctx.daemon_rt)
+        sh.name, sh.clocks = name, ("real",)
+        return sh
     return TcShaper(lab, line_rate, name, rate)

@@ -78,11 +78,8 @@ OTHER_CPUS=$(seq -s, 0 $((NCPU - 1)) | tr , '\n' | grep -vx "$CPU" | paste -sd,)
 [[ -n $OTHER_CPUS ]] || OTHER_CPUS=$CPU
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD_DIR=${BUILD_DIR:-$HERE/../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
-TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
 source "$HERE/../lab/netns.sh"
+TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
 psp_require run_dp_bench "$PSPXDP" "$TRAFFIC" "$TXLOOP" -- ip tc taskset chrt python3 nsenter bpftool
 
 TAG=psp-bdp$$

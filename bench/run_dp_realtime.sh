@@ -35,9 +35,6 @@ while (($#)); do
 done
 [[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 2 && SECS <= 120)) || { echo "--seconds: 2..120" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD_DIR=${BUILD_DIR:-$HERE/../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 source "$HERE/../lab/netns.sh"
 psp_require run_dp_realtime "$PSPXDP" "$TRAFFIC" -- ip python3 nsenter timeout taskset
 psp_lab_begin brt 10.89.0

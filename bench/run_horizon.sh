@@ -37,9 +37,6 @@ while (($#)); do
 done
 [[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 1 && SECS <= 60)) || { echo "--seconds: 1..60" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD_DIR=${BUILD_DIR:-$HERE/../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 source "$HERE/../lab/netns.sh"
 psp_require run_horizon "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
 psp_lab_begin bhz 10.88.0
@@ -62,10 +59,8 @@ measure() {
         args+=(--flow "$NET.2:$port:$offer")
     done
     [[ -f /run/pspxdp/$DEV.pid ]] && pid=$(cat /run/pspxdp/$DEV.pid)
-    $D tcpdump -i $PEER -Q in -s 96 -B 524288 --time-stamp-precision=nano -w "$out.pcap" \
-        >/dev/null 2>"$out.tcpdump" &
-    cap=$!
-    for _ in $(seq 40); do grep -q listening "$out.tcpdump" && break; sleep 0.05; done
+    psp_capture "$D" $PEER "$out" 524288
+    cap=$PSP_CAPTURE_PID
     $N nice -n -5 timeout $((SECS + 10)) "$TRAFFIC" send "${args[@]}" --size $SIZE \
         --seconds $((SECS + 1)) >"$out.send.json" 2>/dev/null &
     snd=$!

@@ -1,4 +1,13 @@
-# Shared by the lab, its tests and the data-path benchmark: a veth "wire"
+# Shared by the lab, its tests and the benchmarks. Sourcing it sets the
+# built binaries (each overridable from the environment): BUILD_DIR (the
+# checkout's build/), PSPXDP, TRAFFIC (lab/psp_traffic), DELAY (psp_delay).
+PSP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$PSP_ROOT/build}
+PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
+TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
+DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
+
+# A veth "wire"
 # between two network namespaces. Source it, then:
 #   psp_make_wire SRC_NS DST_NS DEV PEER NET    e.g. ... 10.77.0 -> .1 on DEV, .2 on PEER
 # IPv6 is off in both namespaces (no ND/MLD frames on the wire) and the
@@ -94,14 +103,30 @@ psp_lab_end() {
     rm -rf "$TMP"
 }
 
+# psp_capture NS_CMD IFACE FILE BUFFER_KB [FILTER...]: tcpdump of what
+# arrives on IFACE (headers, nanosecond stamps) into FILE.pcap, its messages
+# in FILE.tcpdump; returns once it listens. Its pid: PSP_CAPTURE_PID (also
+# in PIDS, for psp_lab_end). Stop it with kill -INT to flush the file.
+psp_capture() {
+    local ns_cmd=$1 iface=$2 file=$3 buffer_kb=$4 i
+    shift 4
+    $ns_cmd tcpdump -i "$iface" -Q in -s 96 -B "$buffer_kb" --time-stamp-precision=nano \
+        -w "$file.pcap" "$@" >/dev/null 2>"$file.tcpdump" &
+    PSP_CAPTURE_PID=$!
+    PIDS+=($PSP_CAPTURE_PID)
+    for ((i = 0; i < 50; ++i)); do grep -q listening "$file.tcpdump" && return 0; sleep 0.05; done
+    echo "tcpdump on $iface did not start: $(cat "$file.tcpdump")" >&2
+    return 1
+}
+
 # psp_port_filters DEV FIRST_PORT COUNT MAJOR FIRST_MINOR: UDP destination
 # port FIRST_PORT + i -> class MAJOR:(FIRST_MINOR + i), i = 0..COUNT-1, as
 # one change (pspxdp filter add --file). The one place lab scripts make port
-# filters in bulk. $PSPXDP: the binary (default: pspxdp in PATH); run in
-# DEV's namespace through $N (psp_lab_begin's nsenter) when set.
+# filters in bulk. Runs $PSPXDP in DEV's namespace through $N
+# (psp_lab_begin's nsenter) when set.
 psp_port_filters() {
     local dev=$1 port0=$2 count=$3 major=$4 minor0=$5 i
     for ((i = 0; i < count; ++i)); do
         printf 'pref 10 proto udp dport %d classid %x:%x\n' $((port0 + i)) "$major" $((minor0 + i))
-    done | ${N:-} "${PSPXDP:-pspxdp}" filter add "$dev" --file -
+    done | ${N:-} "$PSPXDP" filter add "$dev" --file -
 }

@@ -6,8 +6,6 @@
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 psp_require "$(basename "$0")" "$PSPXDP" -- ip tc nsenter timeout python3
 FAILS=0
 NSES=()   # namespaces to delete at exit

@@ -10,9 +10,6 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 README=$HERE/../../README.md
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_cli "$PSPXDP" "$TRAFFIC" -- python3 bpftool setpriv
 
 TAG=psp-cli$$

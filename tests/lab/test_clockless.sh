@@ -17,9 +17,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_clockless "$PSPXDP" "$TRAFFIC" -- ip tcpdump python3 nsenter timeout
 
 RATE=20mbit RATE_BPS=20000000 OFFER=25mbit PORT=5001
@@ -35,11 +32,8 @@ run() {
     $N "$PSPXDP" class set $DEV 1:1 $RATE >/dev/null
     $N "$PSPXDP" filter add $DEV proto udp dport $PORT classid 1:1 >/dev/null
     sleep 0.2
-    $D tcpdump -i $PEER -Q in -s 96 -B 262144 --time-stamp-precision=nano -w "$out.pcap" \
-        >/dev/null 2>"$out.tcpdump" &
-    local cap=$!
-    PIDS+=($cap)
-    for _ in $(seq 40); do grep -q listening "$out.tcpdump" && break; sleep 0.05; done
+    psp_capture "$D" $PEER "$out" 262144
+    local cap=$PSP_CAPTURE_PID
     $N timeout 10 "$TRAFFIC" send $NET.2 $PORT --rate $OFFER --size 1400 --seconds "$secs" \
         >/dev/null 2>&1 &
     local snd=$!

@@ -13,9 +13,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_dp_handover "$PSPXDP" "$TRAFFIC" -- ip iperf3 tcpdump ethtool python3 nsenter timeout
 
 psp_lab_begin hnd 10.81.0

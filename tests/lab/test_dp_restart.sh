@@ -19,9 +19,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_dp_restart "$PSPXDP" "$TRAFFIC" -- ip nstat python3 nsenter timeout
 
 psp_lab_begin rst 10.79.0

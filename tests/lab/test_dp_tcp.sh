@@ -19,8 +19,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 psp_require test_dp_tcp "$PSPXDP" -- ip iperf3 python3 nsenter timeout
 DURATION=${SECONDS_TCP:-10}
 OTHERS=${SECONDS_TCP_OTHERS:-$(((DURATION + 1) / 2))}

@@ -19,9 +19,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_horizon "$PSPXDP" "$TRAFFIC" -- ip tcpdump python3 nsenter timeout
 
 RATE=20mbit RATE_BPS=20000000 OFFER=25mbit SECONDS_RUN=3 PORT=5001
@@ -49,11 +46,8 @@ run() {
     $N "$PSPXDP" class set $DEV 1:1 $RATE >/dev/null
     $N "$PSPXDP" filter add $DEV proto udp dport $PORT classid 1:1 >/dev/null
     sleep 0.2
-    $D tcpdump -i $PEER -Q in -s 96 -B 262144 --time-stamp-precision=nano -w "$out.pcap" \
-        >/dev/null 2>"$out.tcpdump" &
-    local cap=$!
-    PIDS+=($cap)
-    for _ in $(seq 40); do grep -q listening "$out.tcpdump" && break; sleep 0.05; done
+    psp_capture "$D" $PEER "$out" 262144
+    local cap=$PSP_CAPTURE_PID
     # A second of backlog first; the daemon's counters are read around the
     # measured stretch only.
     $N timeout 10 "$TRAFFIC" send $NET.2 $PORT --rate $OFFER --size 1400 --seconds $((SECONDS_RUN + 1)) \

@@ -19,9 +19,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_lab_10k "$PSPXDP" "$TRAFFIC" -- ip tcpdump bpftool python3 nsenter timeout
 
 CLASSES=${CLASSES:-10000}

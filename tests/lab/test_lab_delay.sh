@@ -15,9 +15,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_lab_delay "$DELAY" "$TRAFFIC" -- ip python3 nsenter timeout ethtool
 
 TAG=psp-dly$$

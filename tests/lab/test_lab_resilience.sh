@@ -19,9 +19,6 @@
 set -u
 source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
 HERE=$(cd "$(dirname "$0")" && pwd)
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 [[ $EUID -eq 0 ]] || { echo "skip: needs root"; exit 77; }
 for bin in "$PSPXDP" "$TRAFFIC"; do
     [[ -x $bin ]] || { echo "skip: $bin not built"; exit 77; }

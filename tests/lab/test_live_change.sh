@@ -20,10 +20,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 STEP_LIMIT_MS=${STEP_LIMIT_MS:-500} # generous: other jobs stall this VM for 100s of ms
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require test_live_change "$PSPXDP" "$TRAFFIC" -- python3 iperf3 tcpdump
 
 TAG=psp-lc$$

@@ -7,7 +7,6 @@
 # skipped (not root / no binary).
 set -u
 source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
-PSPXDP=${PSPXDP:-$(dirname "$0")/../../build/user/pspxdp}
 [[ $EUID -eq 0 ]] || { echo "skip: needs root"; exit 77; }
 [[ -x $PSPXDP ]] || { echo "skip: no $PSPXDP"; exit 77; }
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }

@@ -16,9 +16,6 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-BUILD_DIR=${BUILD_DIR:-$HERE/../../build}
-PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
-TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 psp_require soak "$PSPXDP" "$TRAFFIC" -- ip nsenter python3 bpftool timeout
 SECONDS_TOTAL=${SOAK_SECONDS:-600}
 SCALE=${SOAK_SCALE:-1}

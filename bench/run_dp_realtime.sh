@@ -14,8 +14,12 @@
 # smallest backlog sampled (0: the senders, not the pacer, fell behind). Goal
 # with --cpu/--rt: underrun <= 1 %, every class >= 99 %. Byte-clock
 # precision is the lab test's business, not this one's.
+# --mode clockless (default: what a veth gets, frames released at their
+# real-time due times; underruns do not exist there) or gaps (--clock byte
+# --gap-horizon inf: the paper's rule, every idle byte a gap frame).
 #
-#   sudo bench/run_dp_realtime.sh [--seconds S] [--cpu C] [--no-hog] [--json]
+#   sudo bench/run_dp_realtime.sh [--seconds S] [--cpu C] [--mode clockless|gaps]
+#                                 [--no-hog] [--json]
 #
 # A benchmark: it prints figures and fails only when it cannot run.
 set -u
@@ -23,17 +27,24 @@ SECS=10
 CPU=1
 HOG=1
 JSON=0
+MODE=clockless
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
     --cpu) CPU=${2:?}; shift 2 ;;
     --no-hog) HOG=0; shift ;;
+    --mode) MODE=${2:?}; shift 2 ;;
     --json) JSON=1; shift ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_dp_realtime: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
 [[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 2 && SECS <= 120)) || { echo "--seconds: 2..120" >&2; exit 2; }
+case $MODE in
+clockless) MODE_ARGS=(--clock none) ;;
+gaps) MODE_ARGS=(--clock byte --gap-horizon inf) ;;
+*) echo "run_dp_realtime: --mode \"$MODE\": clockless or gaps" >&2; exit 2 ;;
+esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_dp_realtime "$PSPXDP" "$TRAFFIC" -- ip python3 nsenter timeout taskset
@@ -47,7 +58,7 @@ CLASSES=("1:1 500mbit 5001 650mbit" "1:2 250mbit 5002 400mbit" "1:3 50mbit 5003 
 measure() {
     local label=$1 c id rate port offered
     shift
-    $N "$PSPXDP" attach $DEV --line-rate 1gbit "$@" >>"$TMP/attach.log" 2>&1 || {
+    $N "$PSPXDP" attach $DEV --line-rate 1gbit "${MODE_ARGS[@]}" "$@" >>"$TMP/attach.log" 2>&1 || {
         echo "run_dp_realtime: attach $* failed: $(tail -3 "$TMP/attach.log")" >&2
         exit 1
     }
@@ -108,7 +119,7 @@ PY
     sleep 0.5
 }
 
-say "real time under load: ${SECS}s per set-up, CPU hog on $( ((HOG)) && echo "all $(nproc) cores" || echo "no core"); $(uptime)"
+say "real time under load ($MODE): ${SECS}s per set-up, CPU hog on $( ((HOG)) && echo "all $(nproc) cores" || echo "no core"); $(uptime)"
 measure default
 measure "--cpu $CPU --rt" --cpu "$CPU" --rt
 measure "--cpu $CPU --rt --busy-poll" --cpu "$CPU" --rt --busy-poll

@@ -30,6 +30,10 @@ constexpr uint64_t kTicksPerCheck = 100;     // 1 s: accounting, TX errors
 constexpr uint64_t kShutdownDrainNs = 200 * kNsPerMs;
 constexpr uint64_t kShutdownLateFramesNs = 20 * kNsPerMs;
 constexpr uint32_t kRxBurst = 256;
+// How long a planned idle may ignore arriving frames (wait_backlogged): the
+// most a frame for an idle class waits for the pacer to look. 81 full-size
+// frames at 1 Gbit/s: the RX rings (2048) hold them.
+constexpr uint64_t kDeafNs = 1'000'000;
 // Descriptors one sendto() sends in copy mode (docs/design.md §9.4).
 constexpr uint64_t kFramesPerKick = 32;
 
@@ -277,6 +281,14 @@ void Loop::sleep_until(uint64_t now, uint64_t deadline) {
     epoll_pwait2(epfd_, evs, 8, &ts, nullptr);
 }
 
+// Sleeps until deadline on the clock alone: frames arriving meanwhile wait
+// in the RX rings (the next pass takes them).
+void Loop::nap_until(uint64_t deadline) {
+    timespec ts{time_t(deadline / kNsPerSec), long(deadline % kNsPerSec)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    }
+}
+
 // Backlogged, and the engine (or the batch) said wait until wake_ns_ with
 // slack_ns_ to spare (loop.hpp). Sleeping gives the CPU to the senders and
 // the kernel's TX path on a small machine; the hrtimer has 1 ns slack.
@@ -286,7 +298,16 @@ void Loop::wait_backlogged(uint64_t now) {
     const uint64_t early = slack_ns_ >= cfg_.spin_ns ? 0 : cfg_.spin_ns - slack_ns_;
     const uint64_t until = wake_ns_ > early ? wake_ns_ - early : 0;
     if (until <= now + cfg_.sleep_min_ns) return; // short: spin it
-    sleep_until(now, std::min(next_tick_ns_, until));
+    const uint64_t deadline = std::min(next_tick_ns_, until);
+    // A planned idle (gap horizon, clockless) up to kDeafNs away is napped
+    // through without waking for arrivals: a frame for a backlogged class
+    // changes nothing before wake_ns, and one for an idle class waits at
+    // most kDeafNs. Waking per arriving frame cost more CPU than the
+    // transmissions themselves at low rates (issue 10).
+    if (engine_wait_ && deadline - now <= kDeafNs)
+        nap_until(deadline);
+    else
+        sleep_until(now, deadline);
 }
 
 int Loop::run(const volatile sig_atomic_t &stop) {

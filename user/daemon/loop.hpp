@@ -18,7 +18,9 @@
 // slept until spin_ns - slack before it and spun the rest. Short waits
 // (under sleep_min_ns) are spun whole. A sleep is an epoll wait on the RX
 // sockets: frames arriving meanwhile are queued at once, and the engine
-// decides again (resuming from the wire's real-time position).
+// decides again (resuming from the wire's real-time position) - except in a
+// planned idle (gap horizon, clockless) of up to 1 ms, napped through on the
+// clock alone: arrivals wait in the RX rings until the planned wake-up.
 #pragma once
 
 #include "daemon/watch.hpp"
@@ -58,6 +60,7 @@ class Loop {
     void publish_counts();
     void check_accounting(const char *when);
     void sleep_until(uint64_t now, uint64_t deadline);
+    void nap_until(uint64_t deadline);
     void wait_backlogged(uint64_t now);
     void shutdown();
 

@@ -23,6 +23,19 @@
 namespace pspxdp::datapath {
 
 namespace {
+// Binding a queue a socket of ours held a moment ago (the daemon restarting
+// its loop after DEV's MTU changed) fails with EBUSY until the kernel has
+// released the old socket (deferred, an RCU grace period or more): retry
+// for up to 2 s.
+template <class Create> int retry_busy(Create create) {
+    int rc = create();
+    for (int i = 0; i < 200 && rc == -EBUSY; ++i) {
+        usleep(10'000);
+        rc = create();
+    }
+    return rc;
+}
+
 uint32_t pow2_floor(uint64_t v) {
     uint32_t p = 1;
     while (p * 2ull <= v && p < (1u << 30))
@@ -134,8 +147,10 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     scfg.tx_size = cfg.tx_ring;
     scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
     scfg.bind_flags = XDP_COPY;
-    rc = xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr,
-                                   &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
+    rc = retry_busy([&] {
+        return xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr,
+                                         &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
+    });
     if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + common::errno_text(rc));
 
     p->rx_.resize(n);
@@ -147,8 +162,11 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
         rcfg.tx_size = 0;
         rcfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
         rcfg.bind_flags = XDP_COPY;
-        rc = xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_, &r.rings->rx,
-                                       nullptr, &r.rings->fill, &r.rings->comp, &rcfg);
+        rc = retry_busy([&] {
+            return xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_,
+                                             &r.rings->rx, nullptr, &r.rings->fill,
+                                             &r.rings->comp, &rcfg);
+        });
         if (rc)
             return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " +
                        std::to_string(q) + ": " + common::errno_text(rc));

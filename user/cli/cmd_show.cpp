@@ -353,13 +353,11 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
     c.clockless = d.clockless;
     c.forced = d.clock_forced;
     c.driver = link ? link->driver : "";
-    const std::string why = c.describe();
-    const auto paren = why.find(" (");
     // One line of text, whatever its length; the JSON fields print nothing.
-    std::string line = "clock: " + why;
+    std::string line = "clock: " + c.describe();
     if (!c.clockless) line += ", gap horizon " + daemon::format_gap_horizon(d.gap_horizon_ns);
     p.string("clock", c.clockless ? "clockless" : "byte", "");
-    p.string("clock_reason", why.substr(paren + 2, why.size() - paren - 3), "");
+    p.string("clock_reason", c.reason(), "");
     const uint64_t wire = d.wire_frame_bytes + d.gap_bytes + d.planned_idle_bytes;
     if (wire) {
         const double share = double(d.gap_bytes) / double(wire);

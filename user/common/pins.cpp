@@ -49,6 +49,21 @@ Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_si
 }
 
 Result<MapView> MapView::of(int fd, size_t bytes, bool writable) {
+    // What the map is, before mapping it: an ARRAY created without
+    // BPF_F_MMAPABLE, or with fewer entries than this pspxdp indexes (pins of
+    // another version), is reported as such instead of failing in mmap.
+    bpf_map_info info{};
+    uint32_t info_len = sizeof(info);
+    if (bpf_obj_get_info_by_fd(fd, &info, &info_len) != 0)
+        return err("pinned map: " + errno_text(errno));
+    if (!(info.map_flags & BPF_F_MMAPABLE))
+        return err(std::string("map ") + info.name + " is not mmapable (pins from another pspxdp "
+                   "version? detach and attach again)");
+    const size_t stride = (size_t(info.value_size) + 7) & ~size_t(7);
+    if (size_t(info.max_entries) * stride < bytes)
+        return err(std::string("map ") + info.name + " holds " + std::to_string(info.max_entries) +
+                   " entries, fewer than this pspxdp uses (pins from another pspxdp version? "
+                   "detach and attach again)");
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
     const size_t len = (bytes + page - 1) / page * page;
     void *p = mmap(nullptr, len, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, fd, 0);

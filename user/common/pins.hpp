@@ -49,7 +49,8 @@ Result<PinnedMapInfo> pinned_map_info(const std::string &path);
 // (pacer_state, pacer_stats, daemon_stats): the daemon writes its counters in
 // place and the CLI reads them with plain loads, no syscall per field. An
 // ARRAY's values lie at value_size rounded up to 8, so a struct whose size is
-// a multiple of 8 indexes as a C array. Unmapped when it goes out of scope.
+// a multiple of 8 indexes as a C array. Refused (not mapped) when the map is
+// not mmapable or smaller than `bytes`. Unmapped when it goes out of scope.
 class MapView {
   public:
     static Result<MapView> of(int fd, size_t bytes, bool writable);

@@ -35,9 +35,9 @@ struct DaemonConfig {
     // time (counted as an underrun), never the byte clock's precision.
     uint64_t sleep_min_ns = 50'000;
     // A wait with less slack than this (Decision::slack_ns) ends in a spin
-    // of this long: timers here wake 15 us late at the median, 36 us at p95
-    // (bench_timers), so a clockless frame due at wake_ns needs the last
-    // stretch spun. A wait with more slack is slept through to wake_ns: the
+    // of this long: timers on this project's VM wake 15-27 us late at the
+    // median, depending on its load (build/bench/bench_timers), so a
+    // clockless frame due at wake_ns needs the last stretch spun. A wait with more slack is slept through to wake_ns: the
     // engine absorbs the lateness (gap horizon).
     uint64_t spin_ns = 20'000;
     // The gap horizon H (engine.hpp); kGapHorizonInf: the paper's rule.

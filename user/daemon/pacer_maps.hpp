@@ -15,8 +15,6 @@
 #include "core/result.hpp"
 #include "pspxdp/shared.h"
 
-#include <optional>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>

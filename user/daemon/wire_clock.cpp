@@ -55,14 +55,17 @@ bool is_virtual_driver(std::string_view driver) {
     return std::find(std::begin(kVirtual), std::end(kVirtual), driver) != std::end(kVirtual);
 }
 
+std::string ClockChoice::reason() const {
+    if (forced) return std::string("forced: --clock ") + (clockless ? "none" : "byte");
+    if (driver.empty()) return "auto: driver unknown, assumed a NIC";
+    return "auto: driver " + driver +
+           (!clockless                          ? " serialises"
+            : setup::drops_host_pause(driver) ? " drops host-sent PAUSE frames"
+                                              : " has no serialising clock");
+}
+
 std::string ClockChoice::describe() const {
-    std::string mode = clockless ? "clockless" : "byte clock";
-    if (forced) return mode + " (forced: --clock " + (clockless ? "none" : "byte") + ")";
-    if (driver.empty()) return mode + " (auto: driver unknown, assumed a NIC)";
-    return mode + " (auto: driver " + driver +
-           (!clockless                          ? " serialises)"
-            : setup::drops_host_pause(driver) ? " drops host-sent PAUSE frames)"
-                                              : " has no serialising clock)");
+    return std::string(clockless ? "clockless" : "byte clock") + " (" + reason() + ")";
 }
 
 ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver) {

@@ -51,6 +51,9 @@ struct ClockChoice {
     // One phrase for logs and status: "clockless (auto: driver veth has no
     // serialising clock)", "byte clock (forced: --clock byte)".
     std::string describe() const;
+    // Only the why: "auto: driver veth has no serialising clock" (status -j's
+    // clock_reason).
+    std::string reason() const;
 };
 ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver);
 

@@ -25,7 +25,6 @@ using K = Probe::Kind;
 
 namespace {
 
-
 bool pins_present(const Paths &p) {
     struct stat st {};
     if (stat(p.pin("pacer_state").c_str(), &st) == 0) return true;

@@ -303,6 +303,57 @@ TEST_CASE("clockless: no gap frame, every frame at its real-time start", "[engin
     }
 }
 
+TEST_CASE("clockless: a frame sent late restarts its class from the send (late_release)", "[engine][horizon]") {
+    // 500 Mbit/s on 1 Gbit/s: a period of 3036 byte times (24,288 ns), a
+    // frame of 1538 (12,304 ns). The first frame is decided at 0 but its
+    // sendto() returns only at 100 us (the daemon was preempted).
+    EngineConfig cfg;
+    cfg.clockless = true;
+    Engine e(cfg);
+    const uint32_t p = e.add_class(500 * kMbit).value();
+    e.set_head(p, 1514);
+    REQUIRE(e.next(0).action == Action::Frame);
+    e.set_head(p, 1514);
+    SECTION("told: the next frame keeps its period from the late one") {
+        e.late_release(100'000);
+        CHECK(e.counters().late_wakeups == 1);
+        CHECK(e.counters().late_bytes == 12'500);
+        Decision d = e.next(100'000);
+        REQUIRE(d.action == Action::Wait);
+        CHECK(d.wake_ns == (12'500 + 3036) * 8);
+        REQUIRE(e.next(d.wake_ns).action == Action::Frame);
+    }
+    SECTION("not told: the engine sees a late caller and catches up, a second frame at once") {
+        REQUIRE(e.next(100'000).action == Action::Frame);
+    }
+    SECTION("sent when decided: nothing moves") {
+        e.late_release(0);
+        CHECK(e.counters().late_wakeups == 0);
+        Decision d = e.next(0);
+        REQUIRE(d.action == Action::Wait);
+        CHECK(d.wake_ns == 3036 * 8);
+    }
+    SECTION("the class moves by exactly the delay") {
+        e.late_release(12'000); // 1500 byte times
+        Decision d = e.next(12'000);
+        REQUIRE(d.action == Action::Wait);
+        CHECK(d.wake_ns == (1500 + 3036) * 8);
+    }
+}
+
+TEST_CASE("late_release changes nothing on the byte clock (the NIC serialises)", "[engine][horizon]") {
+    EngineConfig cfg;
+    Engine e(cfg);
+    const uint32_t p = e.add_class(500 * kMbit).value();
+    e.set_head(p, 1514);
+    REQUIRE(e.next(0).action == Action::Frame);
+    e.set_head(p, 1514);
+    const uint64_t inputs = e.inputs();
+    e.late_release(100'000);
+    CHECK(e.inputs() == inputs);
+    CHECK(e.counters().late_wakeups == 0);
+}
+
 TEST_CASE("issue 10's goal at 20 Mbit/s, with this machine's timers", "[engine][horizon]") {
     // PAUSE <= 10 % of a 1 Gbit/s wire, burst <= 2 MTU at the class rate,
     // and a quarter of the paper's descriptors or fewer, at the default H.

@@ -278,7 +278,13 @@ class ModelEngine {
             // Late at the time it is sent beyond what it may catch up: one
             // frame's period after a late wake-up, else the lag limit.
             uint64_t limit = c.lag_limit;
-            if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+            if (c.clock < jump_to_) {
+                limit -= cfg_.framing.max_gap_wire_bytes();
+                if (cfg_.clockless)
+                    limit -= std::min<uint64_t>(
+                        limit / 2, uint64_t((unsigned __int128)kClocklessJitterNs * cfg_.line_rate_bps /
+                                            8'000'000'000ull));
+            }
             if (g_ - c.clock > limit) {
                 counters.lag_clamped_bytes += g_ - limit - c.clock;
                 c.clock = g_ - limit;

@@ -179,6 +179,7 @@ Result<void> Engine::remove_class(uint32_t cls) {
     if (c.state == State::Backlogged || c.state == State::Sent)
         return err("class still has queued frames");
     paced_sum_bps_ -= c.rate_bps;
+    if (last_cls_ == cls) last_cls_ = kNone;
     const uint32_t gen = c.gen;
     c = Class{};
     c.gen = gen;
@@ -401,9 +402,9 @@ Decision Engine::next(uint64_t now_ns) {
 
 // Drops the lateness a class may not catch up. A class due before the last
 // late wake-up's wire position (jump_to_) was made late by the host's timer,
-// not by other classes' frames: it catches up one frame's period at most,
-// so a late wake-up costs at most one frame of burst (2 MTU at the class
-// rate) however late. Otherwise the lag limit (see compute_finish), which
+// not by other classes' frames: it catches up one frame's period at most
+// (clockless: half), so a late wake-up costs at most one frame of burst
+// (2 MTU at the class rate) however late. Otherwise the lag limit (see compute_finish), which
 // F_k was computed against before G jumped: late beyond it implies F_k + a
 // largest gap <= G (lag_limit_for() is a full frame's period plus a largest
 // gap; F_k - C_k is at most that period, plus one for the remainder), so
@@ -411,12 +412,44 @@ Decision Engine::next(uint64_t now_ns) {
 void Engine::relag(uint32_t cls) {
     Class &c = classes_[cls];
     uint64_t limit = cold_[cls].lag_limit;
-    if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+    if (c.clock < jump_to_) {
+        limit -= cfg_.framing.max_gap_wire_bytes();
+        // Clockless, the release itself jitters by a few us (the sendto()
+        // and the receiver's stamp: 7 us measured at 500 Mbit/s), and a
+        // full period caught up plus that is over 2 MTU: leave room for
+        // kClocklessJitterNs of it, at most half the period (fq's rule for
+        // timer drift).
+        if (cfg_.clockless) limit -= std::min(limit / 2, jitter_bytes());
+    }
     if (g_ - c.clock <= limit) return;
     counters_.lag_clamped_bytes += g_ - limit - c.clock;
     c.clock = g_ - limit;
     c.frac = 0;
     compute_finish(cls);
+}
+
+void Engine::late_release(uint64_t now_ns) {
+    if (!cfg_.clockless || last_cls_ == kNone || !anchored_) return;
+    const uint32_t cls = last_cls_;
+    last_cls_ = kNone;
+    const uint64_t wire = wire_position(now_ns);
+    if (wire <= last_g_) return;
+    const uint64_t late = wire - last_g_;
+    ++inputs_;
+    ++counters_.late_wakeups;
+    counters_.late_bytes += late;
+    counters_.late_max_bytes = std::max(counters_.late_max_bytes, late);
+    g_ = std::max(g_, wire + last_wire_);
+    Class &c = classes_[cls];
+    if (!c.rate_bps) return; // a normal class (or one removed since) has no schedule
+    // As set_rate: out of the wheel before its key (C_k) changes.
+    const bool backlogged = c.state == State::Backlogged;
+    if (backlogged) {
+        unlink(cls);
+        restore_frac(c);
+    }
+    c.clock += late;
+    if (backlogged) admit(cls);
 }
 
 // The wire position is past G (the wire idled) or G is a window ahead of it
@@ -499,6 +532,11 @@ Decision Engine::plan_wait(uint64_t target, uint64_t due, bool planned) {
     return Decision{Action::Wait, 0, 0, wake, slack};
 }
 
+// kClocklessJitterNs in byte times at the line rate.
+uint64_t Engine::jitter_bytes() const {
+    return uint64_t(u128(kClocklessJitterNs) * cfg_.line_rate_bps / (8 * kNsPerSec));
+}
+
 // The first ns at which the wire position reaches g (g >= the anchor's).
 uint64_t Engine::time_of(uint64_t g) const {
     return anchor_ns_ + ns_for(g - anchor_g_, cfg_.line_rate_bps);
@@ -567,6 +605,9 @@ Decision Engine::next_unpaced() {
 Decision Engine::emit_frame(uint32_t cls) {
     Class &c = classes_[cls];
     uint32_t wire = cfg_.framing.wire_bytes(c.head_len);
+    last_cls_ = cls;
+    last_wire_ = wire;
+    last_g_ = g_;
     g_ += wire;
     ++counters_.frames;
     counters_.frame_wire_bytes += wire;

@@ -117,6 +117,12 @@ inline constexpr uint64_t kGapHorizonInf = UINT64_MAX;
 // EngineConfig's default stays the paper's rule: the daemon opts in.
 inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 
+// Clockless, how much a frame's release may jitter after its decision (the
+// sendto() path and the receiver's stamp; 7 us measured at 500 Mbit/s on
+// the lab veth): a class late after a late wake-up catches up a period less
+// this much (at most half a period), so its burst stays within 2 MTU.
+inline constexpr uint64_t kClocklessJitterNs = 10'000;
+
 struct EngineConfig {
     // M. At most kMaxLineRateBps, so a frame's share s * M fits in 64 bits.
     uint64_t line_rate_bps = 1'000'000'000;
@@ -212,6 +218,14 @@ class Engine {
     void set_empty(uint32_t cls);
 
     Decision next(uint64_t now_ns);
+    // Clockless: the frame next() last returned may have left as late as
+    // now_ns (the caller was held up between deciding and sending it: 3 us
+    // is usual, a preemption makes it 100). Its class's schedule restarts
+    // from there, as if that frame had been due then, so the next frame
+    // keeps its period from the late one instead of catching up the delay
+    // (which, unseen by next(), would be a burst); G moves with it. Counted
+    // as a late wake-up. Nothing in byte-clock mode (the NIC serialises).
+    void late_release(uint64_t now_ns);
 
     uint64_t byte_clock() const { return g_; }
     uint64_t wire_position(uint64_t now_ns) const;
@@ -282,6 +296,7 @@ class Engine {
     void normal_push(uint32_t cls);
     void normal_unlink(uint32_t cls);
     uint64_t lag_limit_for(uint64_t rate_bps) const;
+    uint64_t jitter_bytes() const;
     void set_class_rate(Class &c, uint64_t rate_bps);
 
     EngineConfig cfg_;
@@ -295,6 +310,9 @@ class Engine {
     bool planned_ = false;
     uint64_t due_g_ = UINT64_MAX;          // the earliest paced due time then
     uint64_t jump_to_ = 0;                 // the wire position of the last late resume
+    uint32_t last_cls_ = kNone;            // the last frame emitted: its class,
+    uint32_t last_wire_ = 0;               // wire bytes
+    uint64_t last_g_ = 0;                  // and G when it was decided
     uint64_t horizon_bytes_ = UINT64_MAX;  // H at the line rate; 0 when clockless
     uint64_t ahead_limit_ = 0;             // window_bytes; 1 when clockless
     uint64_t paced_sum_bps_ = 0;

@@ -52,10 +52,11 @@ class Loop {
     const setup::AttachState &state() const { return st_; }
 
   private:
-    // One pass over the frames: completions, RX, overflow, refill, engine, kick.
-    void move_frames(uint64_t now);
+    // One pass over the frames: completions, RX, overflow, refill, engine,
+    // kick. Returns the time the engine decided at.
+    uint64_t move_frames();
     void receive();
-    void schedule(uint64_t now);
+    bool schedule(uint64_t now); // true if it emitted a frame
     void tick(uint64_t now);
     void publish_counts();
     void check_accounting(const char *when);

@@ -75,6 +75,7 @@ class Loop {
     std::unique_ptr<datapath::XskPlane> plane_;
     std::unique_ptr<ClassTable> table_;
     std::unique_ptr<ClassQueues> queues_;
+    uint64_t send_median_ns_ = 0; // clockless: how long deciding and sending a frame takes
     int epfd_ = -1; // RX sockets, EPOLLIN: registered once
     uint64_t config_gen_ = 0;
     uint64_t next_tick_ns_ = 0;

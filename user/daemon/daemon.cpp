@@ -129,6 +129,9 @@ int run(const DaemonConfig &cfg) {
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_TIMERSLACK, 1UL); // sleeps end on time, not up to 50 us late
+    // attach execs the daemon through /proc/self/exe: ps, top and perf
+    // would call it "exe".
+    prctl(PR_SET_NAME, "pspxdp");
 
     auto paths = setup::paths_for(cfg.dev);
     if (cfg.write_pidfile && !write_pidfile(paths)) return 1;

@@ -403,9 +403,10 @@ Decision Engine::next(uint64_t now_ns) {
 // Drops the lateness a class may not catch up. A class due before the last
 // late wake-up's wire position (jump_to_) was made late by the host's timer,
 // not by other classes' frames: it catches up one frame's period at most
-// (clockless: half), so a late wake-up costs at most one frame of burst
-// (2 MTU at the class rate) however late. Otherwise the lag limit (see compute_finish), which
-// F_k was computed against before G jumped: late beyond it implies F_k + a
+// (clockless: less kClocklessJitterNs, at most half), so a late wake-up
+// costs at most one frame of burst (2 MTU at the class rate) however late.
+// Otherwise the lag limit (see compute_finish), which F_k was computed
+// against before G jumped: late beyond it implies F_k + a
 // largest gap <= G (lag_limit_for() is a full frame's period plus a largest
 // gap; F_k - C_k is at most that period, plus one for the remainder), so
 // next() calls this for every such class.
@@ -419,7 +420,8 @@ void Engine::relag(uint32_t cls) {
         // full period caught up plus that is over 2 MTU: leave room for
         // kClocklessJitterNs of it, at most half the period (fq's rule for
         // timer drift).
-        if (cfg_.clockless) limit -= std::min(limit / 2, jitter_bytes());
+        if (cfg_.clockless)
+            limit -= std::min(limit / 2, bytes_in(kClocklessJitterNs, cfg_.line_rate_bps));
     }
     if (g_ - c.clock <= limit) return;
     counters_.lag_clamped_bytes += g_ - limit - c.clock;
@@ -530,11 +532,6 @@ Decision Engine::plan_wait(uint64_t target, uint64_t due, bool planned) {
     const uint64_t wake = time_of(target);
     const uint64_t slack = due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake;
     return Decision{Action::Wait, 0, 0, wake, slack};
-}
-
-// kClocklessJitterNs in byte times at the line rate.
-uint64_t Engine::jitter_bytes() const {
-    return uint64_t(u128(kClocklessJitterNs) * cfg_.line_rate_bps / (8 * kNsPerSec));
 }
 
 // The first ns at which the wire position reaches g (g >= the anchor's).

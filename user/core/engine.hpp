@@ -296,7 +296,6 @@ class Engine {
     void normal_push(uint32_t cls);
     void normal_unlink(uint32_t cls);
     uint64_t lag_limit_for(uint64_t rate_bps) const;
-    uint64_t jitter_bytes() const;
     void set_class_rate(Class &c, uint64_t rate_bps);
 
     EngineConfig cfg_;

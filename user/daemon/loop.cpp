@@ -40,7 +40,6 @@ constexpr uint64_t kDeafNs = 1'000'000;
 // median the engine's catch-up rule absorbs it (engine.hpp); beyond, the
 // frame may have left that late. The median moves by a step per frame
 // (41,000 a second at 500 Mbit/s: a new level within milliseconds).
-constexpr uint64_t kLateReleaseNs = kClocklessJitterNs;
 constexpr uint64_t kSendMedianStepNs = 50;
 // Descriptors one sendto() sends in copy mode (docs/design.md §9.4).
 constexpr uint64_t kFramesPerKick = 32;
@@ -227,15 +226,15 @@ uint64_t Loop::move_frames() {
         // Clockless, a frame leaves when its sendto() reaches the device.
         // What the receiving side does in the same call (the peer's
         // softirq: a router, a capture) makes a send take 3 to 20 us,
-        // steadily: tracked as a running median. A send that takes
-        // kLateReleaseNs more than that was held up, maybe before the
+        // steadily: tracked as a running median. A send that takes more
+        // than kClocklessJitterNs over it was held up, maybe before the
         // frame left: it may have left that much late (engine.hpp).
         const uint64_t took = mono_ns() - now;
         if (took > send_median_ns_)
             send_median_ns_ += kSendMedianStepNs;
         else if (send_median_ns_ >= kSendMedianStepNs)
             send_median_ns_ -= kSendMedianStepNs;
-        if (took > send_median_ns_ + kLateReleaseNs)
+        if (took > send_median_ns_ + kClocklessJitterNs)
             engine_->late_release(now + took - send_median_ns_);
     }
     return now;

@@ -2,11 +2,12 @@
 // path is measured against (bench/run_dp_bench.sh runs both on the same veth
 // in the same run). One TX socket on DEV queue 0 (copy mode, the only mode a
 // veth has), a tight loop that fills the TX ring with PAUSE frames of one
-// length, kicks with sendto() (copy mode sends <= 32 descriptors a kick) and
-// reaps completions. Nothing else: no RX, no engine, no bookkeeping. Every
-// descriptor points at the same frame, as the daemon's gap descriptors do.
+// length, kicks with sendto() (copy mode sends <= 32 descriptors a kick, or
+// --budget from Linux 6.17, as the daemon asks) and reaps completions.
+// Nothing else: no RX, no engine, no bookkeeping. Every descriptor points at
+// the same frame, as the daemon's gap descriptors do.
 //
-//   bench_dp_txloop DEV [--seconds S] [--len L] [--batch B] [--cpu C] [--json]
+//   bench_dp_txloop DEV [--seconds S] [--len L] [--batch B] [--budget N] [--cpu C] [--json]
 //
 // Root, and DEV must be a device the caller owns (run_dp_bench.sh gives it a
 // veth in its own namespace). Prints frames/s over S seconds after a 0.3 s
@@ -37,7 +38,7 @@ uint64_t mono_ns() {
 
 int usage() {
     std::fprintf(stderr, "usage: bench_dp_txloop DEV [--seconds S] [--len L] [--batch B] "
-                         "[--cpu C] [--json]\n");
+                         "[--budget N] [--cpu C] [--json]\n");
     return 2;
 }
 
@@ -47,7 +48,7 @@ int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') return usage();
     std::string dev = argv[1];
     double seconds = 3;
-    uint32_t len = 1514, batch = 64;
+    uint32_t len = 1514, batch = 64, budget = 32;
     int cpu = -1;
     bool json = false;
     for (int i = 2; i < argc; ++i) {
@@ -62,6 +63,8 @@ int main(int argc, char **argv) {
             len = uint32_t(std::atoi(v));
         } else if (o == "--batch" && (v = val())) {
             batch = uint32_t(std::atoi(v));
+        } else if (o == "--budget" && (v = val())) {
+            budget = uint32_t(std::atoi(v));
         } else if (o == "--cpu" && (v = val())) {
             cpu = std::atoi(v);
         } else {
@@ -128,6 +131,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     int fd = xsk_socket__fd(xsk);
+    // XDP_MAX_TX_SKB_BUDGET (9, Linux >= 6.17): descriptors one sendto() sends.
+    if (budget != 32 && setsockopt(fd, SOL_XDP, 9, &budget, sizeof(budget)) < 0) {
+        std::fprintf(stderr, "bench_dp_txloop: --budget %u: %s\n", budget, std::strerror(errno));
+        return 1;
+    }
 
     uint64_t submitted = 0, completed = 0, kicks = 0, transient = 0, errors = 0;
     uint64_t t0 = mono_ns();
@@ -188,10 +196,10 @@ int main(int argc, char **argv) {
     double fps = double(frames) / dt;
     double gbit = fps * double(framing.wire_bytes(len)) * 8 / 1e9;
     if (json)
-        std::printf("{\"dev\":\"%s\",\"len\":%u,\"batch\":%u,\"cpu\":%d,\"seconds\":%.3f,"
+        std::printf("{\"dev\":\"%s\",\"len\":%u,\"batch\":%u,\"budget\":%u,\"cpu\":%d,\"seconds\":%.3f,"
                     "\"frames\":%llu,\"fps\":%.0f,\"wire_gbit\":%.3f,\"cpu_pct\":%.1f,"
                     "\"kicks\":%llu,\"kick_transient\":%llu}\n",
-                    dev.c_str(), len, batch, cpu, dt, (unsigned long long)frames, fps, gbit,
+                    dev.c_str(), len, batch, budget, cpu, dt, (unsigned long long)frames, fps, gbit,
                     cpu_s / dt * 100, (unsigned long long)kicks, (unsigned long long)transient);
     else
         std::printf("bare AF_XDP TX on %s: %u B frames, %.3f Mpps (%.2f Gbit/s of wire), "

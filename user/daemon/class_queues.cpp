@@ -84,11 +84,6 @@ void ClassQueues::transmit_head(uint32_t handle) {
 void ClassQueues::sent(uint32_t frame, uint32_t len) {
     pspxdp_daemon_stats &d = maps_.daemon();
     const uint32_t wire = framing_.wire_bytes(len);
-    if (frame == datapath::XskPlane::kGap) {
-        ++d.gap_frames;
-        d.gap_bytes += wire;
-        return;
-    }
     pspxdp_class_counters &pc = maps_.slot(plane_.meta(frame).owner);
     const uint32_t l2 = framing_.l2_bytes(len);
     ++pc.tx_frames;
@@ -102,11 +97,6 @@ void ClassQueues::sent(uint32_t frame, uint32_t len) {
 void ClassQueues::unsent(uint32_t frame, uint32_t len) {
     pspxdp_daemon_stats &d = maps_.daemon();
     const uint32_t wire = framing_.wire_bytes(len);
-    if (frame == datapath::XskPlane::kGap) {
-        --d.gap_frames;
-        d.gap_bytes -= wire;
-        return;
-    }
     pspxdp_class_counters &pc = maps_.slot(plane_.meta(frame).owner);
     const uint32_t l2 = framing_.l2_bytes(len);
     --pc.tx_frames;
@@ -115,6 +105,12 @@ void ClassQueues::unsent(uint32_t frame, uint32_t len) {
     pc.backlog_bytes += l2;
     --d.wire_frames;
     d.wire_frame_bytes -= wire;
+}
+
+void ClassQueues::gaps_sent(int64_t frames, int64_t wire_bytes) {
+    pspxdp_daemon_stats &d = maps_.daemon();
+    d.gap_frames += uint64_t(frames); // negative: taken back (unsigned wrap)
+    d.gap_bytes += uint64_t(wire_bytes);
 }
 
 uint64_t ClassQueues::drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause) {

@@ -44,6 +44,7 @@ class ClassQueues final : public datapath::XskPlane::TxObserver {
     // What the kernel takes from the TX ring (XskPlane::kick).
     void sent(uint32_t frame, uint32_t len) override;
     void unsent(uint32_t frame, uint32_t len) override;
+    void gaps_sent(int64_t frames, int64_t wire_bytes) override;
     // Drops from the longest backlogs when the buffer cannot refill the
     // sockets' fill rings. Returns the frames dropped.
     uint64_t relieve_overflow();

@@ -36,6 +36,21 @@ template <class Create> int retry_busy(Create create) {
     return rc;
 }
 
+// One copy-mode sendto() sends at most 32 descriptors (docs/design.md §9.4)
+// unless the socket is told more: Linux >= 6.17 takes XDP_MAX_TX_SKB_BUDGET
+// (32 .. the TX ring's size; EACCES outside it, ENOPROTOOPT before 6.17).
+// Flat out a round is about a window long (43 full-size frames in 64 KB):
+// at 32 every round's last 11 went in a sendto() of their own.
+// Returns the budget in force.
+uint32_t raise_tx_budget(int fd, uint32_t tx_ring) {
+    constexpr int kXdpMaxTxSkbBudget = 9; // uapi/linux/if_xdp.h
+    constexpr uint32_t kDefault = 32, kWanted = 64;
+    uint32_t budget = std::min(kWanted, tx_ring);
+    if (budget > kDefault && setsockopt(fd, SOL_XDP, kXdpMaxTxSkbBudget, &budget, sizeof(budget)) == 0)
+        return budget;
+    return kDefault;
+}
+
 uint32_t pow2_floor(uint64_t v) {
     uint32_t p = 1;
     while (p * 2ull <= v && p < (1u << 30))
@@ -152,6 +167,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
                                          &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
     });
     if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + common::errno_text(rc));
+    p->descs_per_kick_ = raise_tx_budget(xsk_socket__fd(p->tx_->xsk), cfg.tx_ring);
 
     p->rx_.resize(n);
     for (uint32_t q = 0; q < n; ++q) {
@@ -277,6 +293,12 @@ bool XskPlane::tx_frame(uint32_t frame) {
         return false;
     }
     const FrameMeta &m = table_[frame];
+    // XDP wrote this frame on the other core: its lines sit in that core's
+    // cache, and the kernel's copy in the kick would stall on each one.
+    // Fetching them now overlaps the misses with deciding the rest of the batch.
+    const uint8_t *p = area_ + uint64_t(frame) * frame_size_ + m.offset;
+    for (uint32_t off = 0; off < m.len; off += 64)
+        __builtin_prefetch(p + off, 0, 3);
     xdp_desc *t = xsk_ring_prod__tx_desc(&tx_->tx, idx);
     t->addr = uint64_t(frame) * frame_size_ + m.offset;
     t->len = m.len;
@@ -310,22 +332,23 @@ uint32_t XskPlane::tx_unsent() const {
     return tx_->tx.cached_prod - __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
 }
 
-// One copy-mode sendto() sends at most this many descriptors (docs/design.md §9.4).
-static constexpr uint32_t kDescsPerKick = 32;
-
 void XskPlane::report(TxObserver &o, uint32_t from, uint32_t to, bool sent) {
+    int64_t gaps = 0, gap_wire_bytes = 0;
     for (uint32_t i = from; i != to; ++i) {
         const xdp_desc *d = xsk_ring_prod__tx_desc(&tx_->tx, i);
         uint32_t f = frame_of(d->addr);
-        bool gap = f == frames_;
-        if (sent) {
-            if (!gap) --frames_unsent_;
-            o.sent(gap ? kGap : f, d->len);
+        if (f == frames_) {
+            ++gaps;
+            gap_wire_bytes += cfg_.framing.wire_bytes(d->len);
+        } else if (sent) {
+            --frames_unsent_;
+            o.sent(f, d->len);
         } else {
-            if (!gap) ++frames_unsent_;
-            o.unsent(gap ? kGap : f, d->len);
+            ++frames_unsent_;
+            o.unsent(f, d->len);
         }
     }
+    if (gaps) o.gaps_sent(sent ? gaps : -gaps, sent ? gap_wire_bytes : -gap_wire_bytes);
 }
 
 // Copy mode consumes TX descriptors only inside our own sendto(), so the
@@ -333,7 +356,7 @@ void XskPlane::report(TxObserver &o, uint32_t from, uint32_t to, bool sent) {
 void XskPlane::kick(TxObserver &o, uint32_t max_kicks) {
     for (uint32_t k = 0; k < max_kicks && tx_unsent() > 0; ++k) {
         uint32_t cons = __atomic_load_n(tx_->tx.consumer, __ATOMIC_ACQUIRE);
-        uint32_t batch = std::min(tx_->tx.cached_prod - cons, kDescsPerKick);
+        uint32_t batch = std::min(tx_->tx.cached_prod - cons, descs_per_kick_);
         uint32_t credit_to = cons + batch;
         report(o, tx_reported_, credit_to, true);
         tx_reported_ = credit_to;

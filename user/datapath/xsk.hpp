@@ -88,9 +88,6 @@ struct Accounting {
 class XskPlane {
   public:
     enum class State : uint8_t { Free, Fill, Held, Tx, Pause };
-    // What kick() reports for a gap descriptor instead of a frame index.
-    static constexpr uint32_t kGap = kNoFrame;
-
     static Result<std::unique_ptr<XskPlane>> create(const PlaneConfig &cfg);
     ~XskPlane();
     XskPlane(const XskPlane &) = delete;
@@ -134,19 +131,23 @@ class XskPlane {
     bool tx_gap(uint32_t len);
     // Descriptors on the TX ring the kernel has not consumed yet.
     uint32_t tx_unsent() const;
-    // Told what the kernel takes from the TX ring: a frame (by index), or a
-    // gap (frame kGap) of len bytes.
+    // Told what the kernel takes from the TX ring: a frame (by index) of len
+    // bytes, and gap frames in sums (flat out, 9 descriptors in 10 are gaps).
     struct TxObserver {
         virtual void sent(uint32_t frame, uint32_t len) = 0;
         // A descriptor reported sent that the kernel did not take after all
         // (the sendto() stopped early): it is still on the ring.
         virtual void unsent(uint32_t frame, uint32_t len) = 0;
+        // Gap frames sent (or, negative, taken back as unsent) and their
+        // bytes on the wire.
+        virtual void gaps_sent(int64_t frames, int64_t wire_bytes) = 0;
 
       protected:
         ~TxObserver() = default;
     };
     // sendto() kicks until the ring is consumed, at most max_kicks (each kick
-    // sends <= 32 in copy mode); transient errors end the attempt, counted.
+    // sends <= 32 in copy mode, 64 from Linux 6.17); transient errors end the
+    // attempt, counted.
     // The descriptors a kick will send are reported sent *before* it, and
     // taken back if it did not: a daemon killed at the end of the syscall
     // (where a signal strikes) has counted exactly what the kernel sent.
@@ -180,6 +181,7 @@ class XskPlane {
     PlaneConfig cfg_;
     uint32_t frame_size_ = 0;
     uint32_t frames_ = 0; // real frames; the PAUSE chunk is frame frames_
+    uint32_t descs_per_kick_ = 32; // what one sendto() may send (raise_tx_budget)
     uint32_t fill_target_ = 0;
     uint32_t max_tx_len_ = 0;
     uint64_t pause_addr_ = 0;

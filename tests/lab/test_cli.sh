@@ -279,6 +279,16 @@ check "paced sum is within the line rate" bash -c "
     $N $PSPXDP show $DEV -j | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"paced_bps\"] <= d[\"line_rate_bps\"], d[\"paced_bps\"]'"
 $N "$PSPXDP" apply -q $DEV "$TMP/saved"
 
+# ---- the framing ceiling follows DEV's MTU: 986.5 Mbit/s is above what one
+# class reaches on 1 Gbit/s at MTU 1400 (1418/1438: 986.092), below it at
+# 1500 (1518/1538: 986.996, where the sum with the other classes refuses it)
+$N ip link set $DEV mtu 1400
+check "MTU 1400: a class above 1418/1438 of the line is refused" bash -c "
+    $N $PSPXDP class add $DEV 1:4 986500kbit 2>&1 | grep -qF '(1418/1438 of it, 1414-byte frames at MTU 1400)'"
+$N ip link set $DEV mtu 1500
+check "MTU 1500: the same rate is within the ceiling (the sum refuses it)" bash -c "
+    $N $PSPXDP class add $DEV 1:4 986500kbit 2>&1 | grep -qF 'paced rates would sum to'"
+
 # ---- read-only: an unprivileged user who may read the pins
 ROOT_MODE=$(stat -c %a /sys/fs/bpf/pspxdp)
 chmod o+x /sys/fs/bpf/pspxdp

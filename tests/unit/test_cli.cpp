@@ -273,20 +273,29 @@ TEST_CASE("rates against the wire: framing ceiling and the line rate", "[cli][co
     };
     const uint64_t G = 1'000'000'000;
     // 1518/1538 of 1 Gbit/s = 986996098.8 bit/s.
-    CHECK(control::check_rates({cls(1, 986'996'098)}, G, "eth0"));
-    auto over = control::check_rates({cls(1, 986'996'099)}, G, "eth0");
+    CHECK(control::check_rates({cls(1, 986'996'098)}, G, "eth0", 1500));
+    auto over = control::check_rates({cls(1, 986'996'099)}, G, "eth0", 1500);
     REQUIRE_FALSE(over);
     CHECK(over.exit_code() == 2);
     CHECK(over.error() == "class 1:1: rate \"986996099bit\" is above what one class can reach on "
-                          "eth0's 1Gbit wire: 986.996Mbit (1518/1538 of it, 1514-byte frames)");
-    auto sum = control::check_rates({cls(1, 600'000'000), cls(2, 500'000'000)}, G, "eth0");
+                          "eth0's 1Gbit wire: 986.996Mbit (1518/1538 of it, 1514-byte frames at "
+                          "MTU 1500)");
+    // The ceiling follows the MTU: jumbo frames reach more of the wire,
+    // smaller ones less (9018/9038 and 1418/1438 of 1 Gbit/s).
+    CHECK(control::check_rates({cls(1, 997'787'121)}, G, "eth0", 9000));
+    CHECK_FALSE(control::check_rates({cls(1, 997'787'122)}, G, "eth0", 9000));
+    auto small = control::check_rates({cls(1, 986'996'098)}, G, "eth0", 1400);
+    REQUIRE_FALSE(small);
+    CHECK_THAT(small.error(), Catch::Contains("986.092Mbit (1418/1438 of it, 1414-byte frames at "
+                                              "MTU 1400)"));
+    auto sum = control::check_rates({cls(1, 600'000'000), cls(2, 500'000'000)}, G, "eth0", 1500);
     REQUIRE_FALSE(sum);
     CHECK(sum.error() == "class 1:2: rate \"500Mbit\": paced rates would sum to 1100Mbit, above "
                          "the line rate 1Gbit of eth0");
-    auto unknown = control::check_rates({cls(1, 1000)}, 0, "eth0");
+    auto unknown = control::check_rates({cls(1, 1000)}, 0, "eth0", 1500);
     REQUIRE_FALSE(unknown);
     CHECK_THAT(unknown.error(), Catch::Contains("line rate of eth0 is unknown"));
-    CHECK(control::check_rates({cls(1, 500'000'000), cls(2, 500'000'000)}, G, "eth0"));
+    CHECK(control::check_rates({cls(1, 500'000'000), cls(2, 500'000'000)}, G, "eth0", 1500));
 }
 
 TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]") {
@@ -306,7 +315,7 @@ TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]
     CHECK(c->classes[0].line == 4);
     CHECK(*c->default_classid == PSPXDP_CLASSID(1, 0xffff));
     REQUIRE(c->filters.size() == 2);
-    CHECK(control::check_config(*c, *c->line_rate_bps, *c->default_classid, "eth0"));
+    CHECK(control::check_config(*c, *c->line_rate_bps, *c->default_classid, "eth0", 1500));
     const std::string printed = control::format_config(*c);
     CHECK(printed == "line-rate 1Gbit\n"
                      "class 1:1 300Mbit limit 64kb ce_threshold 2ms\n"
@@ -340,7 +349,7 @@ TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]
         REQUIRE(r);
         auto ok = control::check_config(*r, r->line_rate_bps.value_or(1'000'000'000),
                                          r->default_classid.value_or(PSPXDP_CLASSID(1, 0xffff)),
-                                         "eth0");
+                                         "eth0", 1500);
         REQUIRE_FALSE(ok);
         return ok.error();
     };

@@ -10,6 +10,7 @@
 #include "daemon/daemon.hpp"
 #include "datapath/xsk.hpp"
 #include "setup/attach.hpp"
+#include "setup/netlink.hpp"
 #include "setup/process.hpp"
 #include "pspxdp/shared.h"
 
@@ -90,10 +91,14 @@ static int run(const Args &args) {
     }
     dcfg.realtime = args.flag("rt");
     dcfg.busy_poll = args.flag("busy-poll");
-    // Checked before anything is created when the line rate is known here.
+    // Checked before anything is created when the line rate is known here
+    // (at DEV's MTU; a DEV that does not exist is attach's to refuse).
     if (config && opt.line_rate_bps)
-        if (auto r = control::check_config(*config, *opt.line_rate_bps, opt.default_classid, dev); !r)
-            return fail_input("attach: --config " + args.text("config") + ": " + r.error());
+        if (auto link = dp::get_link(dev))
+            if (auto r = control::check_config(*config, *opt.line_rate_bps, opt.default_classid,
+                                               dev, link->mtu);
+                !r)
+                return fail_input("attach: --config " + args.text("config") + ": " + r.error());
 
     auto att = dp::attach(opt, [](const std::string &w) { warn(w); });
     if (!att) return fail("attach: " + att.error());

@@ -52,9 +52,11 @@ int run_apply(const Args &args) {
     if (args.flag("check")) {
         auto st = d->state();
         if (!st) return fail(st);
+        auto mtu = d->mtu();
+        if (!mtu) return fail(mtu);
         auto r = control::check_config(
             *c, c->line_rate_bps.value_or(st->line_rate_bps),
-            c->default_classid.value_or(pspxdp_classid_raw(st->default_classid)), d->name());
+            c->default_classid.value_or(pspxdp_classid_raw(st->default_classid)), d->name(), *mtu);
         if (!r) return fail(r.failure());
         std::printf("pspxdp: %s: %s is valid\n", d->name().c_str(), p.back().c_str());
         return 0;

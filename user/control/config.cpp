@@ -252,8 +252,11 @@ std::string format_config(const Config &c, const std::vector<std::string> &heade
 }
 
 Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_rate_bps,
-                         const std::string &dev) {
-    const uint64_t ceiling = Framing{}.class_ceiling_bps(line_rate_bps);
+                         const std::string &dev, uint32_t mtu_bytes) {
+    Framing framing;
+    framing.mtu_bytes = mtu_bytes;
+    const uint64_t ceiling = framing.class_ceiling_bps(line_rate_bps);
+    const uint32_t frame = framing.max_frame_len();
     unsigned __int128 sum = 0;
     std::string w;
     for (const auto &c : classes) {
@@ -265,8 +268,11 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
                           " is unknown (pspxdp change " + dev + " line-rate RATE)");
         if (c.rate_bps > ceiling)
             return refuse(cls + " is above what one class can reach on " + dev + "'s " +
-                          format_rate(line_rate_bps) + " wire: " + approx_rate(ceiling) +
-                          " (1518/1538 of it, 1514-byte frames)");
+                          format_rate(line_rate_bps) + " wire: " + approx_rate(ceiling) + " (" +
+                          std::to_string(framing.l2_bytes(frame)) + "/" +
+                          std::to_string(framing.wire_bytes(frame)) + " of it, " +
+                          std::to_string(frame) + "-byte frames at MTU " +
+                          std::to_string(mtu_bytes) + ")");
         sum += c.rate_bps;
         if (sum > line_rate_bps)
             return refuse(cls + ": paced rates would sum to " +
@@ -278,10 +284,10 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
 }
 
 Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t default_classid,
-                          const std::string &dev) {
+                          const std::string &dev, uint32_t mtu_bytes) {
     // Paced rates checked in file order, so a sum error names the class
     // whose line tips it over.
-    if (auto r = check_rates(c.classes, line_rate_bps, dev); !r) return r;
+    if (auto r = check_rates(c.classes, line_rate_bps, dev, mtu_bytes); !r) return r;
     std::set<uint32_t> ids;
     for (const auto &cs : c.classes) ids.insert(cs.classid);
     if (!ids.count(default_classid))

@@ -83,13 +83,14 @@ Result<Config> load_config(const std::string &path);
 std::string format_config(const Config &c, const std::vector<std::string> &header = {});
 
 // The rate checks of the classes of one device: each paced rate within what
-// one class can reach on the wire (the framing ceiling), the paced rates
-// together within the line rate. `dev` names the device in messages.
+// one class can reach on the wire (the framing ceiling of full-size frames
+// at the device's MTU), the paced rates together within the line rate.
+// `dev` names the device in messages.
 Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_rate_bps,
-                         const std::string &dev);
+                         const std::string &dev, uint32_t mtu_bytes);
 // A whole configuration: the rate checks, no class twice, no filter twice,
 // every filter's class and the default class among the classes.
 Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t default_classid,
-                          const std::string &dev);
+                          const std::string &dev, uint32_t mtu_bytes);
 
 } // namespace pspxdp::control

@@ -6,6 +6,7 @@
 #include "common/text.hpp"
 #include "core/units.hpp"
 #include "setup/attach.hpp"
+#include "setup/netlink.hpp"
 #include "setup/state.hpp"
 
 #include <bpf/bpf.h>
@@ -131,6 +132,14 @@ Result<pspxdp_pacer_state> Device::state() const {
     if (bpf_map_lookup_elem(pacer_state_.get(), &key, &st) != 0)
         return err(dev_ + ": read pacer_state: " + errno_text(errno));
     return st;
+}
+
+Result<uint32_t> Device::mtu() const {
+    // open() checked that dev_ here is the attached device (name, ifindex,
+    // network namespace).
+    auto link = setup::get_link(dev_);
+    if (!link) return err(dev_ + ": " + link.error());
+    return link->mtu;
 }
 
 Result<bool> Device::class_exists(uint32_t classid) const {
@@ -360,7 +369,9 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
     for (const auto &[spec, slot] : *current)
         if (!last.count(spec.classid)) all.push_back(spec);
     all.insert(all.end(), specs.begin(), specs.end());
-    if (auto r = check_rates(all, st->line_rate_bps, dev_); !r) return r;
+    auto mtu_bytes = mtu();
+    if (!mtu_bytes) return mtu_bytes.failure();
+    if (auto r = check_rates(all, st->line_rate_bps, dev_, *mtu_bytes); !r) return r;
 
     std::optional<common::SlotAllocator> slots;
     std::vector<uint32_t> ids;
@@ -424,7 +435,9 @@ Result<void> Device::set_line_rate(uint64_t line_rate_bps) {
     if (auto r = require_change(); !r) return r;
     auto specs = class_specs();
     if (!specs) return specs.failure();
-    if (auto r = check_rates(*specs, line_rate_bps, dev_); !r)
+    auto mtu_bytes = mtu();
+    if (!mtu_bytes) return mtu_bytes.failure();
+    if (auto r = check_rates(*specs, line_rate_bps, dev_, *mtu_bytes); !r)
         return refuse("line-rate " + format_rate(line_rate_bps) + " refused: " + r.error());
     // The state file too: a restarted daemon paces at what it says.
     auto as = setup::read_state(paths_);
@@ -443,7 +456,9 @@ Result<ApplySummary> Device::apply(const Config &c) {
     const uint32_t old_default = pspxdp_classid_raw(st->default_classid);
     const uint64_t line = c.line_rate_bps.value_or(old_line);
     const uint32_t def = c.default_classid.value_or(old_default);
-    if (auto r = check_config(c, line, def, dev_); !r) return r.failure();
+    auto mtu_bytes = mtu();
+    if (!mtu_bytes) return mtu_bytes.failure();
+    if (auto r = check_config(c, line, def, dev_, *mtu_bytes); !r) return r.failure();
 
     // The live configuration, with slots.
     std::map<uint32_t, pspxdp_class_config> cur;

@@ -86,6 +86,8 @@ class Device {
     const std::string &name() const { return dev_; }
 
     Result<pspxdp_pacer_state> state() const;
+    // The device's MTU now: what bounds a class's rate (check_rates).
+    Result<uint32_t> mtu() const;
     // Configured classes plus any class that only appears in class_stats,
     // sorted by class id.
     Result<std::vector<ClassInfo>> classes() const;

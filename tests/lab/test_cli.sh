@@ -148,6 +148,9 @@ done <<'TABLE'
 2|duplicate of "pref 49152 proto udp dport 5001 classid 1:1"|filter add @DEV@ proto udp dport 5001 classid 1:2
 2|nosuch0 is not attached|show nosuch0
 2|nosuch0 is not attached|save nosuch0
+2|option --window: "1kb" is out of range 1514b..64mb|daemon @DEV@ --window 1kb
+2|option --sleep-min-us: time "5x": unknown unit "x"|daemon @DEV@ --sleep-min-us 5x
+2|option --cpu: "9999" is out of range 0..4095|daemon @DEV@ --cpu 9999
 TABLE
 
 # status -j: valid JSON for any device name, attached or not.

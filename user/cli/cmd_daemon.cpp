@@ -6,6 +6,7 @@
 #include "common/text.hpp"
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
+#include "datapath/xsk.hpp"
 #include "setup/attach.hpp"
 
 namespace pspxdp::cli {
@@ -15,37 +16,20 @@ static int run(const Args &args) {
     cfg.dev = args.positional[0];
     auto paths = common::paths_for(cfg.dev);
     if (!paths) return fail_input("daemon: " + paths.error());
-    if (args.has("line-rate")) {
-        auto r = parse_rate_bps(args.get("line-rate"));
-        if (!r) return fail_input("daemon: --line-rate: " + r.error());
-        cfg.line_rate_bps = *r;
-    }
-    struct {
-        const char *name;
-        uint64_t lo, hi;
-        uint64_t *out;
-        uint64_t scale;
-    } nums[] = {{"window", 1514, 64ull << 20, &cfg.window_bytes, 1},
-                {"buffer", 1ull << 20, 64ull << 30, &cfg.buffer_bytes, 1},
-                {"sleep-min-us", 0, 1000000, &cfg.sleep_min_ns, 1000},
-                {"spin-us", 0, 1000000, &cfg.spin_ns, 1000}};
-    for (auto &n : nums) {
-        if (!args.has(n.name)) continue;
-        auto v = common::parse_u64(std::string("--") + n.name, args.get(n.name), n.lo, n.hi);
-        if (!v) return fail_input("daemon: " + v.error());
-        *n.out = *v * n.scale;
-    }
+    // Parsed and range-checked by the option table (units as attach takes
+    // them); absent, the recorded or built-in defaults stand.
+    if (auto r = args.maybe_number("line-rate")) cfg.line_rate_bps = *r;
+    if (auto w = args.maybe_number("window")) cfg.window_bytes = *w;
+    cfg.buffer_bytes = args.number("buffer");
+    cfg.sleep_min_ns = args.number("sleep-min-us");
+    cfg.spin_ns = args.number("spin-us");
     if (auto r = daemon::set_clock_options(cfg, args.text("gap-horizon"), args.text("clock"),
                                            args.flag("clockless"));
         !r)
         return fail_input("daemon: " + r.error());
-    if (args.has("cpu")) {
-        auto v = common::parse_u64("--cpu", args.get("cpu"), 0, 4095);
-        if (!v) return fail_input("daemon: " + v.error());
-        cfg.cpu = int(*v);
-    }
-    cfg.realtime = args.has("rt");
-    cfg.busy_poll = args.has("busy-poll");
+    if (auto c = args.maybe_number("cpu")) cfg.cpu = int(*c);
+    cfg.realtime = args.flag("rt");
+    cfg.busy_poll = args.flag("busy-poll");
     if (auto r = common::need_caps("daemon", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
         return fail(r.error());
     // DEV must be attached here (name, ifindex, network namespace).
@@ -70,16 +54,22 @@ const Command kDaemon = {
     "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT.\n"
     "The parameters default to those recorded by `pspxdp attach`.",
     {
-        {"line-rate", 0, "RATE", "override the line rate"},
-        {"window", 0, "BYTES", "override the window"},
-        {"buffer", 0, "BYTES", "the UMEM shared by every class's queue (default 64 MiB)"},
-        {"cpu", 0, "N", "pin to CPU N"},
-        {"rt", 0, nullptr, "SCHED_FIFO, memory locked"},
-        {"busy-poll", 0, nullptr, "busy-poll the pacer sockets"},
-        {"sleep-min-us", 0, "US",
-         "while backlogged, sleep through waits longer than US (default 50; 0: spin)"},
-        {"spin-us", 0, "US",
-         "spin the last US before a due time the engine has no slack for (default 20)"},
+        opt(OptType::Rate, "line-rate", 0, "RATE", "override the line rate"),
+        opt(OptType::Bytes, "window", 0, "BYTES", "override the window").within(1514, 64ull << 20),
+        opt(OptType::Bytes, "buffer", 0, "BYTES", "the UMEM shared by every class's queue")
+            .by_default(datapath::kDefaultBufferBytes)
+            .within(1ull << 20, 64ull << 30),
+        opt(OptType::Integer, "cpu", 0, "N", "pin to CPU N").within(0, 4095),
+        flag("rt", 0, "SCHED_FIFO, memory locked"),
+        flag("busy-poll", 0, "busy-poll the pacer sockets"),
+        opt(OptType::Duration, "sleep-min-us", 0, "TIME",
+            "while backlogged, sleep through waits longer than TIME (a bare number is us; 0: spin)")
+            .by_default(daemon::DaemonConfig{}.sleep_min_ns)
+            .within(0, 1'000'000'000),
+        opt(OptType::Duration, "spin-us", 0, "TIME",
+            "spin the last TIME before a due time the engine has no slack for (a bare number is us)")
+            .by_default(daemon::DaemonConfig{}.spin_ns)
+            .within(0, 1'000'000'000),
         gap_horizon_option(),
         clock_option(),
         clockless_option(),

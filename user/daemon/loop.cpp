@@ -196,6 +196,12 @@ bool Loop::schedule(uint64_t now) {
             queues_->transmit_head(d.cls);
         } else if (d.action == Action::Gap) {
             plane_->tx_gap(d.len);
+            // A largest gap is mostly followed by more of them (flat out, or
+            // a slow class on a fast wire): taken in one call.
+            if (d.len == framing_.max_frame_len()) {
+                const uint32_t n = engine_->more_gaps(budget - 1);
+                if (n && plane_->tx_gaps(d.len, n)) budget -= n;
+            }
         } else {
             if (d.action == Action::Wait) {
                 waiting_ = true;

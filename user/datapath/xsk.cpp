@@ -312,19 +312,25 @@ bool XskPlane::tx_frame(uint32_t frame) {
 }
 
 bool XskPlane::tx_gap(uint32_t len) {
+    return tx_gaps(len, 1);
+}
+
+bool XskPlane::tx_gaps(uint32_t len, uint32_t n) {
     if (len < cfg_.framing.min_frame_bytes || len > cfg_.framing.max_frame_len()) {
         ++counters_.state_errors;
         return false;
     }
     uint32_t idx;
-    if (xsk_ring_prod__reserve(&tx_->tx, 1, &idx) != 1) return false;
-    xdp_desc *t = xsk_ring_prod__tx_desc(&tx_->tx, idx);
-    t->addr = pause_addr_;
-    t->len = len;
-    t->options = 0;
-    xsk_ring_prod__submit(&tx_->tx, 1);
-    ++tx_submitted_;
-    ++gaps_in_flight_;
+    if (!n || xsk_ring_prod__reserve(&tx_->tx, n, &idx) != n) return false;
+    for (uint32_t i = 0; i < n; ++i) {
+        xdp_desc *t = xsk_ring_prod__tx_desc(&tx_->tx, idx + i);
+        t->addr = pause_addr_;
+        t->len = len;
+        t->options = 0;
+    }
+    xsk_ring_prod__submit(&tx_->tx, n);
+    tx_submitted_ += n;
+    gaps_in_flight_ += n;
     return true;
 }
 

@@ -129,6 +129,8 @@ class XskPlane {
     // ring is full (nothing changes).
     bool tx_frame(uint32_t frame);
     bool tx_gap(uint32_t len);
+    // n gaps of len bytes at once; false (nothing put) unless all fit.
+    bool tx_gaps(uint32_t len, uint32_t n);
     // Descriptors on the TX ring the kernel has not consumed yet.
     uint32_t tx_unsent() const;
     // Told what the kernel takes from the TX ring: a frame (by index) of len

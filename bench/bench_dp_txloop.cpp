@@ -13,6 +13,7 @@
 // veth in its own namespace). Prints frames/s over S seconds after a 0.3 s
 // warm-up, counted from completions (the frames the kernel took).
 #include "core/framing.hpp"
+#include "datapath/xsk.hpp"
 #include "setup/netlink.hpp"
 
 #include <cerrno>
@@ -48,7 +49,7 @@ int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') return usage();
     std::string dev = argv[1];
     double seconds = 3;
-    uint32_t len = 1514, batch = 64, budget = 32;
+    uint32_t len = 1514, batch = 64, budget = pspxdp::datapath::kDefaultTxBudget;
     int cpu = -1;
     bool json = false;
     for (int i = 2; i < argc; ++i) {
@@ -131,8 +132,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     int fd = xsk_socket__fd(xsk);
-    // XDP_MAX_TX_SKB_BUDGET (9, Linux >= 6.17): descriptors one sendto() sends.
-    if (budget != 32 && setsockopt(fd, SOL_XDP, 9, &budget, sizeof(budget)) < 0) {
+    // Descriptors one sendto() sends, asked as the daemon asks.
+    using pspxdp::datapath::kDefaultTxBudget;
+    if (budget != kDefaultTxBudget && pspxdp::datapath::set_tx_budget(fd, budget) != budget) {
         std::fprintf(stderr, "bench_dp_txloop: --budget %u: %s\n", budget, std::strerror(errno));
         return 1;
     }

@@ -423,7 +423,7 @@ print(f"  daemon: {f(summary['daemon_max_cpu_pct'], '{:.0f}')}% CPU, "
 if cpu_rows["cpu_pspxdp"]["paced_gbit"] is not None:
     print()
     print(f"CPU per paced Gbit/s: line 1gbit, one class 500mbit offered 650mbit; machine CPU is "
-              f"the busy % of all cores minus the idle baseline ({idle:.0f}%)")
+          f"the busy % of all cores minus the idle baseline ({idle:.0f}%)")
     print(f"  {'':38} {'paced Gbit/s':>12} {'machine %':>10} {'daemon %':>9} "
           f"{'machine % per Gbit/s':>21}")
     for k, what in (("cpu_pspxdp", "pspxdp (sleeps through waits > 50 us)"),

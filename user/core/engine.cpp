@@ -618,10 +618,6 @@ Decision Engine::emit_frame(uint32_t cls) {
     return Decision{Action::Frame, cls, c.head_len, 0};
 }
 
-// A gap that reaches the earliest pending class clock. Pieces are never
-// shorter than the smallest gap frame nor longer than the largest; a target
-// closer than the smallest gap is overshot by less than one smallest gap,
-// which the late class absorbs (its clock does not move with G).
 uint32_t Engine::more_gaps(uint32_t max_n) {
     // next() would pick a class (eligible, solo) or an unpaced frame first;
     // clockless has no gaps. Conservative: stale eligible entries stop it.
@@ -634,11 +630,11 @@ uint32_t Engine::more_gaps(uint32_t max_n) {
     // plus a smallest gap away or more (advance() takes nothing before it).
     // min_key() may only be a bound a few gaps ahead: the exact key lets a
     // slow class's whole run go at once.
+    // next() checks the window before each decision: G - wire below it.
+    if (cached_wire_ > g_ || g_ - cached_wire_ >= ahead_limit_) return 0;
     const uint64_t bound = pending_.exact_min(classes_.data());
     if (bound < g_ + max_wire + min_wire) return 0;
     uint64_t n = (bound - g_ - min_wire) / max_wire;
-    // next() checks the window before each decision: G - wire below it.
-    if (cached_wire_ > g_ || g_ - cached_wire_ >= ahead_limit_) return 0;
     n = std::min<uint64_t>(n, (cached_wire_ + ahead_limit_ - 1 - g_) / max_wire + 1);
     n = std::min<uint64_t>(n, max_n);
     // The gap horizon needs nothing: the earliest due time was within H of
@@ -649,6 +645,10 @@ uint32_t Engine::more_gaps(uint32_t max_n) {
     return uint32_t(n);
 }
 
+// A gap that reaches the earliest pending class clock. Pieces are never
+// shorter than the smallest gap frame nor longer than the largest; a target
+// closer than the smallest gap is overshot by less than one smallest gap,
+// which the late class absorbs (its clock does not move with G).
 Decision Engine::emit_gap() {
     const uint64_t min_wire = cfg_.framing.min_gap_wire_bytes();
     const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();

@@ -37,8 +37,9 @@ struct DaemonConfig {
     // A wait with less slack than this (Decision::slack_ns) ends in a spin
     // of this long: timers on this project's VM wake 15-27 us late at the
     // median, depending on its load (build/bench/bench_timers), so a
-    // clockless frame due at wake_ns needs the last stretch spun. A wait with more slack is slept through to wake_ns: the
-    // engine absorbs the lateness (gap horizon).
+    // clockless frame due at wake_ns needs the last stretch spun. A wait
+    // with more slack is slept through to wake_ns: the engine absorbs the
+    // lateness (gap horizon).
     uint64_t spin_ns = 20'000;
     // The gap horizon H (engine.hpp); kGapHorizonInf: the paper's rule.
     uint64_t gap_horizon_ns = kDefaultGapHorizonNs;

@@ -41,8 +41,9 @@ constexpr uint64_t kDeafNs = 1'000'000;
 // frame may have left that late. The median moves by a step per frame
 // (41,000 a second at 500 Mbit/s: a new level within milliseconds).
 constexpr uint64_t kSendMedianStepNs = 50;
-// Descriptors one sendto() sends in copy mode (docs/design.md §9.4).
-constexpr uint64_t kFramesPerKick = 32;
+// A batch (schedule()) is at most this many largest frames, and half the
+// window: one sendto()'s worth at the kernel's default TX budget (§4.4).
+constexpr uint64_t kBatchFrames = 32;
 
 // ns a wire of rate M takes for `bytes` byte times.
 uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
@@ -106,7 +107,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     maps_->daemon().gap_horizon_ns = cfg.gap_horizon_ns;
     // About one kick's worth, at most half the window.
     batch_bytes_ =
-        std::min<uint64_t>(ec.window_bytes / 2, kFramesPerKick * framing_.max_gap_wire_bytes());
+        std::min<uint64_t>(ec.window_bytes / 2, kBatchFrames * framing_.max_gap_wire_bytes());
 
     datapath::PlaneConfig pc;
     pc.tx_dev = cfg.dev;

@@ -36,20 +36,10 @@ template <class Create> int retry_busy(Create create) {
     return rc;
 }
 
-// One copy-mode sendto() sends at most 32 descriptors (docs/design.md §9.4)
-// unless the socket is told more: Linux >= 6.17 takes XDP_MAX_TX_SKB_BUDGET
-// (32 .. the TX ring's size; EACCES outside it, ENOPROTOOPT before 6.17).
 // Flat out a round is about a window long (43 full-size frames in 64 KB):
-// at 32 every round's last 11 went in a sendto() of their own.
-// Returns the budget in force.
-uint32_t raise_tx_budget(int fd, uint32_t tx_ring) {
-    constexpr int kXdpMaxTxSkbBudget = 9; // uapi/linux/if_xdp.h
-    constexpr uint32_t kDefault = 32, kWanted = 64;
-    uint32_t budget = std::min(kWanted, tx_ring);
-    if (budget > kDefault && setsockopt(fd, SOL_XDP, kXdpMaxTxSkbBudget, &budget, sizeof(budget)) == 0)
-        return budget;
-    return kDefault;
-}
+// at 32 descriptors a sendto() every round's last 11 went in a call of
+// their own; 64 sends a round in one.
+constexpr uint32_t kWantedTxBudget = 64;
 
 uint32_t pow2_floor(uint64_t v) {
     uint32_t p = 1;
@@ -69,6 +59,14 @@ constexpr uint32_t kTxSocketFillRing = 64;
 constexpr uint32_t kMinRxRing = 64;
 constexpr uint32_t kMaxRxRing = 4096;
 } // namespace
+
+uint32_t set_tx_budget(int fd, uint32_t descs) {
+    constexpr int kXdpMaxTxSkbBudget = 9; // uapi/linux/if_xdp.h, Linux >= 6.17
+    if (descs > kDefaultTxBudget &&
+        setsockopt(fd, SOL_XDP, kXdpMaxTxSkbBudget, &descs, sizeof(descs)) == 0)
+        return descs;
+    return kDefaultTxBudget;
+}
 
 // libxdp leaves cached_prod/cached_cons uninitialised: value-initialise.
 struct RxRings {
@@ -167,7 +165,8 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
                                          &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
     });
     if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + common::errno_text(rc));
-    p->descs_per_kick_ = raise_tx_budget(xsk_socket__fd(p->tx_->xsk), cfg.tx_ring);
+    p->descs_per_kick_ =
+        set_tx_budget(xsk_socket__fd(p->tx_->xsk), std::min(kWantedTxBudget, cfg.tx_ring));
 
     p->rx_.resize(n);
     for (uint32_t q = 0; q < n; ++q) {
@@ -296,7 +295,7 @@ bool XskPlane::tx_frame(uint32_t frame) {
     // XDP wrote this frame on the other core: its lines sit in that core's
     // cache, and the kernel's copy in the kick would stall on each one.
     // Fetching them now overlaps the misses with deciding the rest of the batch.
-    const uint8_t *p = area_ + uint64_t(frame) * frame_size_ + m.offset;
+    const uint8_t *p = data(frame);
     for (uint32_t off = 0; off < m.len; off += 64)
         __builtin_prefetch(p + off, 0, 3);
     xdp_desc *t = xsk_ring_prod__tx_desc(&tx_->tx, idx);

@@ -43,6 +43,14 @@ namespace pspxdp::datapath {
 
 inline constexpr uint64_t kDefaultBufferBytes = 64ull << 20;
 
+// One copy-mode sendto() sends at most kDefaultTxBudget descriptors unless
+// the socket asks for more (XDP_MAX_TX_SKB_BUDGET, Linux >= 6.17: 32 up to
+// the TX ring's size once the socket has its TX ring; docs/design.md §9.4).
+// Asks for descs; returns the budget in force (the default when the kernel
+// refuses or lacks the option: errno then says why).
+inline constexpr uint32_t kDefaultTxBudget = 32;
+uint32_t set_tx_budget(int fd, uint32_t descs);
+
 struct PlaneConfig {
     std::string tx_dev;     // DEV
     std::string rx_dev;     // pacer veth peer (b)
@@ -183,7 +191,7 @@ class XskPlane {
     PlaneConfig cfg_;
     uint32_t frame_size_ = 0;
     uint32_t frames_ = 0; // real frames; the PAUSE chunk is frame frames_
-    uint32_t descs_per_kick_ = 32; // what one sendto() may send (raise_tx_budget)
+    uint32_t descs_per_kick_ = kDefaultTxBudget; // what one sendto() may send (set_tx_budget)
     uint32_t fill_target_ = 0;
     uint32_t max_tx_len_ = 0;
     uint64_t pause_addr_ = 0;

@@ -75,6 +75,18 @@ psp_check() {
     if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; PSP_FAILS=$((PSP_FAILS + 1)); fi
 }
 
+# psp_wait_for SECONDS CMD...: polls CMD every 50 ms until it succeeds
+# (returns 0) or SECONDS pass (returns 1). Tests wait for a condition (a
+# counter, a listening socket, a file), never for a fixed time.
+psp_wait_for() {
+    local deadline=$((SECONDS + $1))
+    shift
+    while ! "$@"; do
+        ((SECONDS <= deadline)) || return 1
+        sleep 0.05
+    done
+}
+
 # psp_gone PID: true once PID is no process or a zombie (a killed daemon
 # whose parent, the attach that spawned it, has exited).
 psp_gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }

@@ -19,13 +19,16 @@ BUILD_DIR=${BUILD_DIR:-$HERE/../build}
 export BUILD_DIR
 # Debian's python3 (python3-matplotlib is installed for it, scripts/setup.sh).
 PYTHON=${PYTHON:-/usr/bin/python3}
+# The driver is the package lab/psplab; -B: no __pycache__ in the checkout (run as root).
+export PYTHONPATH=$HERE${PYTHONPATH:+:$PYTHONPATH}
+LAB=("$PYTHON" -B -m psplab)
 for arg in "$@"; do
-    [[ $arg == -h || $arg == --help ]] && exec "$PYTHON" "$HERE/lab.py" --help
+    [[ $arg == -h || $arg == --help ]] && exec "${LAB[@]}" --help
 done
-"$PYTHON" "$HERE/lab.py" --check-args "$@" || exit
+"${LAB[@]}" --check-args "$@" || exit
 source "$HERE/netns.sh"
 psp_require lab "${PSPXDP:-$BUILD_DIR/user/pspxdp}" "$BUILD_DIR/lab/psp_traffic" "$BUILD_DIR/lab/psp_delay" \
     -- ip tc ss tcpdump iperf3 ethtool nsenter ping chrt "$PYTHON"
 "$PYTHON" -c "import matplotlib" 2>/dev/null ||
     { echo "lab: python3-matplotlib missing (run scripts/setup.sh)" >&2; exit 77; }
-exec "$PYTHON" "$HERE/lab.py" "$@"
+exec "${LAB[@]}" "$@"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package pspxdp needs to build, test and run its lab.
+# Installs every Debian package pspxdp needs to build, test and run its lab,
+# and ruff (the Python linter, not in Debian 12) into $BUILD_DIR/python-tools.
 # Idempotent: quiet and quick when everything is already there.
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS=(
   build-essential cmake ninja-build pkg-config
@@ -9,7 +11,7 @@ PKGS=(
   libbpf-dev libxdp-dev bpftool xdp-tools
   liburing-dev catch2 libpcap-dev nlohmann-json3-dev
   iproute2 ethtool tcpdump iperf3 iputils-ping
-  python3 python3-matplotlib
+  python3 python3-matplotlib python3-mypy python3-venv
   ccache
 )
 
@@ -32,4 +34,14 @@ fi
 # bpffs is needed for pins; it may be unmounted on a fresh machine (docs/design.md §9.1).
 if [[ $(id -u) -eq 0 ]] && ! mountpoint -q /sys/fs/bpf; then
   mount -t bpf bpf /sys/fs/bpf
+fi
+
+# ruff from PyPI, pinned, in a venv of Debian's python3 (the lab's) under the
+# build directory: the checkout stays clean. tests/lint_python.sh runs it.
+RUFF_VERSION=0.17.5
+TOOLS=${BUILD_DIR:-$ROOT/build}/python-tools
+if [[ $("$TOOLS/bin/ruff" --version 2>/dev/null) != "ruff $RUFF_VERSION" ]]; then
+  echo "setup: installing ruff $RUFF_VERSION into $TOOLS"
+  /usr/bin/python3 -m venv --clear "$TOOLS"
+  "$TOOLS/bin/pip" install -q --disable-pip-version-check "ruff==$RUFF_VERSION"
 fi

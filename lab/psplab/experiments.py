@@ -1,31 +1,57 @@
 """The paper's experiments (docs/design.md §5) and the side-by-side comparison.
 Each writes docs/results/<date>-<what>/ and returns its rows."""
-import subprocess
-import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from . import measure, shapers
-from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, mbit, num, pyplot
-from .run import Flow, flow_rows, run_tcp, run_udp
+from .context import RunContext
+from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, as_dicts, mbit, num, pyplot
+from .run import Flow, FlowRow, TcpRow, flow_rows, run_tcp, run_udp
+from .units import fmt_rate, parse_rate_bps
 
 MTU_UNIT = 1518  # the analyzer's burst unit at MTU 1500: a full frame's L2 bytes
 
 
-def _offer(rate, factor=1.3):
-    """Offered load: above the rate, so the shaper is backlogged."""
-    return shapers.fmt_rate(int(shapers.rate_bps(rate) * factor))
+@dataclass
+class SideRow(FlowRow):
+    scenario: str
 
 
-def _done(ctx, res, key, rows, extra=""):
+@dataclass
+class SweepRow(FlowRow):
+    frame_bytes: int
+
+
+@dataclass
+class ManyFlowsRow:
+    """One shaper on one clock over every flow of the many-flows run."""
+    shaper: str
+    clock: str
+    flows: int
+    mean_bps: float
+    min_bps: float
+    max_bps: float
+    burst_target_max_mtu: float
+    burst_mean_max_mtu: float
+    lost: int
+    cpu_cores: float
+
+
+def _offer(rate: str) -> str:
+    """Offered load: 1.3x the rate, so the shaper is backlogged."""
+    return fmt_rate(parse_rate_bps(rate) * 13 // 10)
+
+
+def _done(ctx: RunContext, res: Results, key: str, rows: Sequence[object], extra: str = "") -> None:
     res.finish(extra)
     ctx.summary[key] = rows
-    return rows
 
 
-def _yes(v):
+def _yes(v: bool | None) -> str:
     return "-" if v is None else ("yes" if v else "no")
 
 
-def _clock_label(clock):
+def _clock_label(clock: str) -> str:
     return "byte clock" if clock == "byte" else "real time"
 
 
@@ -35,7 +61,7 @@ SIDE_SHAPERS_ONE = ["pspxdp", "pspxdp-clockless", "tbf-tight", "tbf-typical", "h
 SIDE_SHAPERS_MANY = ["pspxdp", "pspxdp-clockless", "htb", "none"]  # tbf shapes one aggregate only
 
 
-def side_by_side_table(title, rows):
+def side_by_side_table(title: str, rows: Sequence[FlowRow]) -> Table:
     t = Table(title, ["shaper", "clock", "flow", "target", "offered", "measured", "error", "backlogged", "burst@mean",
                       "burst@target", "max rate/1", "max rate/10", "lost", "blocked", "unpaced", "late", "CPU",
                       "CPU/Gbit"],
@@ -66,24 +92,25 @@ def side_by_side_table(title, rows):
                   "frames, each frame released at its real-time due time",
               ])
     for r in rows:
-        t.add(r["shaper"], _clock_label(r["clock"]), r["flow"], mbit(r["target_bps"], 0),
-              mbit(r["offered_bps"], 0), mbit(r["mean_bps"]), f"{r['error_pct']:+.3f}%", _yes(r["backlogged"]), num(r["burst_mean_mtu"]),
-              num(r["burst_target_mtu"]), mbit(r["rate1_max_bps"], 1), mbit(r["rate10_max_bps"], 1),
-              r["lost"], num(r["blocked"], "{}"),
-              num(r.get("unpaced"), "{}"), num(r.get("daemon_late_pct"), "{:.1f}%"), num(r["cpu_cores"]), num(r["cpu_pct_per_gbit"], "{:.0f}%"))
+        t.add(r.shaper, _clock_label(r.clock), r.flow, mbit(r.target_bps, 0),
+              mbit(r.offered_bps, 0), mbit(r.mean_bps), f"{r.error_pct:+.3f}%", _yes(r.backlogged),
+              num(r.burst_mean_mtu), num(r.burst_target_mtu), mbit(r.rate1_max_bps, 1), mbit(r.rate10_max_bps, 1),
+              r.lost, num(r.blocked, "{}"), num(r.unpaced, "{}"), num(r.daemon_late_pct, "{:.1f}%"),
+              num(r.cpu_cores), num(r.cpu_pct_per_gbit, "{:.0f}%"))
     return t
 
 
-def side_by_side(ctx):
+def side_by_side(ctx: RunContext) -> None:
     res = Results(ctx.out, "side-by-side", ctx.command, ctx.started)
     rx = ctx.lab.receivers
     one = [Flow("a", rx[0], 5001, "500mbit", _offer("500mbit"))]
-    three = one + [Flow("b", rx[1], 5002, "250mbit", _offer("250mbit")),
-                   Flow("c", rx[2], 5003, "50mbit", _offer("50mbit"))]
+    three = [*one, Flow("b", rx[1], 5002, "250mbit", _offer("250mbit")),
+             Flow("c", rx[2], 5003, "50mbit", _offer("50mbit"))]
     scenarios = [("one flow, 500 Mbit/s", one, SIDE_SHAPERS_ONE),
                  ("three flows, 500/250/50 Mbit/s", three, SIDE_SHAPERS_MANY)]
     idle = measure.idle_cpu()
-    rows, described = [], {}
+    rows: list[SideRow] = []
+    described: dict[str, str] = {}
     for scen, flows, names in scenarios:
         srows = []
         for name in names:
@@ -91,34 +118,32 @@ def side_by_side(ctx):
             sh = shapers.make(ctx, name)
             described[name] = sh.describe(flows)
             result = run_udp(ctx, sh, flows, ctx.seconds, tag=f"side-{len(flows)}-{name}")
-            for r in flow_rows(ctx, result, idle):
-                r["scenario"] = scen
-                srows.append(r)
+            srows += [SideRow(**vars(r), scenario=scen) for r in flow_rows(ctx, result, idle)]
         res.table(side_by_side_table(
             f"Side by side: {scen} (each offered 1.3x its rate) on a {ctx.line_rate} wire, "
             f"{ctx.seconds} s captured after 1 s of warm-up", srows))
         rows += srows
-    res.csv("side-by-side.csv", rows)
+    res.csv("side-by-side.csv", as_dicts(rows))
     _plot_side(res, rows)
     setup = "\n".join(f"- {k}: {v}" for k, v in described.items())
-    return _done(ctx, res, "side_by_side", rows,
-                 f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores of kernel time")
+    _done(ctx, res, "side_by_side", rows,
+          f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores of kernel time")
 
 
-def _plot_side(res, rows):
+def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
     plt = pyplot()
-    one = [r for r in rows if r["scenario"].startswith("one")]
-    labels = [f"{r['shaper']}\n({'byte' if r['clock'] == 'byte' else 'real'})" for r in one]
+    one = [r for r in rows if r.scenario.startswith("one")]
+    labels = [f"{r.shaper}\n({'byte' if r.clock == 'byte' else 'real'})" for r in one]
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
-    burst = [max(r["burst_target_mtu"] or 0, 0.01) for r in one]
-    ax[0].bar(labels, burst, color=["tab:green" if r["shaper"] == "pspxdp" else "tab:gray" for r in one])
+    burst = [max(r.burst_target_mtu or 0, 0.01) for r in one]
+    ax[0].bar(labels, burst, color=["tab:green" if r.shaper == "pspxdp" else "tab:gray" for r in one])
     ax[0].set_yscale("log")
     ax[0].axhline(2, color="tab:red", ls="--", lw=1, label="2 MTU (precise pacing)")
     ax[0].set_ylabel("max burstiness at the target rate (MTU)")
     ax[0].legend(fontsize=8)
-    r10 = [(r["rate10_max_bps"] or 0) / 1e6 for r in one]
-    ax[1].bar(labels, r10, color=["tab:green" if r["shaper"] == "pspxdp" else "tab:gray" for r in one])
-    ax[1].axhline(one[0]["target_bps"] / 1e6, color="tab:red", ls="--", lw=1, label="target")
+    r10 = [(r.rate10_max_bps or 0) / 1e6 for r in one]
+    ax[1].bar(labels, r10, color=["tab:green" if r.shaper == "pspxdp" else "tab:gray" for r in one])
+    ax[1].axhline(one[0].target_bps / 1e6, color="tab:red", ls="--", lw=1, label="target")
     ax[1].set_ylabel("max rate per 10 packets (Mbit/s)")
     ax[1].set_yscale("log")
     ax[1].legend(fontsize=8)
@@ -132,7 +157,7 @@ def _plot_side(res, rows):
 
 # --- 5. TCP through the bottleneck (paper Table 5) ----------------------------
 
-def tcp(ctx):
+def tcp(ctx: RunContext) -> None:
     res = Results(ctx.out, "tcp-bottleneck", ctx.command, ctx.started)
     lab = ctx.lab
     fifos = [16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20] if ctx.full else [16 << 10, 1 << 20]
@@ -145,14 +170,14 @@ def tcp(ctx):
     for line in ping.splitlines():
         if "min/avg" in line:
             rtt = float(line.split("=")[1].split("/")[1])
-    rows = []
+    rows: list[TcpRow] = []
     for fifo in fifos:
         for name in names:
             ctx.progress(f"TCP, FIFO {fifo >> 10} KB: {name}")
             sh = shapers.make(ctx, name.split("+")[0], ctx.bottleneck)
             r = run_tcp(ctx, sh, fifo, ctx.bottleneck, secs, ecn=name.endswith("+ecn"),
                         tag=f"tcp-{fifo}-{name}")
-            r["rtt_ms"] = rtt
+            r.rtt_ms = rtt
             rows.append(r)
     delay = lab.stop_delay()
     notes = [
@@ -177,52 +202,50 @@ def tcp(ctx):
               ["FIFO", "shaper", "throughput Mbit/s", "retransmits", "bottleneck drops",
                "shaper drops", "marks", "unpaced", "RTT mean ms", "RTT max ms", "CPU"], notes)
     for r in rows:
-        if r["error"]:
-            t.notes.append(f"{r['fifo_bytes'] >> 10} KB, {r['shaper']}: iperf3 failed: {r['error']}")
-        t.add(f"{r['fifo_bytes'] >> 10} KB", r["shaper"], mbit(r["throughput_bps"], 1),
-              num(r["retransmits"], "{}"), r["bottleneck_drops"], r["shaper_drops"],
-              num(r["shaper_marks"], "{}"), num(r.get("unpaced"), "{}"), num(r.get("mean_rtt_ms"), "{:.1f}"),
-              num(r.get("max_rtt_ms"), "{:.1f}"), num(r["cpu_cores"]))
+        if r.error:
+            t.notes.append(f"{r.fifo_bytes >> 10} KB, {r.shaper}: iperf3 failed: {r.error}")
+        t.add(f"{r.fifo_bytes >> 10} KB", r.shaper, mbit(r.throughput_bps, 1),
+              num(r.retransmits, "{}"), r.bottleneck_drops, r.shaper_drops,
+              num(r.shaper_marks, "{}"), num(r.unpaced, "{}"), num(r.mean_rtt_ms, "{:.1f}"),
+              num(r.max_rtt_ms, "{:.1f}"), num(r.cpu_cores))
     res.table(t)
-    res.csv("tcp.csv", rows)
+    res.csv("tcp.csv", as_dicts(rows))
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name in dict.fromkeys(r["shaper"] for r in rows):
-        pts = [(r["fifo_bytes"] >> 10, (r["throughput_bps"] or 0) / 1e6) for r in rows if r["shaper"] == name]
-        ax.plot(*zip(*pts), marker="o", label=name)
-    ax.axhline(shapers.rate_bps(ctx.bottleneck) / 1e6, color="k", ls=":", lw=1, label="bottleneck B")
+    for name in dict.fromkeys(r.shaper for r in rows):
+        pts = [(r.fifo_bytes >> 10, (r.throughput_bps or 0) / 1e6) for r in rows if r.shaper == name]
+        ax.plot(*zip(*pts, strict=True), marker="o", label=name)
+    ax.axhline(parse_rate_bps(ctx.bottleneck) / 1e6, color="k", ls=":", lw=1, label="bottleneck B")
     ax.set_xscale("log")
     ax.set_xlabel("bottleneck FIFO (KB)")
     ax.set_ylabel("TCP throughput (Mbit/s)")
     ax.set_title(f"TCP through a drop-tail FIFO at {ctx.bottleneck}, RTT {num(rtt, '{:.0f}')} ms", fontsize=9)
     ax.legend(fontsize=8)
     res.save(fig, "tcp.png")
-    return _done(ctx, res, "tcp", rows)
+    _done(ctx, res, "tcp", rows)
 
 
 # --- 1. rate accuracy sweep (paper Fig. 6) -----------------------------------
 
-def sweep(ctx):
+def sweep(ctx: RunContext) -> None:
     res = Results(ctx.out, "rate-sweep", ctx.command, ctx.started)
     targets = (["1kbit", "8kbit", "64kbit", "1mbit", "10mbit", "100mbit", "500mbit", "900mbit",
                 "980mbit"] if ctx.full else ["64kbit", "10mbit", "500mbit", "900mbit"])
     idle = measure.idle_cpu()
-    rows = []
+    rows: list[SweepRow] = []
     for target in targets:
-        bps = shapers.rate_bps(target)
+        bps = parse_rate_bps(target)
         # ~100 frames/s where the rate allows (the smallest frame below
         # 64 kbit/s), 30 frames at least in the capture.
         size = int(min(1472, max(18, bps / 8 / 100 - 46)))
         fps = bps / ((size + 46) * 8)
         secs = min(20.0, max(ctx.seconds, 30 / fps))
-        offered = shapers.fmt_rate(min(2 * bps, bps + 200_000_000))
+        offered = fmt_rate(min(2 * bps, bps + 200_000_000))
         ctx.progress(f"rate sweep: {target} ({size + 46} B frames, {secs:.0f} s)")
         f = Flow("a", ctx.lab.receivers[0], 5001, target, offered)
         result = run_udp(ctx, shapers.make(ctx, "pspxdp"), [f], secs, size=size,
                          tag=f"sweep-{target}", windows=(1,))
-        for r in flow_rows(ctx, result, idle):
-            r["frame_bytes"] = size + 46
-            rows.append(r)
+        rows += [SweepRow(**vars(r), frame_bytes=size + 46) for r in flow_rows(ctx, result, idle)]
     t = Table(f"Rate accuracy, one pspxdp class on a {ctx.line_rate} wire (paper Fig. 6)",
               ["target", "clock", "frame B", "frames", "measured", "error", "burst@target", "backlogged",
                "lost"],
@@ -231,18 +254,18 @@ def sweep(ctx):
                "is the measured mean the pacer's); the single-class ceiling is 1518/1538 of the line rate (987 Mbit/s)",
                REAL_TIME_NOTE, BYTE_CLOCK_NOTE])
     for r in rows:
-        t.add(shapers.fmt_rate(r["target_bps"]), _clock_label(r["clock"]), r["frame_bytes"], r["frames"],
-              f"{r['mean_bps'] / 1e6:.6f}", f"{r['error_pct']:+.4f}%", num(r["burst_target_mtu"]),
-              _yes(r["backlogged"]), r["lost"])
+        t.add(fmt_rate(r.target_bps), _clock_label(r.clock), r.frame_bytes, r.frames,
+              f"{r.mean_bps / 1e6:.6f}", f"{r.error_pct:+.4f}%", num(r.burst_target_mtu),
+              _yes(r.backlogged), r.lost)
     res.table(t)
-    res.csv("rate-sweep.csv", rows)
+    res.csv("rate-sweep.csv", as_dicts(rows))
     plt = pyplot()
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     for clock, m in (("byte", "o"), ("real", "x")):
-        pts = [(r["target_bps"], r["mean_bps"], r["error_pct"]) for r in rows if r["clock"] == clock]
+        pts = [(r.target_bps, r.mean_bps, r.error_pct) for r in rows if r.clock == clock]
         ax[0].plot([p[0] for p in pts], [p[1] for p in pts], m, label=_clock_label(clock))
         ax[1].plot([p[0] for p in pts], [p[2] for p in pts], m, label=_clock_label(clock))
-    lo, hi = min(r["target_bps"] for r in rows), max(r["target_bps"] for r in rows)
+    lo, hi = min(r.target_bps for r in rows), max(r.target_bps for r in rows)
     ax[0].plot([lo, hi], [lo, hi], "k:", lw=1, label="measured = target")
     for a in ax:
         a.set_xscale("log")
@@ -254,18 +277,18 @@ def sweep(ctx):
     ax[1].set_yscale("symlog", linthresh=0.01)
     fig.suptitle("pspxdp rate accuracy, one class (real time: veth + daemon timers)", fontsize=9)
     res.save(fig, "rate-sweep.png")
-    return _done(ctx, res, "rate_sweep", rows)
+    _done(ctx, res, "rate_sweep", rows)
 
 
 # --- 2. several classes starting and stopping (paper Fig. 7, Table 4) --------
 
-def classes(ctx):
+def classes(ctx: RunContext) -> None:
     res = Results(ctx.out, "classes", ctx.command, ctx.started)
     rx = ctx.lab.receivers
     rates = ["500mbit", "300mbit", "100mbit", "50mbit", "20mbit"]
     step = 0.5 if ctx.full else 0.3
     span = 8.0 if ctx.full else 4.0
-    flows = [Flow(f"{shapers.rate_bps(r) // 10**6}M", rx[i], 5001 + i, r, _offer(r),
+    flows = [Flow(f"{parse_rate_bps(r) // 10**6}M", rx[i], 5001 + i, r, _offer(r),
                   start=0.5 + i * step, stop=0.5 + span - i * step) for i, r in enumerate(rates)]
     ctx.progress("several classes: pspxdp, 5 classes starting and stopping")
     keep = ctx.keep_pcaps
@@ -276,7 +299,7 @@ def classes(ctx):
     finally:
         ctx.keep_pcaps = keep
     pcap = f"{ctx.work}/classes.pcap"
-    real, byte = measure.rate_bins(pcap, [f.port for f in flows], shapers.rate_bps(ctx.line_rate))
+    real, byte = measure.rate_bins(pcap, [f.port for f in flows], parse_rate_bps(ctx.line_rate))
     rows = flow_rows(ctx, result, 0.0)
     t = Table("Five pspxdp classes starting and stopping (paper Fig. 7, Table 4)",
               ["class", "clock", "frames", "measured", "rate/1 min", "rate/1 mean", "rate/1 max",
@@ -286,21 +309,21 @@ def classes(ctx):
                "rate/n: L2 bytes of n frames over the time from the first to the (n+1)-th",
                REAL_TIME_NOTE, BYTE_CLOCK_NOTE])
     for r in rows:
-        t.add(r["flow"], _clock_label(r["clock"]), r["frames"], mbit(r["mean_bps"], 2),
-              mbit(r["rate1_min_bps"], 1), mbit(r["rate1_mean_bps"], 1), mbit(r["rate1_max_bps"], 1),
-              mbit(r["rate10_max_bps"], 1), num(r["burst_target_mtu"]), num(r["burst_mean_mtu"]),
-              _yes(r["backlogged"]))
+        t.add(r.flow, _clock_label(r.clock), r.frames, mbit(r.mean_bps, 2),
+              mbit(r.rate1_min_bps, 1), mbit(r.rate1_mean_bps, 1), mbit(r.rate1_max_bps, 1),
+              mbit(r.rate10_max_bps, 1), num(r.burst_target_mtu), num(r.burst_mean_mtu),
+              _yes(r.backlogged))
     res.table(t)
-    res.csv("classes.csv", rows)
-    bins = []
+    res.csv("classes.csv", as_dicts(rows))
+    bins: list[dict[str, object]] = []
     for clock, series in (("real", real), ("byte", byte)):
         for f in flows:
-            for x, y in zip(*series[f.port]):
+            for x, y in zip(*series[f.port], strict=True):
                 bins.append({"clock": clock, "class": f.name, "t_s": round(x, 3), "rate_bps": y})
     res.csv("classes-10ms-bins.csv", bins)
     plt = pyplot()
     fig, ax = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
-    for a, (clock, series) in zip(ax, (("byte", byte), ("real", real))):
+    for a, (clock, series) in zip(ax, (("byte", byte), ("real", real)), strict=True):
         for f in flows:
             xs, ys = series[f.port]
             a.plot(xs, [y / 1e6 for y in ys], lw=0.8, label=f.name)
@@ -310,34 +333,35 @@ def classes(ctx):
     ax[0].legend(fontsize=8, ncol=5)
     ax[1].set_xlabel("time (s)")
     res.save(fig, "classes.png")
-    return _done(ctx, res, "classes", rows)
+    _done(ctx, res, "classes", rows)
 
 
 # --- 3. many flows (paper Table 3) -------------------------------------------
 
-def many_flows(ctx):
+def many_flows(ctx: RunContext) -> None:
     res = Results(ctx.out, "many-flows", ctx.command, ctx.started)
     rx = ctx.lab.receivers
     n_rx, per_rx = (16, 6)
     flows = [Flow(f"f{k}", rx[k // per_rx], 6001 + k, "10mbit", "12mbit") for k in range(n_rx * per_rx)]
     idle = measure.idle_cpu()
     names = ["pspxdp", "htb"] if ctx.full else ["pspxdp"]
-    rows, summary = [], []
+    rows: list[FlowRow] = []
+    summary: list[ManyFlowsRow] = []
     for name in names:
         ctx.progress(f"many flows: {len(flows)} flows, {per_rx} to each of {n_rx} receivers: {name}")
         result = run_udp(ctx, shapers.make(ctx, name), flows, ctx.seconds,
                          tag=f"many-{name}", windows=(1,))
         fr = flow_rows(ctx, result, idle)
         rows += fr
-        for clock in dict.fromkeys(r["clock"] for r in fr):
-            c = [r for r in fr if r["clock"] == clock]
-            means = [r["mean_bps"] for r in c]
-            summary.append({"shaper": name, "clock": clock, "flows": len(c),
-                            "mean_bps": sum(means) / len(means), "min_bps": min(means),
-                            "max_bps": max(means),
-                            "burst_target_max_mtu": max(r["burst_target_mtu"] or 0 for r in c),
-                            "burst_mean_max_mtu": max(r["burst_mean_mtu"] or 0 for r in c),
-                            "lost": c[0]["lost"], "cpu_cores": c[0]["cpu_cores"]})
+        for clock in dict.fromkeys(r.clock for r in fr):
+            c = [r for r in fr if r.clock == clock]
+            means = [r.mean_bps for r in c]
+            summary.append(ManyFlowsRow(shaper=name, clock=clock, flows=len(c),
+                                        mean_bps=sum(means) / len(means), min_bps=min(means),
+                                        max_bps=max(means),
+                                        burst_target_max_mtu=max(r.burst_target_mtu or 0 for r in c),
+                                        burst_mean_max_mtu=max(r.burst_mean_mtu or 0 for r in c),
+                                        lost=c[0].lost, cpu_cores=c[0].cpu_cores))
     t = Table(f"{len(flows)} flows, {per_rx} to each of {n_rx} receivers, 10 Mbit/s each (paper Table 3)",
               ["shaper", "clock", "flows", "mean Mbit/s", "min", "max", "max burst@target",
                "max burst@mean", "lost", "CPU"],
@@ -345,27 +369,27 @@ def many_flows(ctx):
                "one class per flow; min/max over the flows' means; bursts: the worst flow's",
                REAL_TIME_NOTE, BYTE_CLOCK_NOTE])
     for s in summary:
-        t.add(s["shaper"], _clock_label(s["clock"]), s["flows"], mbit(s["mean_bps"]), mbit(s["min_bps"]),
-              mbit(s["max_bps"]), num(s["burst_target_max_mtu"]), num(s["burst_mean_max_mtu"]),
-              s["lost"], num(s["cpu_cores"]))
+        t.add(s.shaper, _clock_label(s.clock), s.flows, mbit(s.mean_bps), mbit(s.min_bps),
+              mbit(s.max_bps), num(s.burst_target_max_mtu), num(s.burst_mean_max_mtu),
+              s.lost, num(s.cpu_cores))
     res.table(t)
-    res.csv("many-flows.csv", rows)
-    res.csv("many-flows-summary.csv", summary)
+    res.csv("many-flows.csv", as_dicts(rows))
+    res.csv("many-flows-summary.csv", as_dicts(summary))
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
-    for (name, clock) in dict.fromkeys((r["shaper"], r["clock"]) for r in rows):
-        c = [r for r in rows if r["shaper"] == name and r["clock"] == clock]
-        ax.plot(range(len(c)), [r["burst_mean_mtu"] for r in c], ".", label=f"{name} ({_clock_label(clock)})")
+    for (name, clock) in dict.fromkeys((r.shaper, r.clock) for r in rows):
+        c = [r for r in rows if r.shaper == name and r.clock == clock]
+        ax.plot(range(len(c)), [r.burst_mean_mtu for r in c], ".", label=f"{name} ({_clock_label(clock)})")
     ax.axhline(2, color="tab:red", ls="--", lw=1)
     ax.set_yscale("log")
     ax.set_xlabel("flow")
     ax.set_ylabel("max burstiness at the mean rate (MTU)")
     ax.legend(fontsize=8)
     res.save(fig, "many-flows.png")
-    return _done(ctx, res, "many_flows", summary)
+    _done(ctx, res, "many_flows", summary)
 
 
-ALL = {"side-by-side": side_by_side, "tcp": tcp, "sweep": sweep, "classes": classes,
-       "many-flows": many_flows}
+ALL: dict[str, Callable[[RunContext], None]] = {
+    "side-by-side": side_by_side, "tcp": tcp, "sweep": sweep, "classes": classes, "many-flows": many_flows}
 QUICK = ["side-by-side", "tcp"]
 FULL = ["sweep", "classes", "many-flows", "side-by-side", "tcp"]

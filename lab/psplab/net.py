@@ -18,60 +18,85 @@ Topology (every name carries the run's pid, so parallel runs never collide):
 Everything the lab starts is recorded here and removed by Lab.teardown(),
 which the driver runs on exit, error or signal.
 """
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
 
 NET = "10.80"  # 10.80.0.0/24 wire, .1 router-receivers, .2 D-L, .3 L-S
 
+Arg = str | int | float  # a command's word; str()ed
 
-def sh(argv, check=True, timeout=60, capture=True):
-    r = subprocess.run(argv, capture_output=capture, text=True, timeout=timeout)
+
+def sh(argv: Sequence[Arg], check: bool = True, timeout: float = 60, capture: bool = True) -> str:
+    words = [str(a) for a in argv]
+    r = subprocess.run(words, capture_output=capture, text=True, timeout=timeout)
     if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, argv))}: exit {r.returncode}: "
+        raise RuntimeError(f"{' '.join(words)}: exit {r.returncode}: "
                            f"{(r.stderr or '').strip()[:400]}")
     return r.stdout if capture else ""
 
 
+def load_json(path: str) -> dict[str, Any]:
+    """A program's JSON report, or {} if it wrote none (or not whole)."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
 class Ns:
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
 
-    def cmd(self, *argv):
+    def cmd(self, *argv: Arg) -> list[str]:
         # nsenter keeps the mount namespace: bpffs pins stay visible
         # (ip netns exec remounts /sys and hides them).
         return ["nsenter", f"--net=/run/netns/{self.name}", *map(str, argv)]
 
-    def run(self, *argv, check=True, timeout=60):
+    def run(self, *argv: Arg, check: bool = True, timeout: float = 60) -> str:
         return sh(self.cmd(*argv), check=check, timeout=timeout)
 
-    def sysctl(self, key, value):
+    def sysctl(self, key: str, value: Arg) -> None:
         self.run("sysctl", "-qw", f"{key}={value}")
 
-    def mac(self, dev):
-        return json.loads(self.run("ip", "-j", "link", "show", dev))[0]["address"]
+    def mac(self, dev: str) -> str:
+        address: str = json.loads(self.run("ip", "-j", "link", "show", dev))[0]["address"]
+        return address
 
 
 class Lab:
-    def __init__(self, build, tag=None):
+    # The namespaces, set by build_topology().
+    s: Ns
+    r: Ns
+    d: Ns
+    l: Ns  # noqa: E741 - the topology's letter for the delay line
+    receivers: list[str]
+
+    def __init__(self, build: str, tag: str | None = None) -> None:
         self.build = build
         self.pid = os.getpid()
         self.tag = tag or f"psp-lab{self.pid}"
-        self.namespaces = []
-        self.procs = []
-        self.pspxdp_devs = []  # (ns, dev) pspxdp is attached to
+        self.namespaces: list[Ns] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.pspxdp_devs: list[tuple[Ns, str]] = []  # (ns, dev) pspxdp is attached to
         p = f"pl{self.pid}"
         self.dev, self.rin, self.rout, self.din = p + "w", p + "r", p + "o", p + "i"
         self.dret, self.lin, self.lout, self.sret = p + "x", p + "y", p + "z", p + "k"
         self.ip_s = f"{NET}.0.1"
         self.ip_r = f"{NET}.0.2"
         self.ip_d = f"{NET}.1.2"
-        self.delay = None
+        self.delay: tuple[subprocess.Popen[bytes], str] | None = None
 
     # --- building
-    def netns(self, suffix):
+    def netns(self, suffix: str) -> Ns:
         ns = Ns(f"{self.tag}-{suffix}")
         sh(["ip", "netns", "add", ns.name])
         self.namespaces.append(ns)
@@ -80,15 +105,15 @@ class Lab:
         ns.sysctl("net.ipv6.conf.default.disable_ipv6", 1)
         return ns
 
-    def veth(self, ns_a, a, ns_b, b):
+    def veth(self, ns_a: Ns, a: str, ns_b: Ns, b: str) -> None:
         ns_a.run("ip", "link", "add", a, "type", "veth", "peer", "name", b, "netns", ns_b.name)
         ns_a.run("ip", "link", "set", a, "up")
         ns_b.run("ip", "link", "set", b, "up")
 
-    def build_topology(self, receivers=16):
+    def build_topology(self, receivers: int = 16) -> None:
         """receivers: how many receiver addresses D holds (10.80.1.10 ...)."""
         self.s, self.r, self.d, self.l = (self.netns(x) for x in "srdl")
-        s, r, d, l = self.s, self.r, self.d, self.l
+        s, r, d, l = self.s, self.r, self.d, self.l  # noqa: E741 - the topology's letters
         self.veth(s, self.dev, r, self.rin)
         self.veth(r, self.rout, d, self.din)
         self.veth(d, self.dret, l, self.lin)
@@ -120,7 +145,7 @@ class Lab:
         r.run("ip", "neigh", "replace", self.ip_s, "lladdr", s.mac(self.dev), "dev", self.rin,
               "nud", "permanent")
         mac_din = d.mac(self.din)
-        for a in [self.ip_d] + self.receivers:
+        for a in [self.ip_d, *self.receivers]:
             r.run("ip", "neigh", "replace", a, "lladdr", mac_din, "dev", self.rout, "nud", "permanent")
         d.run("ip", "neigh", "replace", f"{NET}.1.1", "lladdr", r.mac(self.rout), "dev", self.din,
               "nud", "permanent")
@@ -133,7 +158,7 @@ class Lab:
             ns.sysctl("net.ipv4.tcp_wmem", f"4096 131072 {64 << 20}")
         s.run("ping", "-c1", "-W2", self.ip_r)
 
-    def start_delay(self, delay_ms, seconds, out_path):
+    def start_delay(self, delay_ms: float, seconds: float, out_path: str) -> None:
         """The delay line on D -> S (ACKs), delay_ms one way."""
         cmd = self.l.cmd(f"{self.build}/lab/psp_delay", "--in", self.lin, "--out", self.lout,
                          "--dst-mac", self.s.mac(self.sret), "--delay-ms", delay_ms,
@@ -141,7 +166,7 @@ class Lab:
         self.delay = (self.spawn(cmd, out_path), out_path)
         time.sleep(0.2)
 
-    def stop_delay(self):
+    def stop_delay(self) -> dict[str, Any]:
         if not self.delay:
             return {}
         p, path = self.delay
@@ -151,20 +176,20 @@ class Lab:
             p.wait(10)
         except subprocess.TimeoutExpired:
             p.kill()
-        try:
-            return json.load(open(path))
-        except (OSError, ValueError):
-            return {}
+        return load_json(path)
 
     # --- processes
-    def spawn(self, cmd, out_path=None, err_path=None):
-        out = open(out_path, "w") if out_path else subprocess.DEVNULL
-        err = open(err_path, "w") if err_path else subprocess.DEVNULL
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+    def spawn(self, cmd: list[str], out_path: str | None = None,
+              err_path: str | None = None) -> "subprocess.Popen[bytes]":
+        # The child keeps its own copies of the log files: ours close here.
+        with contextlib.ExitStack() as logs:
+            out: IO[bytes] | int = logs.enter_context(open(out_path, "wb")) if out_path else subprocess.DEVNULL
+            err: IO[bytes] | int = logs.enter_context(open(err_path, "wb")) if err_path else subprocess.DEVNULL
+            p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
         self.procs.append(p)
         return p
 
-    def reap(self, p, timeout):
+    def reap(self, p: "subprocess.Popen[bytes]", timeout: float) -> None:
         try:
             p.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -172,16 +197,14 @@ class Lab:
             p.wait(5)
 
     # --- removal
-    def teardown(self):
+    def teardown(self) -> None:
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
         for p in self.procs:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = Path(__file__).resolve().parent.parent
         for ns, dev in self.pspxdp_devs:
             # lab/netns.sh's psp_teardown: detach, the daemon by its pid if
             # detach could not stop it, pins and run files; then namespaces.

@@ -1,10 +1,17 @@
 """Tables (text and Markdown), CSV, plots (matplotlib) and the results
 directory: docs/results/<date>-<what>/ with the machine and the command."""
 import csv
+import dataclasses
 import datetime
 import os
 import platform
 import subprocess
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 REAL_TIME_NOTE = ("real time: capture timestamps on a veth, i.e. the sending daemon's or qdisc's "
                   "timer, not a NIC's serialisation clock; this VM's timers jitter by up to "
@@ -14,30 +21,38 @@ BYTE_CLOCK_NOTE = ("byte clock: each frame's time is the wire bytes of every fra
                    "would show (docs/design.md §5); defined only where gap frames fill the wire (pspxdp)")
 
 
-def mbit(bps, digits=3):
+def mbit(bps: float | None, digits: int = 3) -> str:
     return "-" if bps is None else f"{bps / 1e6:.{digits}f}"
 
 
-def num(v, fmt="{:.2f}"):
+def num(v: float | None, fmt: str = "{:.2f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-class Table:
-    def __init__(self, title, headers, notes=()):
-        self.title, self.headers, self.notes, self.rows = title, headers, list(notes), []
+def as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """Dataclass rows as the dicts csv() and the --json summary print."""
+    return [dataclasses.asdict(r) for r in rows]
 
-    def add(self, *cells):
+
+class Table:
+    def __init__(self, title: str, headers: list[str], notes: Iterable[str] = ()) -> None:
+        self.title, self.headers, self.notes = title, headers, list(notes)
+        self.rows: list[list[str]] = []
+
+    def add(self, *cells: object) -> None:
         self.rows.append([str(c) for c in cells])
 
-    def text(self):
+    def text(self) -> str:
         w = [max(len(h), *(len(r[i]) for r in self.rows)) if self.rows else len(h)
              for i, h in enumerate(self.headers)]
-        line = lambda cells: "  ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(cells))
+
+        def line(cells: list[str]) -> str:
+            return "  ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(cells))
         out = [self.title, line(self.headers)] + [line(r) for r in self.rows]
         out += [f"  note: {n}" for n in self.notes]
         return "\n".join(out)
 
-    def markdown(self):
+    def markdown(self) -> str:
         out = [f"**{self.title}**", "", "| " + " | ".join(self.headers) + " |",
                "|" + "|".join("---" if i == 0 else "---:" for i in range(len(self.headers))) + "|"]
         out += ["| " + " | ".join(r) + " |" for r in self.rows]
@@ -45,35 +60,37 @@ class Table:
         return "\n".join(out)
 
 
-def machine():
-    def cmd(*a):
+def machine() -> str:
+    def cmd(*a: str) -> str:
         try:
             return subprocess.run(a, capture_output=True, text=True, timeout=10).stdout.strip()
         except OSError:
             return "?"
     cpu = "?"
-    for line in open("/proc/cpuinfo"):
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    mem = open("/proc/meminfo").readline().split()[1]
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mem = Path("/proc/meminfo").read_text().split()[1]
+    here = str(Path(__file__).resolve().parent.parent)
     commit = cmd("git", "-C", here, "describe", "--always", "--dirty")
+    load = Path("/proc/loadavg").read_text().split()[:3]
     return (f"{platform.node()}: Linux {platform.release()}, {os.cpu_count()} x {cpu}, "
             f"{int(mem) // 1024} MiB RAM; {cmd('lsb_release', '-ds') or 'Linux'}; "
-            f"pspxdp {commit}; load average {open('/proc/loadavg').read().split()[:3]}")
+            f"pspxdp {commit}; load average {load}")
 
 
 class Results:
     """One experiment's directory: tables, CSV, plots, README.md."""
 
-    def __init__(self, root, what, command, started):
+    def __init__(self, root: str, what: str, command: str, started: datetime.datetime) -> None:
         self.dir = os.path.join(root, f"{started:%Y-%m-%d}-{what}")
         os.makedirs(self.dir, exist_ok=True)
         self.what, self.command, self.started = what, command, started
-        self.tables, self.files = [], []
+        self.tables: list[Table] = []
+        self.files: list[str] = []
 
-    def csv(self, name, rows):
+    def csv(self, name: str, rows: Sequence[Mapping[str, object]]) -> None:
         if not rows:
             return
         path = os.path.join(self.dir, name)
@@ -84,22 +101,22 @@ class Results:
             w.writerows(rows)
         self.files.append(name)
 
-    def table(self, t):
+    def table(self, t: Table) -> None:
         self.tables.append(t)
         print(t.text())
         print()
 
-    def plot_path(self, name):
+    def plot_path(self, name: str) -> str:
         self.files.append(name)
         return os.path.join(self.dir, name)
 
-    def save(self, fig, name):
+    def save(self, fig: "Figure", name: str) -> None:
         fig.tight_layout()
         fig.savefig(self.plot_path(name), dpi=110)
         import matplotlib.pyplot as plt
         plt.close(fig)
 
-    def finish(self, extra=""):
+    def finish(self, extra: str = "") -> None:
         with open(os.path.join(self.dir, "README.md"), "w") as f:
             f.write(f"# {self.what}\n\n")
             f.write(f"- date: {self.started:%Y-%m-%d %H:%M} UTC\n- machine: {machine()}\n")
@@ -114,12 +131,14 @@ class Results:
             f.write("Files: " + ", ".join(self.files) + "\n")
 
 
-def pyplot():
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, imported only when a plot is
+    drawn (lab.sh --help and argument checks need no matplotlib)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
 
 
-def now():
-    return datetime.datetime.now(datetime.timezone.utc)
+def now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

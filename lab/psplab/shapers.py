@@ -11,9 +11,15 @@ daemon keeps the veth at M itself (never more than its window ahead of real
 time, docs/design.md §4).
 """
 import json
-import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .net import sh
+from .context import RunContext
+from .net import Lab, Ns, sh
+
+if TYPE_CHECKING:  # run.py imports this module
+    from .run import Flow
 
 # tc rounds a bucket to its clock ticks: at 1 Gbit/s 2000 B is the smallest
 # bucket that holds a full 1514-B frame (1514 or 1600 become 1500: every
@@ -25,31 +31,47 @@ WIRE_BUCKET = 65536         # = pspxdp attach's default --window
 SHAPER_QUEUE = 256 * 1024   # tbf's own queue (limit) in front of the wire
 
 
-def rate_bps(text):
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit)", str(text))
-    if not m:
-        raise ValueError(f"rate \"{text}\": expected e.g. 500mbit")
-    return int(float(m.group(1)) * {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9}[m.group(2)])
+@dataclass
+class ClassCounters:
+    tx_frames: int
+    tx_bytes: int
+    drops: int    # every drop_* cause
+    marks: int
+    passed: int   # classified but passed unpaced (fail-open)
+    backlog: int
 
 
-def fmt_rate(bps):
-    for unit, div in (("gbit", 10**9), ("mbit", 10**6), ("kbit", 10**3)):
-        if bps >= div and bps % div == 0:
-            return f"{bps // div}{unit}"
-    return f"{int(bps)}bit"
+@dataclass
+class PspxdpCounters:
+    daemon_pid: int | None
+    classes: dict[str, ClassCounters]
+    lost_in_rings: int
+    underrun_bytes: int
+
+
+@dataclass
+class ShaperCounters:
+    """drops: frames the shaper dropped; marks: ECN marks, None where it
+    cannot mark; the rest pspxdp's only (None for tc)."""
+    drops: int
+    marks: int | None
+    lost_in_rings: int | None = None
+    underrun_bytes: int | None = None  # wire byte times its daemon was late
+    passed: int | None = None
+    per_flow: dict[str, int] = field(default_factory=dict)  # drops by flow name
 
 
 class Pspxdp:
     """pspxdp through its command line. counters() is the one place that
     reads its counters: a CLI change touches that function only."""
 
-    def __init__(self, binary, ns, dev):
+    def __init__(self, binary: str, ns: Ns, dev: str) -> None:
         self.bin, self.ns, self.dev = binary, ns, dev
 
-    def run(self, *args, timeout=60):
+    def run(self, *args: str | int, timeout: float = 60) -> str:
         return self.ns.run(self.bin, *args, timeout=timeout)
 
-    def attach(self, line_rate, extra=()):
+    def attach(self, line_rate: str, extra: Sequence[str] = ()) -> None:
         args = ["attach", self.dev, "--line-rate", line_rate]
         # The lab judges pspxdp on the byte clock of its gap frames, which
         # is the wire's time only where gap frames fill every idle byte: the
@@ -62,83 +84,82 @@ class Pspxdp:
             args += ["--gap-horizon", "inf"]
         self.run(*args, *extra, timeout=120)
 
-    def class_set(self, cid, rate):
+    def class_set(self, cid: str, rate: str) -> None:
         self.run("class", "set", self.dev, cid, rate)
 
-    def class_del(self, cid):
+    def class_del(self, cid: str) -> None:
         self.run("class", "del", self.dev, cid)
 
-    def filter_port(self, proto, port, cid):
+    def filter_port(self, proto: str, port: int, cid: str) -> None:
         self.run("filter", "add", self.dev, "proto", proto, "dport", port, "classid", cid)
 
-    def filter_del_port(self, proto, port):
+    def filter_del_port(self, proto: str, port: int) -> None:
         self.run("filter", "del", self.dev, "proto", proto, "dport", port)
 
-    def detach(self):
+    def detach(self) -> None:
         self.run("detach", self.dev, timeout=120)
 
-    def counters(self):
-        """{"daemon_pid": int|None, "classes": {CLASSID: {tx_frames, tx_bytes,
-        drops (every drop_* cause), marks, passed, backlog}}, "lost_in_rings",
-        "underrun_bytes"}, from `pspxdp status -j` (the keys the README lists)."""
+    def counters(self) -> PspxdpCounters:
+        """From `pspxdp status -j` (the keys the README lists)."""
         d = json.loads(self.run("status", self.dev, "-j"))
         classes = {}
         for c in d.get("classes", []):
-            classes[c["class"]] = {
-                "tx_frames": c["tx_frames"], "tx_bytes": c["tx_bytes"],
-                "drops": sum(v for k, v in c.items() if k.startswith("drop_")),
-                "marks": c["ce_marked"],
+            classes[c["class"]] = ClassCounters(
+                tx_frames=c["tx_frames"], tx_bytes=c["tx_bytes"],
+                drops=sum(v for k, v in c.items() if k.startswith("drop_")),
+                marks=c["ce_marked"],
                 # classified but passed unpaced: the pacer was taken for dead
                 # (fail-open: a daemon stalled past the heartbeat timeout)
-                "passed": c["tc_passed"],
-                "backlog": c["backlog_frames"],
-            }
+                passed=c["tc_passed"],
+                backlog=c["backlog_frames"],
+            )
         # Frames lost inside pspxdp but no class's: its sockets' rings
         # (kernel: ring full, no free frame to fill) and frames on a queue
         # without a socket (XDP).
         dm = d.get("daemon") or {}
         rings = (dm.get("socket_ring_full", 0) + dm.get("socket_fill_empty", 0)
                  + (d.get("xdp") or {}).get("no_socket", 0))
-        return {"daemon_pid": d.get("daemon_pid") or None, "classes": classes,
-                "lost_in_rings": rings,
-                # byte times the wire idled although a class was backlogged
-                "underrun_bytes": dm.get("underrun_bytes", 0)}
+        return PspxdpCounters(daemon_pid=d.get("daemon_pid") or None, classes=classes,
+                              lost_in_rings=rings,
+                              # byte times the wire idled although a class was backlogged
+                              underrun_bytes=dm.get("underrun_bytes", 0))
 
 
 class Shaper:
     """name: the row's label; clock: which clocks the capture can be judged
     on ("byte" needs gap frames: pspxdp only)."""
     name = "?"
-    clocks = ("real",)
-    daemon_pid = None
+    clocks: tuple[str, ...] = ("real",)
+    daemon_pid: int | None = None
 
-    def __init__(self, lab, line_rate):
+    def __init__(self, lab: Lab, line_rate: str) -> None:
         self.lab, self.line_rate = lab, line_rate
 
-    def setup(self, flows, proto="udp"):
+    def describe(self, flows: "Sequence[Flow]") -> str:
         raise NotImplementedError
 
-    def counters(self):
-        """{"drops": frames the shaper dropped, "marks": ECN marks or None,
-        pspxdp also "underrun_bytes": wire byte times its daemon was late}"""
+    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
         raise NotImplementedError
 
-    def teardown(self):
+    def counters(self) -> ShaperCounters:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
         raise NotImplementedError
 
 
 class TcShaper(Shaper):
     """kind: none | tbf-tight | tbf-typical | htb (one class per flow, u32)."""
 
-    def __init__(self, lab, line_rate, kind, rate=None):
+    def __init__(self, lab: Lab, line_rate: str, kind: str, rate: str | None = None) -> None:
         super().__init__(lab, line_rate)
         self.kind, self.rate = kind, rate
         self.name = kind
 
-    def tc(self, *args):
+    def tc(self, *args: str | int) -> None:
         self.lab.s.run("tc", *args)
 
-    def describe(self, flows):
+    def describe(self, flows: "Sequence[Flow]") -> str:
         wire = (f"root tbf rate {self.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} "
                 f"(the wire at M)")
         if self.kind == "none":
@@ -148,7 +169,7 @@ class TcShaper(Shaper):
             return f"{wire} + tbf rate {self.rate or flows[0].rate} burst {b} limit {SHAPER_QUEUE}"
         return f"{wire} + htb, one class per flow (rate = ceil = target, default burst), u32 on dport"
 
-    def setup(self, flows, proto="udp"):
+    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
         dev = self.lab.dev
         self.tc("qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", self.line_rate,
                 "burst", WIRE_BUCKET, "limit", WIRE_QUEUE)
@@ -169,33 +190,33 @@ class TcShaper(Shaper):
         elif self.kind != "none":
             raise ValueError(f"unknown shaper {self.kind}")
 
-    def counters(self):
+    def counters(self) -> ShaperCounters:
         q = json.loads(self.lab.s.run("tc", "-s", "-j", "qdisc", "show", "dev", self.lab.dev))
-        return {"drops": sum(x.get("drops", 0) for x in q), "marks": None}
+        return ShaperCounters(drops=sum(x.get("drops", 0) for x in q), marks=None)
 
-    def teardown(self):
+    def teardown(self) -> None:
         self.lab.s.run("tc", "qdisc", "del", "dev", self.lab.dev, "root", check=False)
 
 
 class PspxdpShaper(Shaper):
     name = "pspxdp"
-    clocks = ("byte", "real")
+    clocks: tuple[str, ...] = ("byte", "real")
 
-    def __init__(self, lab, line_rate, extra=(), rt_priority=0):
+    def __init__(self, lab: Lab, line_rate: str, extra: Sequence[str] = (), rt_priority: int = 0) -> None:
         super().__init__(lab, line_rate)
         self.p = Pspxdp(f"{lab.build}/user/pspxdp", lab.s, lab.dev)
         self.extra = extra
         self.rt_priority = rt_priority
-        self.cids = []  # (class id, flow name)
+        self.cids: list[tuple[str, str]] = []  # (class id, flow name)
 
-    def describe(self, flows):
+    def describe(self, flows: "Sequence[Flow]") -> str:
         rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
               "; daemon at normal priority")
         mode = " ".join(self.extra) if self.extra else "--clock byte --gap-horizon inf"
         return (f"pspxdp attach --line-rate {self.line_rate} {mode}, one paced class per flow, "
                 f"filter on dport{rt}")
 
-    def setup(self, flows, proto="udp"):
+    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
         self.lab.pspxdp_devs.append((self.lab.s, self.lab.dev))
         self.p.attach(self.line_rate, self.extra)
         for i, f in enumerate(flows, 1):
@@ -203,7 +224,7 @@ class PspxdpShaper(Shaper):
             self.p.class_set(cid, f.rate)
             self.p.filter_port(proto, f.port, cid)
             self.cids.append((cid, f.name))
-        self.daemon_pid = self.p.counters()["daemon_pid"]
+        self.daemon_pid = self.p.counters().daemon_pid
         if self.rt_priority and self.daemon_pid:
             # The kernel's shapers run in its timer softirq, ahead of every
             # process; a pacing daemon is deployed real-time likewise. At
@@ -212,24 +233,23 @@ class PspxdpShaper(Shaper):
             # counted as "passed" below.
             sh(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.daemon_pid)])
 
-    def counters(self):
+    def counters(self) -> ShaperCounters:
         all_ = self.p.counters()
-        c = all_["classes"]
+        c = all_.classes
         mine = {name: c[cid] for cid, name in self.cids if cid in c}
-        marks = [x["marks"] for x in mine.values()]
-        return {"drops": sum(x["drops"] for x in mine.values()) + all_["lost_in_rings"],
-                "lost_in_rings": all_["lost_in_rings"], "underrun_bytes": all_["underrun_bytes"],
-                "marks": None if any(m is None for m in marks) else sum(marks),
-                "passed": sum(x["passed"] for x in mine.values()),
-                "per_flow": {name: x["drops"] for name, x in mine.items()}}
+        return ShaperCounters(drops=sum(x.drops for x in mine.values()) + all_.lost_in_rings,
+                              lost_in_rings=all_.lost_in_rings, underrun_bytes=all_.underrun_bytes,
+                              marks=sum(x.marks for x in mine.values()),
+                              passed=sum(x.passed for x in mine.values()),
+                              per_flow={name: x.drops for name, x in mine.items()})
 
-    def teardown(self):
+    def teardown(self) -> None:
         self.p.detach()
         self.lab.pspxdp_devs.remove((self.lab.s, self.lab.dev))
         self.cids = []
 
 
-def make(ctx, name, rate=None):
+def make(ctx: RunContext, name: str, rate: str | None = None) -> Shaper:
     """pspxdp: the paper's rule on the byte clock (gap frames fill the wire,
     judged on both clocks); pspxdp-clockless: what a veth gets by default,
     frames released at their real-time due times, no gap frames (judged in
@@ -238,7 +258,7 @@ def make(ctx, name, rate=None):
     if name == "pspxdp":
         return PspxdpShaper(lab, line_rate, rt_priority=ctx.daemon_rt)
     if name == "pspxdp-clockless":
-        sh = PspxdpShaper(lab, line_rate, extra=("--clock", "none"), rt_priority=ctx.daemon_rt)
-        sh.name, sh.clocks = name, ("real",)
-        return sh
+        clockless = PspxdpShaper(lab, line_rate, extra=("--clock", "none"), rt_priority=ctx.daemon_rt)
+        clockless.name, clockless.clocks = name, ("real",)
+        return clockless
     return TcShaper(lab, line_rate, name, rate)

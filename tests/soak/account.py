@@ -11,34 +11,50 @@ Counted drops are read from the pins by their BTF names (bpftool): the
 pacer's per-class drop_* counters, the daemon's device-wide ones
 (died_in_rings, socket_ring_full, ...), XDP's no_socket, plus the pacer
 veths' and the receiver's kernel counters."""
-import json, subprocess, sys
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
 
 PIN = "/sys/fs/bpf/pspxdp/"
 
-def bpftool_dump(dev, name):
+
+def load(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def bpftool_dump(dev: str, name: str) -> list[dict[str, Any]]:
+    """The pinned map's entries; none if it is not there (a missing pin
+    counts nothing)."""
     try:
         out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", PIN + dev + "/" + name],
                              capture_output=True, text=True, timeout=10)
-        return json.loads(out.stdout) if out.returncode == 0 else []
-    except Exception:
+        entries = json.loads(out.stdout) if out.returncode == 0 else []
+    except (OSError, subprocess.TimeoutExpired, ValueError):
         return []
+    return entries if isinstance(entries, list) else []
 
-def values(entries):
+
+def values(entries: list[dict[str, Any]]) -> Iterator[tuple[Any, Any]]:
     """Every formatted value (per-CPU values summed) of a bpftool dump."""
     for e in entries:
         f = e.get("formatted", e)
         if "values" in f:  # per-CPU
-            total = {}
+            total: dict[str, int] = {}
             for v in f["values"]:
                 val = v.get("value")
                 if isinstance(val, dict):
                     for k, x in val.items():
-                        if isinstance(x, int): total[k] = total.get(k, 0) + x
+                        if isinstance(x, int):
+                            total[k] = total.get(k, 0) + x
                 elif isinstance(val, int):
                     total["value"] = total.get("value", 0) + val
             yield f.get("key"), total
         else:
             yield f.get("key"), f.get("value")
+
 
 # Pacer counters that mean "a frame the pacer took in and did not send".
 DROP_FIELDS = {"drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
@@ -46,7 +62,8 @@ DROP_FIELDS = {"drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
 # (daemon_stats.no_socket mirrors xdp_stats.no_socket: counted once, from XDP.)
 DAEMON_DROP_FIELDS = {"socket_ring_full", "socket_fill_empty", "unknown_class", "died_in_rings"}
 
-def snap(dev, src, dst):
+
+def snap(dev: str, src: str, dst: str) -> dict[str, int]:
     s = {"pacer_drops": 0, "daemon_drops": 0, "xdp_no_socket": 0, "accounting_failures": 0}
     for _, v in values(bpftool_dump(dev, "pacer_stats")):
         if isinstance(v, dict):
@@ -56,7 +73,8 @@ def snap(dev, src, dst):
             s["daemon_drops"] += sum(x for k, x in v.items() if k in DAEMON_DROP_FIELDS)
             s["accounting_failures"] += v.get("accounting_failures", 0)
     for _, v in values(bpftool_dump(dev, "xdp_stats")):
-        if isinstance(v, dict): s["xdp_no_socket"] += v.get("no_socket", 0)
+        if isinstance(v, dict):
+            s["xdp_no_socket"] += v.get("no_socket", 0)
     links = json.loads(subprocess.run(["ip", "-n", src, "-s", "-j", "link", "show"],
                                       capture_output=True, text=True).stdout or "[]")
     # Transmit drops of every veth on the sending side: into the pacer veth
@@ -64,12 +82,14 @@ def snap(dev, src, dst):
     # full). Not the receive drops of the pacer's b end: those are frames
     # XDP could not hand to a socket, which the socket counters (pacer
     # drops) have already counted.
-    s["veth_drops"] = sum(l["stats64"]["tx"]["dropped"] for l in links)
+    s["veth_drops"] = sum(link["stats64"]["tx"]["dropped"] for link in links)
     snmp = subprocess.run(["ip", "netns", "exec", dst, "cat", "/proc/net/snmp"],
                           capture_output=True, text=True).stdout.splitlines()
-    def table(proto):
-        rows = [l.split()[1:] for l in snmp if l.startswith(proto + ":")]
-        return dict(zip(rows[0], map(int, rows[1]))) if len(rows) == 2 else {}
+
+    def table(proto: str) -> dict[str, int]:
+        rows = [line.split()[1:] for line in snmp if line.startswith(proto + ":")]
+        return dict(zip(rows[0], map(int, rows[1]), strict=True)) if len(rows) == 2 else {}
+
     u, ip = table("Udp"), table("Ip")
     # The receiving host's own drops: socket buffer and checksum errors
     # (InErrors holds both), IP header/address errors and discards.
@@ -80,20 +100,23 @@ def snap(dev, src, dst):
     s["rcv_late"] = u.get("NoPorts", 0)
     return s
 
+
 COUNTED = ["pacer_drops", "daemon_drops", "xdp_no_socket", "veth_drops", "rcv_drops", "rcv_late"]
 
-def balance(before, after, senders, sinks):
-    sent = sum(json.load(open(f))["sent"] for f in senders)
-    got = sum(p["datagrams"] for f in sinks for p in json.load(open(f)).values())
-    b, a = json.load(open(before)), json.load(open(after))
+
+
+def balance(before: str, after: str, senders: list[str], sinks: list[str]) -> int:
+    sent = sum(load(f)["sent"] for f in senders)
+    got = sum(p["datagrams"] for f in sinks for p in load(f).values())
+    b, a = load(before), load(after)
     counted = {k: a.get(k, 0) - b.get(k, 0) for k in COUNTED}
-    missing = sent - got - sum(counted.values())
-    per_port = {}
+    missing: int = sent - got - sum(counted.values())
+    per_port: dict[str, list[int]] = {}
     for f in senders:
         port = f.rsplit(".", 1)[1]
-        per_port[port] = [json.load(open(f))["sent"], 0]
+        per_port[port] = [load(f)["sent"], 0]
     for f in sinks:
-        for port, p in json.load(open(f)).items():
+        for port, p in load(f).items():
             per_port.setdefault(port, [0, 0])[1] = p["datagrams"]
     print(json.dumps({"sent": sent, "received": got, "counted_drops": counted,
                       "per_port_sent_received": per_port,
@@ -101,11 +124,14 @@ def balance(before, after, senders, sinks):
                       "accounting_failures": a.get("accounting_failures", 0)}))
     return missing
 
-def backlog(dev):
+
+def backlog(dev: str) -> int:
     total = 0
     for _, v in values(bpftool_dump(dev, "pacer_stats")):
-        if isinstance(v, dict): total += v.get("backlog_frames", 0)
+        if isinstance(v, dict):
+            total += v.get("backlog_frames", 0)
     return total
+
 
 if __name__ == "__main__":
     if sys.argv[1] == "backlog":

@@ -1,5 +1,5 @@
 """The paper's experiments (docs/design.md §5) and the side-by-side comparison.
-Each writes docs/results/<date>-<what>/ and returns its rows."""
+Each writes docs/results/<date>-<what>/ and files its rows in ctx.summary."""
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 

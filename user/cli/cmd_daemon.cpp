@@ -23,10 +23,7 @@ static int run(const Args &args) {
     cfg.buffer_bytes = args.number("buffer");
     cfg.sleep_min_ns = args.number("sleep-min-us");
     cfg.spin_ns = args.number("spin-us");
-    if (auto r = daemon::set_clock_options(cfg, args.text("gap-horizon"), args.text("clock"),
-                                           args.flag("clockless"));
-        !r)
-        return fail_input("daemon: " + r.error());
+    if (auto r = clock_options(cfg, args); !r) return fail_input("daemon: " + r.error());
     if (auto c = args.maybe_number("cpu")) cfg.cpu = int(*c);
     cfg.realtime = args.flag("rt");
     cfg.busy_poll = args.flag("busy-poll");

@@ -253,7 +253,7 @@ TEST_CASE("every command's options: defaults parse back to themselves and fit th
     }
 }
 
-TEST_CASE("attach and daemon: the clock options typed", "[cli][clock]") {
+TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][clock]") {
     using daemon::WireClock;
     for (const Command *c : {&kAttach, &kDaemon}) {
         INFO("pspxdp " << c->name);
@@ -290,6 +290,8 @@ TEST_CASE("attach and daemon: the clock options typed", "[cli][clock]") {
             CHECK(a->number("gap-horizon") == h);
         }
     }
+    CHECK(refused_by(kAttach, {"eth0", "--queues", "2"}) == "unknown option --queues");
+    CHECK(refused_by(kAttach, {"eth0", "-q", "2"}) == "unknown option -q");
     CHECK(parse_for(kAttach, {"eth0", "-s", "2"})->number("sockets") == 2);
 }
 

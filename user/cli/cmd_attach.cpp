@@ -77,9 +77,8 @@ static int run(const Args &args) {
         opt.default_classid = c.raw();
     }
     // One pacer queue and AF_XDP RX socket per core by default: classes are
-    // not sockets (any number of classes share them). --queues is the old name.
-    for (const char *name : {"queues", "sockets"})
-        if (auto q = args.maybe_number(name)) opt.queues = uint32_t(*q);
+    // not sockets (any number of classes share them).
+    if (auto q = args.maybe_number("sockets")) opt.queues = uint32_t(*q);
     if (auto w = args.maybe_number("window")) opt.window_bytes = *w;
     if (config && config->line_rate_bps) opt.line_rate_bps = *config->line_rate_bps;
     if (auto r = args.maybe_number("line-rate")) opt.line_rate_bps = *r;
@@ -185,7 +184,6 @@ const Command kAttach = {
             "pacer queues, one AF_XDP RX socket each; any number of classes share them")
             .within(1, PSPXDP_MAX_SOCKETS)
             .default_is("online CPUs"),
-        opt(OptType::Integer, "queues", 'q', "N", "old name of --sockets").within(1, PSPXDP_MAX_SOCKETS),
         opt(OptType::Bytes, "buffer", 'b', "BYTES",
             "the pacer's buffer (UMEM) shared by all classes' queues")
             .by_default(datapath::kDefaultBufferBytes)

@@ -295,6 +295,38 @@ TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][cl
     CHECK(parse_for(kAttach, {"eth0", "-s", "2"})->number("sockets") == 2);
 }
 
+TEST_CASE("daemon: the arguments attach gives it parse back to the same configuration", "[cli][clock]") {
+    daemon::DaemonConfig cfg;
+    cfg.sleep_min_ns = 1'500'000; // not whole microseconds of the old flag: exact now
+    cfg.spin_ns = 12'345;
+    cfg.gap_horizon_ns = kGapHorizonInf;
+    cfg.clock = daemon::WireClock::None;
+    cfg.line_rate_bps = 300'000'000;
+    cfg.window_bytes = 32768;
+    cfg.cpu = 1;
+    std::vector<std::string> words = {"eth0"};
+    for (const std::string &w : daemon::to_args(cfg)) words.push_back(w);
+    auto a = parse_for(kDaemon, words);
+    INFO(a.error());
+    REQUIRE(a);
+    CHECK(a->number("sleep-min") == cfg.sleep_min_ns);
+    CHECK(a->number("spin-last") == cfg.spin_ns);
+    CHECK(a->number("gap-horizon") == kGapHorizonInf);
+    CHECK(a->choice("clock") == size_t(daemon::WireClock::None));
+    CHECK(a->number("line-rate") == cfg.line_rate_bps);
+    CHECK(a->number("window") == cfg.window_bytes);
+    CHECK(a->number("cpu") == 1);
+    CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "0"})->number("sleep-min") == 0);
+    CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "1ms"})->number("sleep-min") == 1'000'000);
+    // The unit is the value's, not the name's: a bare number is refused.
+    CHECK(refused_by(kDaemon, {"eth0", "--sleep-min", "50"}) ==
+          "option --sleep-min: time \"50\": no unit (expected e.g. \"10ms\")");
+    CHECK(refused_by(kDaemon, {"eth0", "--spin-last", "2s"}) ==
+          "option --spin-last: \"2s\" is out of range 0ns..1s");
+    CHECK(refused_by(kDaemon, {"eth0", "--sleep-min-us", "50"}) == "unknown option --sleep-min-us");
+    CHECK(refused_by(kDaemon, {"eth0", "--spin-us", "20"}) == "unknown option --spin-us");
+}
+
 TEST_CASE("analyze: options typed, defaults the analyzer's", "[cli]") {
     auto d = parse_for(kAnalyze, {"x.pcap"});
     REQUIRE(d);

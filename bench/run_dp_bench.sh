@@ -303,7 +303,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     pid=$(daemon_pid)
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    $N taskset -c "$CPU" "$PSPXDP" daemon $DEV --sleep-min-us 0 >>"$WORK/daemon-spin.log" 2>&1 &
+    $N taskset -c "$CPU" "$PSPXDP" daemon $DEV --sleep-min 0 >>"$WORK/daemon-spin.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 50); do [[ $(daemon_pid) == "$!" ]] && break; sleep 0.1; done
     [[ $(daemon_pid) == "$!" ]] || die "the spinning daemon did not start: $(tail -3 "$WORK/daemon-spin.log")"

@@ -40,7 +40,7 @@ P() { $N "$PSPXDP" "$@"; }
 rate() { python3 -c "print(f'{int($1 * $SCALE)}kbit')"; }
 
 psp_make_wire $SRC $DST $DEV $PEER 10.82.0 || exit 1
-check "attach" P attach $DEV --line-rate 1gbit --queues 8 >/dev/null
+check "attach" P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null
 # class port offered (kbit/s, before SOAK_SCALE)
 CLASSES="1:1 6001 240000 paced:200mbit
 1:2 6002 110000 paced:100mbit
@@ -98,7 +98,7 @@ phase() {
         sleep $((secs / 3))
         kill -9 "$(cat /run/pspxdp/$DEV.pid)"
         sleep 1
-        P attach $DEV --line-rate 1gbit --queues 8 >/dev/null 2>"$TMP/reattach.err" ||
+        P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null 2>"$TMP/reattach.err" ||
             { echo "FAIL - re-attach after kill -9"; cat "$TMP/reattach.err"; FAILS=$((FAILS + 1)); }
         churn $((t0 + secs))
     else

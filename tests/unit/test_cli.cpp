@@ -5,7 +5,10 @@
 #include "cli/command.hpp"
 #include "cli/output.hpp"
 #include "control/config.hpp"
+#include "core/engine.hpp"
+#include "core/framing.hpp"
 #include "core/units.hpp"
+#include "daemon/daemon.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,23 +37,43 @@ const Command kTest = {
         opt(OptType::Duration, "watch", 0, "SECONDS", "a time in seconds")
             .bare_unit(1'000'000'000)
             .within(100'000'000, 3600'000'000'000),
-        opt(OptType::Integer, "queues", 'q', "N", "a count").by_default(16).within(1, 1024),
+        opt(OptType::Integer, "count", 'c', "N", "a count").by_default(16).within(1, 1024),
         opt(OptType::ClassId, "default-class", 'd', "CLASSID", "a class").by_default(ClassId{1, 0xffff}),
         opt(OptType::String, "name", 0, "NAME", "a word"),
         opt(OptType::Rate, "line-rate", 0, "RATE", "computed at run time").default_is("DEV's speed"),
         flag("json", 'j', "a flag"),
         flag("stats", 's', "another flag"),
-        {"old", 0, "X", "an old untyped declaration"},
+        opt(OptType::Choice, "mode", 0, nullptr, "a choice").one_of({"auto", "byte", "none"})
+            .by_default(std::string("auto")),
+        opt(OptType::TimeOrInf, "horizon", 0, "TIME|inf", "a time or inf")
+            .by_default(50'000)
+            .bare_unit(0)
+            .within(0, 3600'000'000'000),
+        opt(OptType::Factor, "scale", 0, "X", "a factor").by_default(1).within(0, 100),
+        opt(OptType::Duration, "nap", 0, "TIME", "a time with a unit").bare_unit(0),
+        opt(OptType::TimeOrInf, "each", 'e', "TIME|inf", "repeated times").bare_unit(0).repeat(),
+        opt(OptType::String, "flow", 'f', "X", "repeated words").repeat(),
     },
     0,
     1,
     noop,
 };
 
-Result<Args> parse(std::vector<std::string> words) {
+Result<Args> parse_for(const Command &c, std::vector<std::string> words) {
     std::vector<char *> argv;
     for (auto &w : words) argv.push_back(w.data());
-    return parse_args(kTest, int(argv.size()), argv.data());
+    return parse_args(c, int(argv.size()), argv.data());
+}
+
+Result<Args> parse(std::vector<std::string> words) { return parse_for(kTest, std::move(words)); }
+
+// The one-line refusal of c's table, exit 2.
+std::string refused_by(const Command &c, std::vector<std::string> words) {
+    auto a = parse_for(c, std::move(words));
+    REQUIRE_FALSE(a);
+    CHECK(a.exit_code() == 2);
+    CHECK(a.error().find('\n') == std::string::npos);
+    return a.error();
 }
 
 std::string help_text(const Command &c) {
@@ -64,37 +87,31 @@ std::string help_text(const Command &c) {
     return s;
 }
 
-std::string refused(std::vector<std::string> words) {
-    auto a = parse(std::move(words));
-    REQUIRE_FALSE(a);
-    CHECK(a.exit_code() == 2);
-    return a.error();
-}
+std::string refused(std::vector<std::string> words) { return refused_by(kTest, std::move(words)); }
 
 } // namespace
 
 TEST_CASE("typed options: values parsed into their types, defaults from the declaration", "[cli]") {
-    auto a = parse({"-r", "300mbit", "--window=32kb", "--watch", "2", "-q", "4", "-d", "1:a",
+    auto a = parse({"-r", "300mbit", "--window=32kb", "--watch", "2", "-c", "4", "-d", "1:a",
                     "--name", "x y", "-sj", "dev0"});
     REQUIRE(a);
     CHECK(a->number("rate") == 300'000'000);
     CHECK(a->number("window") == 32768);
     CHECK(a->number("watch") == 2'000'000'000);
-    CHECK(a->number("queues") == 4);
+    CHECK(a->number("count") == 4);
     CHECK(a->classid("default-class") == ClassId{1, 0xa});
     CHECK(a->text("name") == "x y");
     CHECK(a->flag("json"));
     CHECK(a->flag("stats"));
     CHECK(a->positional == std::vector<std::string>{"dev0"});
-    // The old accessors keep working.
-    CHECK(a->get("rate") == "300mbit");
     CHECK(a->has("window"));
+    CHECK_FALSE(a->has("mode"));
 
     auto d = parse({});
     REQUIRE(d);
     CHECK(d->number("rate") == 500'000'000);
     CHECK(d->number("window") == 65536);
-    CHECK(d->number("queues") == 16);
+    CHECK(d->number("count") == 16);
     CHECK(d->classid("default-class") == ClassId{1, 0xffff});
     CHECK_FALSE(d->flag("json"));
     CHECK_FALSE(d->maybe_number("watch"));
@@ -108,9 +125,9 @@ TEST_CASE("typed options: a bad value names the option and the word, exit 2", "[
     CHECK(refused({"--window", "abc"}) ==
           "option --window: size \"abc\": not a number (expected e.g. \"64kb\")");
     CHECK(refused({"--window", "100"}) == "option --window: \"100\" is out of range 1514b..64mb");
-    CHECK(refused({"-q", "0"}) == "option --queues: \"0\" is out of range 1..1024");
-    CHECK(refused({"-q", "1x"}) == "option --queues: \"1x\" is not a whole number");
-    CHECK(refused({"-q", "-1"}) == "option --queues: \"-1\" is not a whole number");
+    CHECK(refused({"-c", "0"}) == "option --count: \"0\" is out of range 1..1024");
+    CHECK(refused({"-c", "1x"}) == "option --count: \"1x\" is not a whole number");
+    CHECK(refused({"-c", "-1"}) == "option --count: \"-1\" is not a whole number");
     CHECK(refused({"--rate", "5xbit"}) == "option --rate: rate \"5xbit\": unknown unit \"xbit\"");
     CHECK(refused({"--watch", "0.01"}) == "option --watch: \"0.01\" is out of range 100ms..3600s");
     CHECK(refused({"-d", "1"}) ==
@@ -120,12 +137,68 @@ TEST_CASE("typed options: a bad value names the option and the word, exit 2", "[
     CHECK(refused({"-sx"}) == "unknown option -sx");
     CHECK(refused({"--json=1"}) == "option --json takes no value");
     CHECK(refused({"--rate"}) == "option --rate needs RATE");
-    CHECK(refused({"-q", "2", "-q", "3"}) == "option --queues given twice (\"2\", \"3\")");
+    CHECK(refused({"-c", "2", "-c", "3"}) == "option --count given twice (\"2\", \"3\")");
     CHECK(refused({"a", "b"}) == "unexpected argument \"b\"");
-    // Untyped old declarations: the last value wins, as before.
-    auto old = parse({"--old", "1", "--old", "2"});
-    REQUIRE(old);
-    CHECK(old->get("old") == "2");
+}
+
+TEST_CASE("typed options: a choice is one of its words, numbered in their order", "[cli]") {
+    CHECK(parse({})->choice("mode") == 0); // the default, "auto"
+    CHECK(parse({"--mode", "byte"})->choice("mode") == 1);
+    CHECK(parse({"--mode=none"})->choice("mode") == 2);
+    CHECK(refused({"--mode", "bytes"}) == "option --mode: \"bytes\" is not one of auto, byte or none");
+    CHECK(refused({"--mode", "Byte"}) == "option --mode: \"Byte\" is not one of auto, byte or none");
+    CHECK(refused({"--mode", ""}) == "option --mode: \"\" is not one of auto, byte or none");
+    CHECK(refused({"--mode"}) == "option --mode needs auto|byte|none");
+    CHECK(refused({"--mode", "byte", "--mode", "none"}) ==
+          "option --mode given twice (\"byte\", \"none\")");
+    CHECK_THROWS_AS(parse({})->text("mode"), std::logic_error); // a choice is not a word
+}
+
+TEST_CASE("typed options: a time or inf", "[cli]") {
+    CHECK(parse({})->number("horizon") == 50'000);
+    CHECK(parse({"--horizon", "inf"})->number("horizon") == kTimeInf);
+    CHECK(parse({"--horizon", "1ms"})->number("horizon") == 1'000'000);
+    CHECK(parse({"--horizon", "250ns"})->number("horizon") == 250);
+    CHECK(parse({"--horizon", "0"})->number("horizon") == 0); // 0 needs no unit
+    CHECK(parse({"--horizon", "3600s"})->number("horizon") == 3600'000'000'000);
+    CHECK(refused({"--horizon", "50"}) ==
+          "option --horizon: time \"50\": no unit (expected e.g. \"10ms\") (or inf)");
+    CHECK(refused({"--horizon", "infinity"}) ==
+          "option --horizon: time \"infinity\": not a number (expected e.g. \"10ms\") (or inf)");
+    CHECK(refused({"--horizon", "-1us"}) ==
+          "option --horizon: time \"-1us\": negative time (or inf)");
+    CHECK(refused({"--horizon", "3601s"}) ==
+          "option --horizon: \"3601s\" is out of range 0ns..3600s or inf");
+    CHECK(refused({"--horizon", "2h"}) == "option --horizon: time \"2h\": unknown unit \"h\" (or inf)");
+    // A Duration without a bare unit takes 0, not other bare numbers.
+    CHECK(parse({"--nap", "0"})->number("nap") == 0);
+    CHECK(refused({"--nap", "20"}) == "option --nap: time \"20\": no unit (expected e.g. \"10ms\")");
+}
+
+TEST_CASE("typed options: a factor is a decimal above 0", "[cli]") {
+    CHECK(parse({})->factor("scale") == 1.0);
+    CHECK(parse({"--scale", "0.25"})->factor("scale") == 0.25);
+    CHECK(parse({"--scale", "100"})->factor("scale") == 100.0);
+    for (const char *bad : {"0", "100.5", "-1"})
+        CHECK(refused({std::string("--scale=") + bad}) ==
+              "option --scale: \"" + std::string(bad) + "\" is out of range: above 0, at most 100");
+    for (const char *bad : {"abc", "", "1e2", "0x1", "1.5x", "nan", "inf"})
+        CHECK(refused({std::string("--scale=") + bad}) ==
+              "option --scale: \"" + std::string(bad) +
+                  "\" is not a decimal number (expected e.g. \"0.5\")");
+    CHECK_THROWS_AS(parse({})->number("scale"), std::logic_error);
+}
+
+TEST_CASE("typed options: a repeatable option keeps every value, typed, in order", "[cli]") {
+    auto a = parse({"-e", "inf", "--each", "50us", "-e", "0", "-f", "a=b", "--flow", "c d"});
+    REQUIRE(a);
+    CHECK(a->numbers("each") == std::vector<uint64_t>{kTimeInf, 50'000, 0});
+    CHECK(a->texts("flow") == std::vector<std::string>{"a=b", "c d"});
+    CHECK(parse({})->numbers("each").empty());
+    CHECK(refused({"-e", "inf", "-e", "5"}) ==
+          "option --each: time \"5\": no unit (expected e.g. \"10ms\") (or inf)");
+    CHECK_THROWS_AS(a->numbers("count"), std::logic_error); // not repeatable
+    CHECK_THROWS_AS(a->texts("each"), std::logic_error);     // not words
 }
 
 TEST_CASE("--help prints each default from the declared value", "[cli]") {
@@ -136,7 +209,21 @@ TEST_CASE("--help prints each default from the declared value", "[cli]") {
     CHECK_THAT(h, Catch::Contains("a count (default 16; 1..1024)"));
     CHECK_THAT(h, Catch::Contains("a class (default 1:ffff)"));
     CHECK_THAT(h, Catch::Contains("computed at run time (default DEV's speed)"));
-    CHECK_THAT(h, Catch::Contains("a time in seconds (100ms..3600s)"));
+    CHECK_THAT(h, Catch::Contains("a time in seconds (100ms..3600s; a bare number is s)"));
+    CHECK_THAT(h, Catch::Contains("--mode auto|byte|none"));
+    CHECK_THAT(h, Catch::Contains("a choice (default auto)"));
+    CHECK_THAT(h, Catch::Contains("--horizon TIME|inf"));
+    CHECK_THAT(h, Catch::Contains("a time or inf (default 50us; 0ns..3600s or inf)"));
+    CHECK_THAT(h, Catch::Contains("a factor (default 1; above 0, at most 100)"));
+    CHECK_THAT(h, Catch::Contains("repeated times (may be repeated)"));
+    // The value types the options use, each explained once.
+    CHECK_THAT(h, Catch::Contains("\nValues:\n"));
+    for (const char *type : {"RATE", "BYTES", "TIME", "TIME|inf", "N", "X", "CLASSID"})
+        CHECK_THAT(h, Catch::Contains(std::string("\n  ") + type + " "));
+    const std::string daemon_help = help_text(kDaemon);
+    CHECK_THAT(daemon_help, Catch::Contains("--clock auto|byte|none"));
+    CHECK_THAT(daemon_help, !Catch::Contains("\n  CLASSID ")); // the daemon takes no class id
+    CHECK_THAT(daemon_help, !Catch::Contains("\n  X "));
 }
 
 TEST_CASE("every command's options: defaults parse back to themselves and fit their range",
@@ -144,11 +231,12 @@ TEST_CASE("every command's options: defaults parse back to themselves and fit th
     for (const Command *c : commands()) {
         for (const Option &o : c->options) {
             INFO("pspxdp " << c->name << " --" << o.name);
-            if (o.kind() == OptType::Flag) {
+            if (o.type == OptType::Flag) {
                 CHECK(o.metavar == nullptr);
                 continue;
             }
-            CHECK(o.metavar != nullptr);
+            CHECK((o.metavar != nullptr || !o.choices.empty()));
+            CHECK(o.choices.empty() == (o.type != OptType::Choice));
             if (std::holds_alternative<std::monostate>(o.fallback) || o.fallback_note) continue;
             const std::string shown = format_default(o);
             auto back = parse_option_value(o, shown);
@@ -163,6 +251,140 @@ TEST_CASE("every command's options: defaults parse back to themselves and fit th
                 if (c->options[i].short_name)
                     CHECK(c->options[i].short_name != c->options[j].short_name);
     }
+}
+
+TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][clock]") {
+    using daemon::WireClock;
+    for (const Command *c : {&kAttach, &kDaemon}) {
+        INFO("pspxdp " << c->name);
+        auto d = parse_for(*c, {"eth0"});
+        REQUIRE(d);
+        daemon::DaemonConfig cfg;
+        cfg.gap_horizon_ns = 0;
+        REQUIRE(clock_options(cfg, *d));
+        CHECK(cfg.gap_horizon_ns == daemon::DaemonConfig{}.gap_horizon_ns);
+        CHECK(cfg.clock == WireClock::Auto);
+        for (auto [word, clock] : {std::pair{"auto", WireClock::Auto}, std::pair{"byte", WireClock::Byte},
+                                   std::pair{"none", WireClock::None}}) {
+            auto a = parse_for(*c, {"eth0", "--clock", word, "--gap-horizon", "inf"});
+            REQUIRE(a);
+            REQUIRE(clock_options(cfg, *a));
+            CHECK(cfg.clock == clock);
+            CHECK(cfg.gap_horizon_ns == kGapHorizonInf);
+        }
+        auto both = parse_for(*c, {"eth0", "--clock", "byte", "--clockless"});
+        REQUIRE(both);
+        CHECK(clock_options(cfg, *both).error() == "--clockless and --clock byte: choose one clock");
+        CHECK(refused_by(*c, {"eth0", "--clock", "bytes"}) ==
+              "option --clock: \"bytes\" is not one of auto, byte or none");
+        CHECK(refused_by(*c, {"eth0", "--gap-horizon", "50"}) ==
+              "option --gap-horizon: time \"50\": no unit (expected e.g. \"10ms\") (or inf)");
+        CHECK(refused_by(*c, {"eth0", "--gap-horizon", "2h"}) ==
+              "option --gap-horizon: time \"2h\": unknown unit \"h\" (or inf)");
+        CHECK(refused_by(*c, {"eth0", "--gap-horizon", "7200s"}) ==
+              "option --gap-horizon: \"7200s\" is out of range 0ns..3600s or inf");
+        // What the daemon logs and status prints reads back as the same horizon.
+        for (uint64_t h : {uint64_t(0), uint64_t(50'000), uint64_t(1'000'000), kGapHorizonInf}) {
+            auto a = parse_for(*c, {"eth0", "--gap-horizon", daemon::format_gap_horizon(h)});
+            REQUIRE(a);
+            CHECK(a->number("gap-horizon") == h);
+        }
+    }
+    CHECK(refused_by(kAttach, {"eth0", "--queues", "2"}) == "unknown option --queues");
+    CHECK(refused_by(kAttach, {"eth0", "-q", "2"}) == "unknown option -q");
+    CHECK(parse_for(kAttach, {"eth0", "-s", "2"})->number("sockets") == 2);
+}
+
+TEST_CASE("daemon: the arguments attach gives it parse back to the same configuration", "[cli][clock]") {
+    daemon::DaemonConfig cfg;
+    cfg.sleep_min_ns = 1'500'000; // not whole microseconds of the old flag: exact now
+    cfg.spin_ns = 12'345;
+    cfg.gap_horizon_ns = kGapHorizonInf;
+    cfg.clock = daemon::WireClock::None;
+    cfg.line_rate_bps = 300'000'000;
+    cfg.window_bytes = 32768;
+    cfg.cpu = 1;
+    std::vector<std::string> words = {"eth0"};
+    for (const std::string &w : daemon::to_args(cfg)) words.push_back(w);
+    auto a = parse_for(kDaemon, words);
+    INFO(a.error());
+    REQUIRE(a);
+    CHECK(a->number("sleep-min") == cfg.sleep_min_ns);
+    CHECK(a->number("spin-last") == cfg.spin_ns);
+    CHECK(a->number("gap-horizon") == kGapHorizonInf);
+    CHECK(a->choice("clock") == size_t(daemon::WireClock::None));
+    CHECK(a->number("line-rate") == cfg.line_rate_bps);
+    CHECK(a->number("window") == cfg.window_bytes);
+    CHECK(a->number("cpu") == 1);
+    CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "0"})->number("sleep-min") == 0);
+    CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "1ms"})->number("sleep-min") == 1'000'000);
+    // The unit is the value's, not the name's: a bare number is refused.
+    CHECK(refused_by(kDaemon, {"eth0", "--sleep-min", "50"}) ==
+          "option --sleep-min: time \"50\": no unit (expected e.g. \"10ms\")");
+    CHECK(refused_by(kDaemon, {"eth0", "--spin-last", "2s"}) ==
+          "option --spin-last: \"2s\" is out of range 0ns..1s");
+    CHECK(refused_by(kDaemon, {"eth0", "--sleep-min-us", "50"}) == "unknown option --sleep-min-us");
+    CHECK(refused_by(kDaemon, {"eth0", "--spin-us", "20"}) == "unknown option --spin-us");
+}
+
+TEST_CASE("analyze: options typed, defaults the analyzer's", "[cli]") {
+    auto d = parse_for(kAnalyze, {"x.pcap"});
+    REQUIRE(d);
+    CHECK(d->number("overhead") == kEthOverheadBytes);
+    CHECK(d->number("mtu") == 1500);
+    CHECK(d->number("window") == 1);
+    CHECK_FALSE(d->maybe_number("line-rate"));
+    CHECK_FALSE(d->maybe_number("idle-threshold"));
+    auto a = parse_for(kAnalyze, {"x.pcap", "-r", "1gbit", "--overhead", "20", "--mtu", "9000",
+                                  "-n", "10", "--idle-threshold", "20us", "-f", "a=dst 10.0.0.1",
+                                  "--flow", "b=proto udp", "-t", "a=5mbit", "-j"});
+    REQUIRE(a);
+    CHECK(a->number("line-rate") == 1'000'000'000);
+    CHECK(a->number("overhead") == 20);
+    CHECK(a->number("mtu") == 9000);
+    CHECK(a->number("window") == 10);
+    CHECK(a->number("idle-threshold") == 20'000);
+    CHECK(a->texts("flow") == std::vector<std::string>{"a=dst 10.0.0.1", "b=proto udp"});
+    CHECK(a->texts("target") == std::vector<std::string>{"a=5mbit"});
+    CHECK(a->flag("json"));
+    CHECK(refused_by(kAnalyze, {"x", "--overhead", "1001"}) ==
+          "option --overhead: \"1001\" is out of range 0b..1000b");
+    CHECK(refused_by(kAnalyze, {"x", "--mtu", "45"}) == "option --mtu: \"45\" is out of range 46b..65521b");
+    CHECK(refused_by(kAnalyze, {"x", "--mtu", "1500.5"}) ==
+          "option --mtu: size \"1500.5\": not a whole number of bytes");
+    CHECK(refused_by(kAnalyze, {"x", "-n", "0"}) == "option --window: \"0\" is out of range 1..1000000");
+    CHECK(refused_by(kAnalyze, {"x", "-n", "ten"}) == "option --window: \"ten\" is not a whole number");
+    CHECK(refused_by(kAnalyze, {"x", "--idle-threshold", "20"}) ==
+          "option --idle-threshold: time \"20\": no unit (expected e.g. \"10ms\")");
+    CHECK(refused_by(kAnalyze, {"x", "-r", "fast"}) ==
+          "option --line-rate: rate \"fast\": not a number (expected e.g. \"500mbit\")");
+}
+
+TEST_CASE("simulate: options typed", "[cli]") {
+    auto d = parse_for(kSimulate, {});
+    REQUIRE(d);
+    CHECK(d->factor("scale") == 1.0);
+    CHECK(d->number("seconds") == 4'000'000'000);
+    CHECK(d->numbers("gap-horizon").empty()); // the run's default list
+    CHECK(d->text("sleep-timer") == "clock_nanosleep");
+    auto a = parse_for(kSimulate, {"--horizon", "--scale", "0.01", "--seconds", "0.5",
+                                   "--gap-horizon", "inf", "--gap-horizon", "0", "--gap-horizon", "200us"});
+    REQUIRE(a);
+    CHECK(a->factor("scale") == 0.01);
+    CHECK(a->number("seconds") == 500'000'000);
+    CHECK(a->numbers("gap-horizon") == std::vector<uint64_t>{kGapHorizonInf, 0, 200'000});
+    CHECK(parse_for(kSimulate, {"--seconds", "250ms"})->number("seconds") == 250'000'000);
+    CHECK(refused_by(kSimulate, {"--scale", "0"}) ==
+          "option --scale: \"0\" is out of range: above 0, at most 100");
+    CHECK(refused_by(kSimulate, {"--scale", "2x"}) ==
+          "option --scale: \"2x\" is not a decimal number (expected e.g. \"0.5\")");
+    CHECK(refused_by(kSimulate, {"--seconds", "0"}) == "option --seconds: \"0\" is out of range 1ms..3600s");
+    CHECK(refused_by(kSimulate, {"--seconds", "2h"}) ==
+          "option --seconds: time \"2h\": unknown unit \"h\"");
+    CHECK(refused_by(kSimulate, {"--gap-horizon", "inf,50us"}) ==
+          "option --gap-horizon: time \"inf,50us\": not a number (expected e.g. \"10ms\") (or inf)");
+    CHECK(refused_by(kSimulate, {"--scale", "1", "--scale", "2"}) ==
+          "option --scale given twice (\"1\", \"2\")");
 }
 
 TEST_CASE("sizes and times, tc style, exact", "[cli][units]") {

@@ -21,20 +21,6 @@ struct NamedFlow {
     FlowSelector selector;
 };
 
-Result<uint32_t> parse_count(const std::string &option, const std::string &text, uint32_t min,
-                             uint32_t max) {
-    uint64_t v = 0;
-    bool ok = !text.empty() && text.size() <= 10;
-    for (char c : text) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) ok = false;
-        if (ok) v = v * 10 + uint64_t(c - '0');
-    }
-    if (!ok || v < min || v > max)
-        return err("--" + option + " \"" + text + "\": expected a whole number in [" +
-                   std::to_string(min) + ", " + std::to_string(max) + "]");
-    return uint32_t(v);
-}
-
 Result<std::vector<NamedFlow>> parse_flows(const std::vector<std::string> &specs) {
     std::vector<NamedFlow> flows;
     for (const auto &spec : specs) {
@@ -88,51 +74,35 @@ Result<void> read_flows_file(const std::string &path, std::vector<std::string> &
 
 int run(const Args &args) {
     const std::string &path = args.positional.at(0);
-    const bool json = args.has("json");
+    const bool json = args.flag("json");
 
     AnalyzerConfig cfg;
-    cfg.mode = args.has("real-time") ? ClockMode::RealTime : ClockMode::ByteClock;
-    if (args.has("idle-threshold")) {
-        if (args.has("real-time"))
-            return fail("analyze: --idle-threshold and --real-time: choose one clock");
-        auto t = parse_duration_ns(args.get("idle-threshold"));
-        if (!t) return fail("analyze: --idle-threshold: " + t.error());
+    const bool real_time = args.flag("real-time");
+    cfg.mode = real_time ? ClockMode::RealTime : ClockMode::ByteClock;
+    if (auto t = args.maybe_number("idle-threshold")) {
+        if (real_time)
+            return fail_input("analyze: --idle-threshold and --real-time: choose one clock");
         cfg.mode = ClockMode::Hybrid;
         cfg.idle_threshold_ns = *t;
     }
-    if (args.has("line-rate")) {
-        auto rate = parse_rate_bps(args.get("line-rate"));
-        if (!rate) return fail("analyze: --line-rate: " + rate.error());
+    if (auto rate = args.maybe_number("line-rate")) {
         cfg.line_rate_bps = *rate;
-    } else if (cfg.mode != ClockMode::RealTime) {
+    } else if (!real_time) {
         // The byte clock is meaningless without the wire's rate; guessing
         // 1 Gbit/s would silently scale every figure.
-        return fail("analyze: --line-rate RATE is required (e.g. --line-rate 1gbit), "
-                    "unless --real-time");
+        return fail_input("analyze: --line-rate RATE is required (e.g. --line-rate 1gbit), "
+                          "unless --real-time");
     }
-    if (args.has("overhead")) {
-        auto v = parse_count("overhead", args.get("overhead"), 0, 1000);
-        if (!v) return fail("analyze: " + v.error());
-        cfg.framing.overhead_bytes = *v;
-    }
-    if (args.has("mtu")) {
-        // 46 is the smallest MTU whose full frame (MTU + 14) is a legal 60 B.
-        auto v = parse_count("mtu", args.get("mtu"), 46, 65535 - kEthHeaderBytes);
-        if (!v) return fail("analyze: " + v.error());
-        cfg.framing.mtu_bytes = *v;
-    }
-    if (args.has("window")) {
-        auto v = parse_count("window", args.get("window"), 1, 1'000'000);
-        if (!v) return fail("analyze: " + v.error());
-        cfg.rate_window_packets = *v;
-    }
-    std::vector<std::string> flow_specs = args.all("flow"), target_specs = args.all("target");
+    cfg.framing.overhead_bytes = uint32_t(args.number("overhead"));
+    cfg.framing.mtu_bytes = uint32_t(args.number("mtu"));
+    cfg.rate_window_packets = uint32_t(args.number("window"));
+    std::vector<std::string> flow_specs = args.texts("flow"), target_specs = args.texts("target");
     if (args.has("flows-file")) {
-        auto r = read_flows_file(args.get("flows-file"), flow_specs, target_specs);
-        if (!r) return fail("analyze: " + r.error());
+        auto r = read_flows_file(args.text("flows-file"), flow_specs, target_specs);
+        if (!r) return fail_input("analyze: " + r.error());
     }
     auto flows = parse_flows(flow_specs);
-    if (!flows) return fail("analyze: " + flows.error());
+    if (!flows) return fail_input("analyze: " + flows.error());
     std::unordered_map<std::string, uint32_t> flow_index;
     for (size_t i = 0; i < flows->size(); ++i)
         flow_index.emplace((*flows)[i].name, uint32_t(i));
@@ -141,13 +111,13 @@ int run(const Args &args) {
     for (const std::string &t : target_specs) {
         size_t eq = t.find('=');
         if (eq == std::string::npos || eq == 0)
-            return fail("analyze: --target \"" + t + "\": expected NAME=RATE");
+            return fail_input("analyze: --target \"" + t + "\": expected NAME=RATE");
         std::string name = t.substr(0, eq);
         auto rate = parse_rate_bps(t.substr(eq + 1));
-        if (!rate) return fail("analyze: --target " + name + ": " + rate.error());
+        if (!rate) return fail_input("analyze: --target " + name + ": " + rate.error());
         auto it = flow_index.find(name);
         if (it == flow_index.end())
-            return fail("analyze: --target " + name + ": no --flow of that name");
+            return fail_input("analyze: --target " + name + ": no --flow of that name");
         cfg.target_rate_bps.emplace_back(it->second, *rate);
     }
 
@@ -332,19 +302,30 @@ const Command kAnalyze = {
     "SELECTOR: src|dst ADDR[/LEN], proto NAME|NUM, sport|dport PORT, combined with\n"
     "spaces, e.g. --flow video=\"dst 10.9.0.2 proto udp dport 5001\". A frame\n"
     "belongs to the first flow it matches; the rest is \"other\".",
-    {{"line-rate", 'r', "RATE", "the wire's rate, tc syntax (1gbit); needed for the byte clock"},
-     {"flow", 'f', "NAME=SELECTOR", "a flow to measure (repeatable)"},
-     {"target", 't', "NAME=RATE",
-      "also measure flow NAME's burstiness at exactly RATE, e.g. its class rate (repeatable)"},
-     {"flows-file", 0, "FILE",
-      "more --flow/--target, one \"flow NAME=SELECTOR\" or \"target NAME=RATE\" a line"},
-     {"overhead", 0, "BYTES", "framing overhead per frame (default 24: FCS, preamble, IFG)"},
-     {"mtu", 0, "BYTES", "MTU, for the burst unit and the largest frame (default 1500)"},
-     {"real-time", 0, nullptr, "use capture timestamps instead of the byte clock"},
-     {"idle-threshold", 0, "TIME",
-      "hybrid clock: real time across idle periods longer than TIME (e.g. 20us)"},
-     {"window", 'n', "N", "rate per N packets (default 1)"},
-     {"json", 'j', nullptr, "print JSON"}},
+    {
+        opt(OptType::Rate, "line-rate", 'r', "RATE", "the wire's rate; needed for the byte clock"),
+        opt(OptType::String, "flow", 'f', "NAME=SELECTOR", "a flow to measure").repeat(),
+        opt(OptType::String, "target", 't', "NAME=RATE",
+            "also measure flow NAME's burstiness at exactly RATE, e.g. its class rate")
+            .repeat(),
+        opt(OptType::String, "flows-file", 0, "FILE",
+            "more --flow/--target, one \"flow NAME=SELECTOR\" or \"target NAME=RATE\" a line"),
+        opt(OptType::Bytes, "overhead", 0, "BYTES", "framing overhead per frame: FCS, preamble, IFG")
+            .by_default(uint64_t(Framing{}.overhead_bytes))
+            .within(0, 1000),
+        // 46 is the smallest MTU whose full frame (MTU + 14) is a legal 60 B.
+        opt(OptType::Bytes, "mtu", 0, "BYTES", "MTU, for the burst unit and the largest frame")
+            .by_default(uint64_t(Framing{}.mtu_bytes))
+            .within(46, 65535 - kEthHeaderBytes),
+        flag("real-time", 0, "use capture timestamps instead of the byte clock"),
+        opt(OptType::Duration, "idle-threshold", 0, "TIME",
+            "hybrid clock: real time across idle periods longer than TIME (e.g. 20us)")
+            .bare_unit(0),
+        opt(OptType::Integer, "window", 'n', "N", "rate per N packets")
+            .by_default(uint64_t(AnalyzerConfig{}.rate_window_packets))
+            .within(1, 1'000'000),
+        flag("json", 'j', "print JSON"),
+    },
     1,
     1,
     run,

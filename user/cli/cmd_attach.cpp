@@ -24,21 +24,31 @@ namespace pspxdp::cli {
 namespace dp = pspxdp::setup;
 
 // Shared with `pspxdp daemon` (command.hpp); the defaults are the daemon's.
+static_assert(kTimeInf == kGapHorizonInf, "--gap-horizon inf is the engine's paper rule");
 Option gap_horizon_option() {
-    static const std::string fallback = daemon::format_gap_horizon(daemon::DaemonConfig{}.gap_horizon_ns);
-    return opt(OptType::String, "gap-horizon", 0, "TIME",
+    return opt(OptType::TimeOrInf, "gap-horizon", 0, "TIME|inf",
                "gap frames only within TIME of a paced frame's due time; the wire idles "
                "before (inf: always, the paper's rule; 0: never)")
-        .by_default(fallback);
+        .by_default(daemon::DaemonConfig{}.gap_horizon_ns)
+        .bare_unit(0)
+        .within(0, 3600'000'000'000); // beyond an hour H means "never idle": inf says it
 }
 Option clock_option() {
-    return opt(OptType::String, "clock", 0, "auto|byte|none",
+    using daemon::WireClock;
+    // In the order of WireClock: Args::choice numbers them so.
+    return opt(OptType::Choice, "clock", 0, nullptr,
                "what paces the wire: byte = gap frames (a NIC serialises), none = clockless "
                "(frames released at their real-time due time, no gap frames), auto = none on "
                "veth, virtio_net and other virtual drivers, byte otherwise")
-        .by_default(daemon::wire_clock_name(daemon::DaemonConfig{}.clock));
+        .one_of({daemon::wire_clock_name(WireClock::Auto), daemon::wire_clock_name(WireClock::Byte),
+                 daemon::wire_clock_name(WireClock::None)})
+        .by_default(std::string(daemon::wire_clock_name(daemon::DaemonConfig{}.clock)));
 }
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
+Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
+    return daemon::set_clock_options(cfg, args.number("gap-horizon"),
+                                     daemon::WireClock(args.choice("clock")), args.flag("clockless"));
+}
 
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
@@ -67,19 +77,15 @@ static int run(const Args &args) {
         opt.default_classid = c.raw();
     }
     // One pacer queue and AF_XDP RX socket per core by default: classes are
-    // not sockets (any number of classes share them). --queues is the old name.
-    for (const char *name : {"queues", "sockets"})
-        if (auto q = args.maybe_number(name)) opt.queues = uint32_t(*q);
+    // not sockets (any number of classes share them).
+    if (auto q = args.maybe_number("sockets")) opt.queues = uint32_t(*q);
     if (auto w = args.maybe_number("window")) opt.window_bytes = *w;
     if (config && config->line_rate_bps) opt.line_rate_bps = *config->line_rate_bps;
     if (auto r = args.maybe_number("line-rate")) opt.line_rate_bps = *r;
 
     daemon::DaemonConfig dcfg;
     dcfg.dev = dev;
-    if (auto r = daemon::set_clock_options(dcfg, args.text("gap-horizon"), args.text("clock"),
-                                           args.flag("clockless"));
-        !r)
-        return fail_input("attach: " + r.error());
+    if (auto r = clock_options(dcfg, args); !r) return fail_input("attach: " + r.error());
     dcfg.buffer_bytes = args.number("buffer");
     if (args.flag("spin")) dcfg.sleep_min_ns = 0;
     if (auto c = args.maybe_number("cpu")) {
@@ -178,7 +184,6 @@ const Command kAttach = {
             "pacer queues, one AF_XDP RX socket each; any number of classes share them")
             .within(1, PSPXDP_MAX_SOCKETS)
             .default_is("online CPUs"),
-        opt(OptType::Integer, "queues", 'q', "N", "old name of --sockets").within(1, PSPXDP_MAX_SOCKETS),
         opt(OptType::Bytes, "buffer", 'b', "BYTES",
             "the pacer's buffer (UMEM) shared by all classes' queues")
             .by_default(datapath::kDefaultBufferBytes)

@@ -21,12 +21,9 @@ static int run(const Args &args) {
     if (auto r = args.maybe_number("line-rate")) cfg.line_rate_bps = *r;
     if (auto w = args.maybe_number("window")) cfg.window_bytes = *w;
     cfg.buffer_bytes = args.number("buffer");
-    cfg.sleep_min_ns = args.number("sleep-min-us");
-    cfg.spin_ns = args.number("spin-us");
-    if (auto r = daemon::set_clock_options(cfg, args.text("gap-horizon"), args.text("clock"),
-                                           args.flag("clockless"));
-        !r)
-        return fail_input("daemon: " + r.error());
+    cfg.sleep_min_ns = args.number("sleep-min");
+    cfg.spin_ns = args.number("spin-last");
+    if (auto r = clock_options(cfg, args); !r) return fail_input("daemon: " + r.error());
     if (auto c = args.maybe_number("cpu")) cfg.cpu = int(*c);
     cfg.realtime = args.flag("rt");
     cfg.busy_poll = args.flag("busy-poll");
@@ -62,13 +59,16 @@ const Command kDaemon = {
         opt(OptType::Integer, "cpu", 0, "N", "pin to CPU N").within(0, 4095),
         flag("rt", 0, "SCHED_FIFO, memory locked"),
         flag("busy-poll", 0, "busy-poll the pacer sockets"),
-        opt(OptType::Duration, "sleep-min-us", 0, "TIME",
-            "while backlogged, sleep through waits longer than TIME (a bare number is us; 0: spin)")
+        opt(OptType::Duration, "sleep-min", 0, "TIME",
+            "while backlogged, sleep through waits longer than TIME; 0: spin throughout")
             .by_default(daemon::DaemonConfig{}.sleep_min_ns)
+            .bare_unit(0)
             .within(0, 1'000'000'000),
-        opt(OptType::Duration, "spin-us", 0, "TIME",
-            "spin the last TIME before a due time the engine has no slack for (a bare number is us)")
+        // Not --spin: attach's --spin is a flag, this daemon's --sleep-min 0.
+        opt(OptType::Duration, "spin-last", 0, "TIME",
+            "spin the last TIME before a due time the engine has no slack for")
             .by_default(daemon::DaemonConfig{}.spin_ns)
+            .bare_unit(0)
             .within(0, 1'000'000'000),
         gap_horizon_option(),
         clock_option(),

@@ -7,7 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <iterator>
 #include <fstream>
 #include <sstream>
 
@@ -15,73 +15,47 @@ namespace pspxdp::cli {
 
 namespace {
 
-// --NAME X: a decimal number in (0, max], or `fallback` when not given.
-Result<double> number_option(const Args &args, const char *name, double fallback, double max) {
-    if (!args.has(name)) return fallback;
-    const std::string s = args.get(name);
-    char *end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || *end || !(v > 0) || v > max)
-        return err(std::string("--") + name + " \"" + s + "\": expected a number in (0, " +
-                   fixed(max, 0) + "]");
-    return v;
-}
-
-// --gap-horizon LIST: comma-separated times, "inf" for the paper's rule.
-Result<std::vector<uint64_t>> parse_horizons(const std::string &list) {
-    std::vector<uint64_t> out;
-    std::stringstream in(list);
-    for (std::string item; std::getline(in, item, ',');) {
-        if (item == "inf") {
-            out.push_back(kGapHorizonInf);
-            continue;
-        }
-        auto ns = parse_duration_ns(item);
-        if (!ns) return err("--gap-horizon: " + ns.error());
-        out.push_back(*ns);
-    }
-    if (out.empty()) return err("--gap-horizon \"" + list + "\": expected e.g. inf,50us,200us,1ms");
-    return out;
-}
+// The horizons --horizon compares unless --gap-horizon says.
+constexpr uint64_t kDefaultHorizonsNs[] = {kTimeInf, 50'000, 200'000, 1'000'000};
+static_assert(kTimeInf == kGapHorizonInf, "--gap-horizon inf is the engine's paper rule");
 
 // The horizon table (issue 10): every scenario under every mode.
 int run_horizon_table(const Args &args, bool json) {
-    auto seconds_opt = number_option(args, "seconds", 4, 3600);
-    if (!seconds_opt) return fail("simulate: " + seconds_opt.error());
-    const double seconds = *seconds_opt;
-    auto horizons = parse_horizons(args.get("gap-horizon", "inf,50us,200us,1ms"));
-    if (!horizons) return fail("simulate: " + horizons.error());
+    const double seconds = double(args.number("seconds")) / 1e9;
+    std::vector<uint64_t> horizons = args.numbers("gap-horizon");
+    if (horizons.empty()) horizons.assign(std::begin(kDefaultHorizonsNs), std::end(kDefaultHorizonsNs));
 
     // Lateness: this machine's table compiled in, another bench_timers
     // --json output, or none.
     sim::WakeModel wake;
     std::vector<sim::LatenessTable> loaded;
     std::string timers = "measured on this project's VM (bench_timers), compiled in";
-    if (args.has("perfect-timers")) {
+    const std::string lateness = args.text("lateness");
+    if (args.flag("perfect-timers")) {
         timers = "perfect (no wake-up lateness)";
     } else if (args.has("lateness")) {
-        std::ifstream f(args.get("lateness"));
+        std::ifstream f(lateness);
         std::stringstream text;
         text << f.rdbuf();
-        if (!f) return fail("simulate: --lateness " + args.get("lateness") + ": cannot read it");
+        if (!f) return fail_input("simulate: --lateness " + lateness + ": cannot read it");
         auto t = sim::parse_lateness_json(text.str());
-        if (!t) return fail("simulate: --lateness " + args.get("lateness") + ": " + t.error());
+        if (!t) return fail_input("simulate: --lateness " + lateness + ": " + t.error());
         loaded = std::move(*t);
-        const std::string sleep_name = args.get("sleep-timer", "clock_nanosleep");
+        const std::string sleep_name = args.text("sleep-timer");
         for (const auto &e : loaded) {
             if (e.name == sleep_name) wake.sleep = &e;
             if (e.name == "spin") wake.spin = &e;
         }
         if (!wake.sleep)
-            return fail("simulate: --lateness " + args.get("lateness") + ": no table named \"" +
-                        sleep_name + "\"");
-        timers = args.get("lateness") + " (" + sleep_name + ", spin)";
+            return fail_input("simulate: --lateness " + lateness + ": no table named \"" +
+                              sleep_name + "\"");
+        timers = lateness + " (" + sleep_name + ", spin)";
     } else {
         wake.sleep = &sim::measured_sleep();
         wake.spin = &sim::measured_spin();
     }
-    if (!args.has("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
-        return fail("simulate: --sleep-timer needs --lateness FILE");
+    if (!args.flag("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
+        return fail_input("simulate: --sleep-timer needs --lateness FILE");
 
     Table t({{"scenario", "scenario", false},
              {"mode", "mode", false},
@@ -95,12 +69,12 @@ int run_horizon_table(const Args &args, bool json) {
              {"late/s", "late_wakeups_per_s"},
              {"late max us", "late_max_us"},
              {"normal got", "normal_bps"}});
-    const std::string only = args.get("scenario");
+    const std::string only = args.text("scenario");
     bool any = false;
     for (const auto &scenario : sim::horizon_scenarios(seconds)) {
         if (!only.empty() && scenario.name.find(only) == std::string::npos) continue;
         any = true;
-        for (const auto &mode : sim::horizon_modes(*horizons)) {
+        for (const auto &mode : sim::horizon_modes(horizons)) {
             if (!json) std::fprintf(stderr, "simulating %s, %s ...\n", scenario.name.c_str(), mode.name.c_str());
             sim::HorizonRow r = sim::run_horizon(scenario, mode, wake);
             const double line = double(scenario.config.engine.line_rate_bps);
@@ -124,7 +98,7 @@ int run_horizon_table(const Args &args, bool json) {
                 t.text("-");
         }
     }
-    if (!any) return fail("simulate: no scenario matches \"" + only + "\"");
+    if (!any) return fail_input("simulate: no scenario matches \"" + only + "\"");
     if (!json)
         std::printf(
             "Gap horizon H and clockless mode against the paper's rule, %s s of simulated wire\n"
@@ -138,13 +112,11 @@ int run_horizon_table(const Args &args, bool json) {
 }
 
 int run(const Args &args) {
-    if (args.has("horizon")) return run_horizon_table(args, args.has("json"));
+    const bool json = args.flag("json");
+    if (args.flag("horizon")) return run_horizon_table(args, json);
     for (const char *opt : {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers"})
-        if (args.has(opt)) return fail(std::string("simulate: --") + opt + " needs --horizon");
-    auto scale_opt = number_option(args, "scale", 1.0, 100);
-    if (!scale_opt) return fail("simulate: " + scale_opt.error());
-    const double scale = *scale_opt;
-    bool json = args.has("json");
+        if (args.has(opt)) return fail_input(std::string("simulate: --") + opt + " needs --horizon");
+    const double scale = args.factor("scale");
     Table t({{"scenario", "scenario", false},
              {"class", "class", false},
              {"target", "target_bps"},
@@ -157,7 +129,7 @@ int run(const Args &args) {
              {"gap share", "gap_share"},
              {"paper", "paper_mean", false},
              {"paper burst", "paper_burst", false}});
-    std::string only = args.get("scenario");
+    const std::string only = args.text("scenario");
     bool any = false;
     for (const auto &scenario : sim::paper_scenarios(scale)) {
         if (!only.empty() && scenario.name.find(only) == std::string::npos) continue;
@@ -186,7 +158,7 @@ int run(const Args &args) {
             t.text(r.paper_burst);
         }
     }
-    if (!any) return fail("simulate: no scenario matches \"" + only + "\"");
+    if (!any) return fail_input("simulate: no scenario matches \"" + only + "\"");
     if (!json)
         std::printf("pspxdp engine on a simulated 1 Gbit/s Ethernet wire (24 B framing overhead),\n"
                     "judged on the byte clock; max burst in MTU = 1518 B (L2 size of a full frame).\n\n");
@@ -207,15 +179,27 @@ const Command kSimulate = {
     "--horizon instead compares the paper's gap rule with gap horizons (--gap-horizon)\n"
     "and the clockless mode, on one class at 1 ... 500 Mbit/s and the 5-class mix,\n"
     "with a model daemon that wakes as late as this machine's timers (bench_timers).",
-    {{"scenario", 's', "NAME", "only scenarios whose name contains NAME"},
-     {"scale", 0, "X", "multiply every scenario's frame count by X (default 1)"},
-     {"horizon", 0, nullptr, "print the gap-horizon / clockless table instead"},
-     {"gap-horizon", 0, "LIST", "horizons to compare, e.g. inf,50us,200us,1ms (the default)"},
-     {"seconds", 0, "S", "simulated seconds of wire per row of --horizon (default 4)"},
-     {"lateness", 0, "FILE", "wake-up lateness tables from bench_timers --json"},
-     {"sleep-timer", 0, "NAME", "which table of FILE a sleep follows (default clock_nanosleep)"},
-     {"perfect-timers", 0, nullptr, "no wake-up lateness at all"},
-     {"json", 'j', nullptr, "print JSON"}},
+    {
+        opt(OptType::String, "scenario", 's', "NAME", "only scenarios whose name contains NAME"),
+        opt(OptType::Factor, "scale", 0, "X", "multiply every scenario's frame count by X")
+            .by_default(1)
+            .within(0, 100),
+        flag("horizon", 0, "print the gap-horizon / clockless table instead"),
+        opt(OptType::TimeOrInf, "gap-horizon", 0, "TIME|inf", "a horizon to compare")
+            .bare_unit(0)
+            .within(0, 3600'000'000'000)
+            .default_is("inf, 50us, 200us and 1ms")
+            .repeat(),
+        opt(OptType::Duration, "seconds", 0, "SECONDS", "simulated wire time per row of --horizon")
+            .by_default(4'000'000'000)
+            .bare_unit(1'000'000'000)
+            .within(1'000'000, 3600'000'000'000),
+        opt(OptType::String, "lateness", 0, "FILE", "wake-up lateness tables from bench_timers --json"),
+        opt(OptType::String, "sleep-timer", 0, "NAME", "which table of FILE a sleep follows")
+            .by_default(std::string("clock_nanosleep")),
+        flag("perfect-timers", 0, "no wake-up lateness at all"),
+        flag("json", 'j', "print JSON"),
+    },
     0,
     0,
     run,

@@ -1,6 +1,9 @@
 #include "cli/command.hpp"
 
+#include "core/quote.hpp"
+
 #include <cctype>
+#include <cmath>
 #include <charconv>
 #include <cstring>
 #include <stdexcept>
@@ -21,7 +24,9 @@ template <class F> Option changed(const Option &o, F f) {
 } // namespace
 
 Option Option::by_default(uint64_t v) const {
-    return changed(*this, [&](Option &o) { o.fallback = v; });
+    return changed(*this, [&](Option &o) {
+        o.fallback = o.type == OptType::Factor ? OptValue{double(v)} : OptValue{v};
+    });
 }
 Option Option::by_default(ClassId v) const {
     return changed(*this, [&](Option &o) { o.fallback = v; });
@@ -41,10 +46,14 @@ Option Option::bare_unit(uint64_t ns) const {
 Option Option::repeat() const {
     return changed(*this, [](Option &o) { o.repeatable = true; });
 }
+Option Option::one_of(std::vector<const char *> words) const {
+    return changed(*this, [&](Option &o) { o.choices = std::move(words); });
+}
 
 Option opt(OptType type, const char *name, char short_name, const char *metavar,
            const char *help) {
-    Option o{name};
+    Option o;
+    o.name = name;
     o.type = type;
     o.short_name = short_name;
     o.metavar = metavar;
@@ -60,15 +69,25 @@ namespace {
 
 bool is_number_type(OptType t) {
     return t == OptType::Rate || t == OptType::Bytes || t == OptType::Duration ||
-           t == OptType::Integer;
+           t == OptType::TimeOrInf || t == OptType::Integer;
+}
+
+bool is_time_type(OptType t) { return t == OptType::Duration || t == OptType::TimeOrInf; }
+
+// The shortest text that reads back as the same double ("1", "0.25").
+std::string format_factor(double v) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
 // A number of o's type as the user would write it.
 std::string format_number(const Option &o, uint64_t v) {
-    switch (o.kind()) {
+    switch (o.type) {
     case OptType::Rate: return format_rate(v);
     case OptType::Bytes: return format_bytes(v);
     case OptType::Duration: return format_duration(v);
+    case OptType::TimeOrInf: return v == kTimeInf ? "inf" : format_duration(v);
     default: return std::to_string(v);
     }
 }
@@ -76,7 +95,36 @@ std::string format_number(const Option &o, uint64_t v) {
 bool full_range(const Option &o) { return o.lo == 0 && o.hi == UINT64_MAX; }
 
 std::string range_text(const Option &o) {
-    return format_number(o, o.lo) + ".." + format_number(o, o.hi);
+    if (o.type == OptType::Factor)
+        return "above " + std::to_string(o.lo) +
+               (o.hi == UINT64_MAX ? "" : ", at most " + std::to_string(o.hi));
+    return format_number(o, o.lo) + ".." + format_number(o, o.hi) +
+           (o.type == OptType::TimeOrInf ? " or inf" : "");
+}
+
+// "auto, byte or none", "auto|byte|none"
+std::string choice_list(const Option &o, const char *sep, const char *last_sep) {
+    std::string s;
+    for (size_t i = 0; i < o.choices.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == o.choices.size() ? last_sep : sep) + std::string(o.choices[i]);
+    return s;
+}
+
+// What --help and "needs ..." show for the value: the declared metavar, a
+// Choice's words.
+std::string metavar_of(const Option &o) {
+    if (o.metavar) return o.metavar;
+    return o.type == OptType::Choice ? choice_list(o, "|", "|") : "VALUE";
+}
+
+const char *unit_name(uint64_t ns) {
+    switch (ns) {
+    case 1: return "ns";
+    case 1'000: return "us";
+    case 1'000'000: return "ms";
+    case 1'000'000'000: return "s";
+    default: return "?";
+    }
 }
 
 const Option *find_long(const Command &cmd, std::string_view name) {
@@ -94,17 +142,30 @@ const Option *find_short(const Command &cmd, char c) {
 } // namespace
 
 Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
-    const std::string word = "\"" + std::string(text) + "\"";
-    const OptType t = o.kind();
+    const std::string word = quote(text);
     uint64_t v = 0;
-    switch (t) {
-    case OptType::Auto:
+    switch (o.type) {
     case OptType::Flag: return OptValue{true};
     case OptType::String: return OptValue{std::string(text)};
     case OptType::ClassId: {
         auto c = parse_classid(text);
         if (!c) return refuse(c.error());
         return OptValue{*c};
+    }
+    case OptType::Choice:
+        for (const char *c : o.choices)
+            if (text == c) return OptValue{std::string(text)};
+        return refuse(word + " is not one of " + choice_list(o, ", ", " or "));
+    case OptType::Factor: {
+        double d = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d,
+                                         std::chars_format::fixed);
+        if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+            !std::isfinite(d))
+            return refuse(word + " is not a decimal number (expected e.g. \"0.5\")");
+        if (!(d > double(o.lo)) || d > double(o.hi))
+            return refuse(word + " is out of range: " + range_text(o));
+        return OptValue{d};
     }
     case OptType::Rate: {
         auto r = parse_rate_bps(text);
@@ -118,9 +179,14 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
         v = *r;
         break;
     }
+    case OptType::TimeOrInf:
+        if (text == "inf") return OptValue{kTimeInf};
+        [[fallthrough]];
     case OptType::Duration: {
-        auto r = parse_duration_ns(text, o.bare_unit_ns);
-        if (!r) return refuse(r.error());
+        // A bare 0 is zero in any unit: it needs none even where others do.
+        auto r = text == "0" ? Result<uint64_t>(uint64_t(0)) : parse_duration_ns(text, o.bare_unit_ns);
+        if (!r)
+            return refuse(r.error() + (o.type == OptType::TimeOrInf ? " (or inf)" : ""));
         v = *r;
         break;
     }
@@ -141,6 +207,7 @@ std::string format_default(const Option &o) {
         [&](const auto &v) -> std::string {
             using V = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<V, uint64_t>) return format_number(o, v);
+            else if constexpr (std::is_same_v<V, double>) return format_factor(v);
             else if constexpr (std::is_same_v<V, ClassId>) return format_classid(v);
             else if constexpr (std::is_same_v<V, std::string>) return v;
             else return "";
@@ -148,12 +215,25 @@ std::string format_default(const Option &o) {
         o.fallback);
 }
 
-const OptValue &Args::value_of(std::string_view name, OptType type) const {
+const Option &Args::declared(std::string_view name, OptType type) const {
     const Option *o = cmd ? find_long(*cmd, name) : nullptr;
-    if (!o || (o->kind() != type && !(is_number_type(type) && is_number_type(o->kind()))))
+    if (!o || (o->type != type && !(is_number_type(type) && is_number_type(o->type))))
         throw std::logic_error("option --" + std::string(name) + " is not declared as asked");
-    if (auto it = parsed.find(name); it != parsed.end()) return it->second;
-    return o->fallback;
+    return *o;
+}
+
+const OptValue &Args::value_of(std::string_view name, OptType type) const {
+    const Option &o = declared(name, type);
+    if (auto it = given.find(name); it != given.end()) return it->second.back();
+    return o.fallback;
+}
+
+const std::vector<OptValue> &Args::all_of(std::string_view name, OptType type) const {
+    static const std::vector<OptValue> kNone;
+    if (!declared(name, type).repeatable)
+        throw std::logic_error("option --" + std::string(name) + " is not repeatable");
+    auto it = given.find(name);
+    return it == given.end() ? kNone : it->second;
 }
 
 std::optional<uint64_t> Args::maybe_number(std::string_view name) const {
@@ -166,6 +246,12 @@ uint64_t Args::number(std::string_view name) const {
     auto n = maybe_number(name);
     if (!n) throw std::logic_error("option --" + std::string(name) + " has no value and no default");
     return *n;
+}
+
+double Args::factor(std::string_view name) const {
+    const OptValue &v = value_of(name, OptType::Factor);
+    if (auto *d = std::get_if<double>(&v)) return *d;
+    throw std::logic_error("option --" + std::string(name) + " has no value and no default");
 }
 
 ClassId Args::classid(std::string_view name) const {
@@ -185,21 +271,40 @@ std::string Args::text(std::string_view name) const {
     return "";
 }
 
+size_t Args::choice(std::string_view name) const {
+    const Option &o = declared(name, OptType::Choice);
+    const auto *word = std::get_if<std::string>(&value_of(name, OptType::Choice));
+    for (size_t i = 0; word && i < o.choices.size(); ++i)
+        if (*word == o.choices[i]) return i;
+    throw std::logic_error("option --" + std::string(name) + " has no value and no default");
+}
+
+std::vector<uint64_t> Args::numbers(std::string_view name) const {
+    std::vector<uint64_t> out;
+    for (const OptValue &v : all_of(name, OptType::Integer)) out.push_back(std::get<uint64_t>(v));
+    return out;
+}
+
+std::vector<std::string> Args::texts(std::string_view name) const {
+    std::vector<std::string> out;
+    for (const OptValue &v : all_of(name, OptType::String)) out.push_back(std::get<std::string>(v));
+    return out;
+}
+
 Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
     Args args;
     args.cmd = &cmd;
     bool only_positional = false;
+    std::map<std::string_view, std::string> first_word; // for "given twice"
     auto take = [&](const Option &o, const std::string &value) -> Result<void> {
         const std::string opt_name = "option --" + std::string(o.name);
-        // Typed options are given once; old untyped ones keep "the last wins".
-        if (o.type != OptType::Auto && !o.repeatable && o.takes_value() && args.has(o.name))
-            return refuse(opt_name + " given twice (\"" + args.get(o.name) + "\", \"" + value +
-                          "\")");
+        if (!o.repeatable && o.takes_value() && args.has(o.name))
+            return refuse(opt_name + " given twice (" + quote(first_word[o.name]) + ", " +
+                          quote(value) + ")");
         auto v = parse_option_value(o, value);
         if (!v) return refuse(opt_name + ": " + v.error());
-        args.values[o.name] = value;
-        args.all_values[o.name].push_back(value);
-        args.parsed[o.name] = *v;
+        first_word.emplace(o.name, value);
+        args.given[o.name].push_back(*v);
         return {};
     };
     for (int i = 0; i < argc; ++i) {
@@ -215,7 +320,7 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
             continue;
         }
         if (a == "-h" || a == "--help") {
-            args.values["help"] = "";
+            args.help = true;
             continue;
         }
         const Option *o = nullptr;
@@ -245,7 +350,7 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
         if (o->takes_value()) {
             if (!inline_value) {
                 if (i + 1 >= argc)
-                    return refuse("option --" + std::string(o->name) + " needs " + o->metavar);
+                    return refuse("option --" + std::string(o->name) + " needs " + metavar_of(*o));
                 value = argv[++i];
             }
         } else if (inline_value) {
@@ -253,7 +358,7 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
         }
         if (auto r = take(*o, value); !r) return r.failure();
     }
-    if (args.has("help")) return args;
+    if (args.help) return args;
     if (args.positional.size() < cmd.min_positional)
         return refuse(std::string("missing argument: usage: pspxdp ") + cmd.name + " " + cmd.usage);
     if (args.positional.size() > cmd.max_positional)
@@ -267,19 +372,53 @@ namespace {
 std::string option_left(const Option &o) {
     std::string left = o.short_name ? std::string("-") + o.short_name + ", " : "    ";
     left += "--" + std::string(o.name);
-    if (o.takes_value()) left += std::string(" ") + (o.metavar ? o.metavar : "VALUE");
+    if (o.takes_value()) left += " " + metavar_of(o);
     return left;
 }
 
 std::string option_right(const Option &o) {
     std::string right = o.help;
-    std::string extra;
-    if (std::string d = format_default(o); !d.empty()) extra = "default " + d;
-    if (is_number_type(o.kind()) && !full_range(o))
-        extra += (extra.empty() ? "" : "; ") + range_text(o);
-    if (o.repeatable) extra += (extra.empty() ? "" : "; ") + std::string("may be repeated");
-    if (!extra.empty()) right += " (" + extra + ")";
+    std::vector<std::string> extra;
+    if (std::string d = format_default(o); !d.empty()) extra.push_back("default " + d);
+    if ((is_number_type(o.type) || o.type == OptType::Factor) && !full_range(o))
+        extra.push_back(range_text(o));
+    if (is_time_type(o.type) && o.bare_unit_ns)
+        extra.push_back(std::string("a bare number is ") + unit_name(o.bare_unit_ns));
+    if (o.repeatable) extra.push_back("may be repeated");
+    for (size_t i = 0; i < extra.size(); ++i)
+        right += (i == 0 ? " (" : "; ") + extra[i] + (i + 1 == extra.size() ? ")" : "");
     return right;
+}
+
+// The value types, for the "Values:" part of --help and the man page.
+struct TypeNote {
+    OptType type;
+    const char *name;
+    const char *text;
+};
+constexpr TypeNote kTypeNotes[] = {
+    {OptType::Rate, "RATE", "bit/s as tc writes them: 64kbit, 500mbit, 1gbit (kbps, mbps, gbps: bytes/s)"},
+    {OptType::Bytes, "BYTES", "bytes: 1500, 64kb, 2mb (k, m, g: powers of 1024)"},
+    {OptType::Duration, "TIME", "ns, us, ms or s: 250ns, 50us, 1.5ms, 2s (a bare number other than 0 only where said)"},
+    {OptType::TimeOrInf, "TIME|inf", "a TIME, or inf: no limit"},
+    {OptType::Integer, "N", "a whole number"},
+    {OptType::Factor, "X", "a decimal number: 0.5, 2"},
+    {OptType::ClassId, "CLASSID", "major:minor in hex, as tc: 1:a, 1:ffff"},
+};
+
+// The notes of the types cmd's options use (a TimeOrInf is also a TIME); all
+// of them without cmd.
+std::vector<const TypeNote *> type_notes(const Command *cmd) {
+    std::vector<const TypeNote *> out;
+    for (const TypeNote &n : kTypeNotes) {
+        bool used = !cmd;
+        for (size_t i = 0; cmd && i < cmd->options.size(); ++i) {
+            const OptType t = cmd->options[i].type;
+            used |= t == n.type || (n.type == OptType::Duration && t == OptType::TimeOrInf);
+        }
+        if (used) out.push_back(&n);
+    }
+    return out;
 }
 
 } // namespace
@@ -291,6 +430,9 @@ void print_command_help(const Command &cmd, FILE *out) {
     for (const auto &o : cmd.options)
         std::fprintf(out, "  %-28s %s\n", option_left(o).c_str(), option_right(o).c_str());
     std::fprintf(out, "  %-28s %s\n", "-h, --help", "show this help");
+    const auto notes = type_notes(&cmd);
+    if (!notes.empty()) std::fprintf(out, "\nValues:\n");
+    for (const TypeNote *n : notes) std::fprintf(out, "  %-10s %s\n", n->name, n->text);
 }
 
 int fail(const std::string &message, int exit_code) {
@@ -354,6 +496,9 @@ void print_man_page(FILE *out) {
             std::fprintf(out, ".TP\n.B %s\n%s\n", roff(option_left(o)).c_str(),
                          roff(option_right(o)).c_str());
     }
+    std::fprintf(out, ".SH VALUES\n");
+    for (const TypeNote *n : type_notes(nullptr))
+        std::fprintf(out, ".TP\n.B %s\n%s\n", roff(n->name).c_str(), roff(n->text).c_str());
     std::fprintf(
         out, "%s",
         ".SH FILES\n"

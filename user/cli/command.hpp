@@ -17,48 +17,57 @@
 #include <variant>
 #include <vector>
 
+namespace pspxdp::daemon {
+struct DaemonConfig;
+}
+
 namespace pspxdp::cli {
 
 enum class OptType {
-    Auto,     // old declarations: Flag without a metavar, String with one
-    Flag,     // no value
-    String,   // any word
-    Rate,     // tc rate, bit/s ("500mbit")
-    Bytes,    // tc size, bytes ("64kb")
-    Duration, // tc time, nanoseconds ("10ms"; a bare number in bare_unit_ns)
-    Integer,  // a decimal integer
-    ClassId,  // tc major:minor
+    Flag,      // no value
+    String,    // any word
+    Rate,      // tc rate, bit/s ("500mbit")
+    Bytes,     // tc size, bytes ("64kb")
+    Duration,  // tc time, nanoseconds ("10ms"; a bare number in bare_unit_ns, 0: a unit is needed)
+    TimeOrInf, // a Duration, or "inf" (kTimeInf): no limit
+    Integer,   // a decimal integer
+    Factor,    // a decimal number above 0 ("0.5", "2"): a multiplier
+    ClassId,   // tc major:minor
+    Choice,    // one of the words of Option::choices
 };
 
-using OptValue = std::variant<std::monostate, bool, std::string, uint64_t, ClassId>;
+using OptValue = std::variant<std::monostate, bool, std::string, uint64_t, ClassId, double>;
+
+// What a TimeOrInf option holds for "inf".
+inline constexpr uint64_t kTimeInf = UINT64_MAX;
 
 struct Option {
-    const char *name;             // long name, without "--"
+    const char *name = "";        // long name, without "--"
     char short_name = 0;          // 0 for none
-    const char *metavar = nullptr; // nullptr: a flag that takes no value
+    const char *metavar = nullptr; // nullptr: a flag, or a Choice (its words are shown)
     const char *help = "";
-    OptType type = OptType::Auto;
+    OptType type = OptType::Flag;
     OptValue fallback{};          // the default; --help prints it from this value
-    uint64_t lo = 0, hi = UINT64_MAX; // accepted range of a number
-    uint64_t bare_unit_ns = 1000; // Duration: a bare number is in these (tc: us)
+    // Accepted range of a number, both ends included; a Factor's low end is
+    // excluded (it is above 0); a TimeOrInf's "inf" is always in range.
+    uint64_t lo = 0, hi = UINT64_MAX;
+    uint64_t bare_unit_ns = 1000; // Duration, TimeOrInf: a bare number is in these (tc: us)
     const char *fallback_note = nullptr; // a default decided at run time ("DEV's speed")
-    bool repeatable = false;      // may be given more than once (Args::all)
+    bool repeatable = false;      // may be given more than once (Args::numbers, Args::texts)
+    std::vector<const char *> choices; // Choice: the words, numbered by Args::choice
 
     // Modifiers, for one-expression declarations:
     //   opt(OptType::Bytes, "window", 'w', "BYTES", "...").by_default(65536).within(1514, 64 << 20)
-    Option by_default(uint64_t v) const;
+    Option by_default(uint64_t v) const; // a Factor's is v as a decimal
     Option by_default(ClassId v) const;
     Option by_default(std::string v) const;
     Option within(uint64_t low, uint64_t high) const;
     Option default_is(const char *note) const;
     Option bare_unit(uint64_t ns) const;
     Option repeat() const;
+    Option one_of(std::vector<const char *> words) const;
 
-    OptType kind() const {
-        if (type != OptType::Auto) return type;
-        return metavar ? OptType::String : OptType::Flag;
-    }
-    bool takes_value() const { return kind() != OptType::Flag; }
+    bool takes_value() const { return type != OptType::Flag; }
 };
 
 Option opt(OptType type, const char *name, char short_name, const char *metavar,
@@ -68,43 +77,44 @@ Option flag(const char *name, char short_name, const char *help);
 struct Command;
 
 // The clock options of attach and daemon (issue 10), declared once:
-// --gap-horizon TIME, --clock auto|byte|none, --clockless. Their values go
-// to daemon::set_clock_options.
+// --gap-horizon TIME|inf, --clock auto|byte|none, --clockless. Their values
+// go to daemon::set_clock_options.
 Option gap_horizon_option();
 Option clock_option();
 Option clockless_option();
+struct Args;
+// Their values into cfg (daemon::set_clock_options); an error is the user's.
+Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args);
 
 struct Args {
     const Command *cmd = nullptr;
     std::vector<std::string> positional;
-    std::map<std::string, std::string, std::less<>> values; // option name -> raw text ("" for flags)
-    // Every raw value of every option, in command-line order: for options
-    // that may be repeated (--flow A=... --flow B=...). `values` keeps the last.
-    std::map<std::string, std::vector<std::string>, std::less<>> all_values;
-    std::map<std::string, OptValue, std::less<>> parsed; // typed, the options given
+    bool help = false; // -h, --help
+    // The typed values of the options given, in command-line order: more
+    // than one only for a repeatable option.
+    std::map<std::string, std::vector<OptValue>, std::less<>> given;
 
     // Given on the command line.
-    bool has(std::string_view name) const { return values.find(name) != values.end(); }
-    std::string get(std::string_view name, std::string_view fallback = "") const {
-        auto it = values.find(name);
-        return it == values.end() ? std::string(fallback) : it->second;
-    }
-    std::vector<std::string> all(std::string_view name) const {
-        auto it = all_values.find(name);
-        return it == all_values.end() ? std::vector<std::string>{} : it->second;
-    }
+    bool has(std::string_view name) const { return given.find(name) != given.end(); }
 
     // Typed: the value given, else the declared default. Asking for an
     // option that is not declared with that type, or has neither a value nor
     // a default, is a programming error (std::logic_error).
-    uint64_t number(std::string_view name) const; // Rate bit/s, Bytes, Duration ns, Integer
+    uint64_t number(std::string_view name) const; // Rate bit/s, Bytes, Duration/TimeOrInf ns, Integer
     std::optional<uint64_t> maybe_number(std::string_view name) const;
+    double factor(std::string_view name) const;
     ClassId classid(std::string_view name) const;
     bool flag(std::string_view name) const;
     std::string text(std::string_view name) const;
+    size_t choice(std::string_view name) const; // the index of the word in Option::choices
+    // Every value given of a repeatable option, in order (none given: empty).
+    std::vector<uint64_t> numbers(std::string_view name) const;
+    std::vector<std::string> texts(std::string_view name) const;
 
   private:
+    const Option &declared(std::string_view name, OptType type) const;
     const OptValue &value_of(std::string_view name, OptType type) const;
+    const std::vector<OptValue> &all_of(std::string_view name, OptType type) const;
 };
 
 struct Command {

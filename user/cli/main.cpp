@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "pspxdp %s: %s\n", c->name, args.error().c_str());
             return 2;
         }
-        if (args->has("help")) {
+        if (args->help) {
             print_command_help(*c, stdout);
             return 0;
         }

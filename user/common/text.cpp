@@ -1,8 +1,5 @@
 #include "common/text.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <net/if.h>
 
@@ -26,17 +23,6 @@ Result<void> check_dev_name(std::string_view name) {
         if (c <= ' ' || c >= 0x7f) return bad("contains a space or a non-printable character");
     }
     return {};
-}
-
-Result<uint64_t> parse_u64(const std::string &what, const std::string &word, uint64_t lo,
-                           uint64_t hi) {
-    char *end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(word.c_str(), &end, 10);
-    if (word.empty() || word[0] < '0' || word[0] > '9' || *end || errno || v < lo || v > hi)
-        return err(what + " " + quote(word) + ": expected an integer in " + std::to_string(lo) +
-                   ".." + std::to_string(hi));
-    return uint64_t(v);
 }
 
 } // namespace pspxdp::common

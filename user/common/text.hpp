@@ -5,7 +5,6 @@
 #include "core/quote.hpp"
 #include "core/result.hpp"
 
-#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -23,10 +22,5 @@ using pspxdp::quote;
 // or "..", no '/', ':' or white space) restricted to printable ASCII. The
 // error names the word and what is wrong with it.
 Result<void> check_dev_name(std::string_view name);
-
-// A decimal integer in lo..hi, all of the word (no sign, no suffix); the
-// error quotes the word after `what` ("--window \"abc\": expected ...").
-Result<uint64_t> parse_u64(const std::string &what, const std::string &word, uint64_t lo,
-                           uint64_t hi);
 
 } // namespace pspxdp::common

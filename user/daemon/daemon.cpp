@@ -3,6 +3,7 @@
 
 #include "common/clock.hpp"
 #include "common/text.hpp"
+#include "core/units.hpp"
 #include "daemon/log.hpp"
 #include "daemon/loop.hpp"
 #include "daemon/process.hpp"
@@ -101,9 +102,9 @@ bool set_realtime(const DaemonConfig &cfg) {
 } // namespace
 
 std::vector<std::string> to_args(const DaemonConfig &cfg) {
-    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min-us",
-                                  std::to_string(cfg.sleep_min_ns / 1000), "--spin-us",
-                                  std::to_string(cfg.spin_ns / 1000),
+    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
+                                  format_duration(cfg.sleep_min_ns), "--spin-last",
+                                  format_duration(cfg.spin_ns),
                                   // Always, so what attach chose is explicit in the daemon's argv.
                                   "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns),
                                   "--clock", wire_clock_name(cfg.clock)};

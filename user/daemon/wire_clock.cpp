@@ -18,27 +18,6 @@ const char *wire_clock_name(WireClock c) {
     }
 }
 
-Result<WireClock> parse_wire_clock(std::string_view text) {
-    if (text == "auto") return WireClock::Auto;
-    if (text == "byte") return WireClock::Byte;
-    if (text == "none") return WireClock::None;
-    return refuse("--clock \"" + std::string(text) + "\": expected auto, byte or none");
-}
-
-Result<uint64_t> parse_gap_horizon_ns(std::string_view text) {
-    if (text == "inf") return kGapHorizonInf;
-    // A bare 0 needs no unit; any other bare number would be a guess.
-    if (text == "0") return uint64_t(0);
-    auto ns = parse_duration_ns(text);
-    if (!ns)
-        return refuse("--gap-horizon \"" + std::string(text) +
-                      "\": expected inf or a time such as 50us or 1ms");
-    // Beyond an hour H means "never idle": say inf.
-    if (*ns > 3600'000'000'000ull)
-        return refuse("--gap-horizon \"" + std::string(text) + "\": above 1h; use inf");
-    return *ns;
-}
-
 std::string format_gap_horizon(uint64_t horizon_ns) {
     return horizon_ns == kGapHorizonInf ? "inf" : format_duration(horizon_ns);
 }
@@ -80,26 +59,14 @@ ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver) {
     return c;
 }
 
-Result<void> set_clock_options(DaemonConfig &cfg, const std::optional<std::string> &horizon,
-                               const std::optional<std::string> &clock, bool clockless) {
-    uint64_t h = kDefaultGapHorizonNs;
-    if (horizon) {
-        auto r = parse_gap_horizon_ns(*horizon);
-        if (!r) return r.failure();
-        h = *r;
-    }
-    WireClock c = WireClock::Auto;
-    if (clock) {
-        auto r = parse_wire_clock(*clock);
-        if (!r) return r.failure();
-        c = *r;
-    }
+Result<void> set_clock_options(DaemonConfig &cfg, uint64_t gap_horizon_ns, WireClock clock,
+                               bool clockless) {
     if (clockless) {
-        if (c == WireClock::Byte) return refuse("--clockless and --clock byte: choose one clock");
-        c = WireClock::None;
+        if (clock == WireClock::Byte) return refuse("--clockless and --clock byte: choose one clock");
+        clock = WireClock::None;
     }
-    cfg.gap_horizon_ns = h;
-    cfg.clock = c;
+    cfg.gap_horizon_ns = gap_horizon_ns;
+    cfg.clock = clock;
     return {};
 }
 

@@ -13,7 +13,6 @@
 #include "core/result.hpp"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,14 +27,10 @@ enum class WireClock : uint8_t {
     None, // clockless
 };
 
-// "auto", "byte", "none": the words of --clock.
+// "auto", "byte", "none": the words of --clock (parsed by the CLI's table).
 const char *wire_clock_name(WireClock c);
-Result<WireClock> parse_wire_clock(std::string_view text);
 
-// --gap-horizon: "inf" (kGapHorizonInf, the paper's rule) or a time ("50us",
-// "1ms", "0"); a bare number other than 0 needs a unit. Errors name the word.
-Result<uint64_t> parse_gap_horizon_ns(std::string_view text);
-// "inf", "50us": what parse_gap_horizon_ns reads back.
+// "inf" (kGapHorizonInf, the paper's rule), "50us": what --gap-horizon reads.
 std::string format_gap_horizon(uint64_t horizon_ns);
 
 // Drivers of devices with no serialising clock of their own: veth, virtio_net,
@@ -58,10 +53,10 @@ struct ClockChoice {
 ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver);
 
 // The one place both attach and daemon turn their options into cfg: the
-// horizon (default kDefaultGapHorizonNs) and the clock (default auto;
-// --clockless is --clock none; --clockless with --clock byte is refused).
-// An error is the user's (exit 2) and leaves cfg unchanged.
-Result<void> set_clock_options(DaemonConfig &cfg, const std::optional<std::string> &horizon,
-                               const std::optional<std::string> &clock, bool clockless);
+// horizon and the clock (--clockless is --clock none; --clockless with
+// --clock byte is refused). An error is the user's (exit 2) and leaves cfg
+// unchanged.
+Result<void> set_clock_options(DaemonConfig &cfg, uint64_t gap_horizon_ns, WireClock clock,
+                               bool clockless);
 
 } // namespace pspxdp::daemon

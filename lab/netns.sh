@@ -1,6 +1,14 @@
 # Shared by the lab, its tests and the benchmarks. Sourcing it sets the
 # built binaries (each overridable from the environment): BUILD_DIR (the
 # checkout's build/), PSPXDP, TRAFFIC (lab/psp_traffic), DELAY (psp_delay).
+#
+# It is also the lab tests' one harness. A test:
+#   source lab/netns.sh; psp_require NAME BIN... -- TOOL...
+#   psp_lab_begin TAG NET      (or psp_begin TAG and its own psp_netns)
+#   psp_check "what" CMD...    (psp_wait_for SECONDS COND... for anything
+#                               that takes time: never a fixed sleep)
+#   psp_finish                 ("N failure(s)", non-zero if any)
+# and whatever happens, psp_end undoes it on exit.
 PSP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$PSP_ROOT/build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}

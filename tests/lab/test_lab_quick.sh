@@ -24,7 +24,7 @@ trap 'rm -f "$OUT"' EXIT
 bash "$HERE/../../lab/lab.sh" --json --out "$KEEP/results" --keep "$KEEP/raw" >"$OUT"
 rc=$?
 [[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
-if psp_check "lab.sh ran (exit $rc; artifacts in $KEEP)" test $rc -eq 0; then
+if psp_check "lab.sh ran (exit $rc)" test $rc -eq 0; then
     psp_verdict /usr/bin/python3 - "$OUT" "$KEEP/results" "$KEEP/judged" <<'PY'
 import glob, json, sys
 d = json.load(open(sys.argv[1]))

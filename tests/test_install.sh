@@ -7,30 +7,25 @@ set -u
 BUILD=${1:?usage: test_install.sh BUILD_DIR}
 DEST=$(mktemp -d)
 trap 'rm -rf "$DEST"' EXIT
-FAILS=0
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
+source "$(cd "$(dirname "$0")" && pwd)/../lab/netns.sh" # psp_check, psp_finish
 DESTDIR=$DEST cmake --install "$BUILD" --prefix /usr >"$DEST.log" 2>&1 ||
     { cat "$DEST.log"; rm -f "$DEST.log"; exit 1; }
 rm -f "$DEST.log"
 BIN=$DEST/usr/sbin/pspxdp MAN=$DEST/usr/share/man/man8/pspxdp.8
 UNIT=$DEST/usr/lib/systemd/system/pspxdp@.service
-check "binary in /usr/sbin" test -x "$BIN"
-check "it runs" bash -c "'$BIN' --version | grep -q '^pspxdp [0-9]'"
-check "man page in man8" test -s "$MAN"
-check "man page renders without warnings" \
+psp_check "binary in /usr/sbin" test -x "$BIN"
+psp_check "it runs" bash -c "'$BIN' --version | grep -q '^pspxdp [0-9]'"
+psp_check "man page in man8" test -s "$MAN"
+psp_check "man page renders without warnings" \
     bash -c "[ -z \"\$(groff -man -Tutf8 -ww -z '$MAN' 2>&1)\" ]"
 for c in $("$BIN" --help | awk '/^Commands:/ {on = 1; next} on && !NF {exit} on {print $1}'); do
-    check "man page covers pspxdp $c" grep -q "^\.SS \"pspxdp $c " "$MAN"
+    psp_check "man page covers pspxdp $c" grep -q "^\.SS \"pspxdp $c " "$MAN"
 done
-check "man page covers daemon (internal) too" grep -q '^\.SS "pspxdp daemon ' "$MAN"
-check "systemd unit installed" test -s "$UNIT"
-check "unit attaches with /etc/pspxdp/DEV.conf" \
+psp_check "man page covers daemon (internal) too" grep -q '^\.SS "pspxdp daemon ' "$MAN"
+psp_check "systemd unit installed" test -s "$UNIT"
+psp_check "unit attaches with /etc/pspxdp/DEV.conf" \
     grep -q '^ExecStart=/usr/sbin/pspxdp attach %I --foreground --config /etc/pspxdp/%I.conf$' "$UNIT"
-check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp detach %I$' "$UNIT"
-check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
-check "example configuration installed" test -s "$DEST/usr/share/doc/pspxdp/example.conf"
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp detach %I$' "$UNIT"
+psp_check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
+psp_check "example configuration installed" test -s "$DEST/usr/share/doc/pspxdp/example.conf"
+psp_finish

@@ -12,54 +12,39 @@ source "$HERE/../../lab/netns.sh"
 README=$HERE/../../README.md
 psp_require test_cli "$PSPXDP" "$TRAFFIC" -- python3 bpftool setpriv
 
-TAG=psp-cli$$
-SRC=$TAG-s DST=$TAG-d DEV=pcli$$a PEER=pcli$$b NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d)
-FAILS=0
+NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+psp_lab_begin cli $NET
 PINS=/sys/fs/bpf/pspxdp/$DEV
 ROOT_MODE=
-
-cleanup() {
-    [[ -n $ROOT_MODE ]] && chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
+# The read-only part opens the pin root to others: closed again whatever happens.
+trap '[[ -n $ROOT_MODE ]] && chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp 2>/dev/null; psp_end' EXIT
 P() { $N "$PSPXDP" "$@"; }
-
-psp_make_wire $SRC $DST $DEV $PEER $NET || exit 1
-P attach $DEV --line-rate 1gbit --queues 4 >/dev/null || { echo "attach failed"; exit 1; }
-check "class add 1:1 300mbit limit 64kb ce_threshold 2ms" P class add $DEV 1:1 300mbit limit 64kb ce_threshold 2ms
-check "class add 1:2 normal" P class add $DEV 1:2 normal
-check "class set 1:3 10mbit limit 5ms" P class set $DEV 1:3 10mbit limit 5ms
-check "filter udp dport 5001 -> 1:1" P filter add $DEV proto udp dport 5001 classid 1:1
-check "filters on every rules map" bash -c "$N $PSPXDP filter add $DEV dst 10.9.9.0/24 classid 1:3 &&
+psp_check "attach" P attach $DEV --line-rate 1gbit
+psp_check "class add 1:1 300mbit limit 64kb ce_threshold 2ms" P class add $DEV 1:1 300mbit limit 64kb ce_threshold 2ms
+psp_check "class add 1:2 normal" P class add $DEV 1:2 normal
+psp_check "class set 1:3 10mbit limit 5ms" P class set $DEV 1:3 10mbit limit 5ms
+psp_check "filter udp dport 5001 -> 1:1" P filter add $DEV proto udp dport 5001 classid 1:1
+psp_check "filters on every rules map" bash -c "$N $PSPXDP filter add $DEV dst 10.9.9.0/24 classid 1:3 &&
     $N $PSPXDP filter add $DEV src 10.8.0.0/16 classid 1:3 &&
     $N $PSPXDP filter add $DEV dst 2001:db8::/32 classid 1:3 &&
     $N $PSPXDP filter add $DEV src 2001:db9::/32 classid 1:3"
 SENT=$($N "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 1000 --count 50 |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["sent"])')
-sleep 0.3
+psp_check "TC counted the $SENT datagrams sent on 1:1" \
+    psp_wait_for 10 psp_status_is $DEV "c('1:1')['tc_packets'] == ${SENT:-0}"
 
 # ---- save / apply
-P save $DEV >"$TMP/saved" || echo "FAIL - save"
-check "save lists line rate, classes, default, filters" bash -c "
+psp_check "save" eval 'P save $DEV >"$TMP/saved"'
+psp_check "save lists line rate, classes, default, filters" bash -c "
     grep -qx 'line-rate 1Gbit' $TMP/saved && grep -qx 'class 1:1 300Mbit limit 64kb ce_threshold 2ms' $TMP/saved &&
     grep -qx 'class 1:3 10Mbit limit 5ms' $TMP/saved && grep -qx 'default 1:ffff' $TMP/saved &&
     grep -qx 'filter pref 49152 proto udp dport 5001 classid 1:1' $TMP/saved"
 gen() { P show $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["config_gen"])'; }
 GEN=$(gen)
-check "apply(save()) is a no-op" bash -c "$N $PSPXDP apply $DEV $TMP/saved | grep -q 'nothing to change'"
-check "... and writes nothing (config_gen $GEN unchanged)" test "$(gen)" = "$GEN"
+psp_check "apply(save()) is a no-op" bash -c "$N $PSPXDP apply $DEV $TMP/saved | grep -q 'nothing to change'"
+psp_check "... and writes nothing (config_gen $GEN unchanged)" test "$(gen)" = "$GEN"
 P save $DEV >"$TMP/saved2"
-check "save after apply is byte for byte the same" cmp -s "$TMP/saved" "$TMP/saved2"
+psp_check "save after apply is byte for byte the same" cmp -s "$TMP/saved" "$TMP/saved2"
 
 # ---- bad inputs: exit code, one line on stderr naming the word, nothing changed
 cat >"$TMP/bad_rate.conf" <<EOF
@@ -75,23 +60,27 @@ printf 'class 1:ffff normal\nfilter dst 10.0.0.0/8 classid 1:7\n' >"$TMP/bad_fil
 printf 'class 1:ffff normal\nclass 1:ffff normal\n' >"$TMP/bad_dup.conf"
 printf 'line-rate 100mbit\nclass 1:1 300mbit\nclass 1:ffff normal\n' >"$TMP/bad_line.conf"
 # exit | message (a fixed string stderr must contain) | arguments (@DEV@, @TMP@)
+# refused WANT MSG ARGS...: pspxdp ARGS exits WANT with one stderr line
+# containing MSG, and the configuration is byte for byte as saved.
+refused() {
+    local want=$1 msg=$2 rc lines
+    shift 2
+    $N "$PSPXDP" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    lines=$(wc -l <"$TMP/err")
+    P save $DEV >"$TMP/after" 2>/dev/null
+    [[ $rc -eq $want ]] && [[ $lines -eq 1 ]] && grep -qF -- "$msg" "$TMP/err" && cmp -s "$TMP/saved" "$TMP/after" &&
+        return 0
+    echo "     exit $rc (want $want), $lines stderr line(s): $(cat "$TMP/err")"
+    cmp -s "$TMP/saved" "$TMP/after" || { echo "     configuration changed:"; diff "$TMP/saved" "$TMP/after"; }
+    return 1
+}
 while IFS='|' read -r want msg args; do
     [[ -z $want || $want == \#* ]] && continue
     args=${args//@DEV@/$DEV}
     args=${args//@TMP@/$TMP}
     eval "set -- $args"
-    $N "$PSPXDP" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    lines=$(wc -l <"$TMP/err")
-    P save $DEV >"$TMP/after" 2>/dev/null
-    if [[ $rc -eq $want ]] && [[ $lines -eq 1 ]] && grep -qF -- "$msg" "$TMP/err" &&
-        cmp -s "$TMP/saved" "$TMP/after"; then
-        echo "ok   - refused: $args"
-    else
-        echo "FAIL - refused: $args: exit $rc (want $want), $lines stderr line(s): $(cat "$TMP/err")"
-        cmp -s "$TMP/saved" "$TMP/after" || { echo "       configuration changed:"; diff "$TMP/saved" "$TMP/after"; }
-        FAILS=$((FAILS + 1))
-    fi
+    psp_check "refused: $args" refused "$want" "$msg" "$@"
 done <<'TABLE'
 2|option --watch: time "abc": not a number|stats @DEV@ --watch abc
 2|option --interval: time "5x": unknown unit "x"|stats @DEV@ --interval 5x
@@ -149,29 +138,29 @@ done <<'TABLE'
 2|nosuch0 is not attached|show nosuch0
 2|nosuch0 is not attached|save nosuch0
 2|option --window: "1kb" is out of range 1514b..64mb|daemon @DEV@ --window 1kb
-2|option --sleep-min-us: time "5x": unknown unit "x"|daemon @DEV@ --sleep-min-us 5x
+2|option --sleep-min: time "5x": unknown unit "x"|daemon @DEV@ --sleep-min 5x
 2|option --cpu: "9999" is out of range 0..4095|daemon @DEV@ --cpu 9999
 TABLE
 
 # status -j: valid JSON for any device name, attached or not.
 for name in "$DEV" nosuch0 'we"ird\name' 'a/b' "$(printf 'x\377y')"; do
     $N "$PSPXDP" status "$name" -j >"$TMP/status" 2>/dev/null
-    check "status -j prints one JSON object for \"$name\"" \
+    psp_check "status -j prints one JSON object for \"$name\"" \
         python3 -c "import json,sys; d=json.load(open(sys.argv[1], encoding='utf-8', errors='replace')); assert isinstance(d, dict) and 'attached' in d" "$TMP/status"
 done
 
 # DEV may be left out when exactly one device is attached (others' tests
 # may have attached theirs meanwhile: then this check is skipped).
 if [[ $(ls /sys/fs/bpf/pspxdp 2>/dev/null | wc -l) -eq 1 ]]; then
-    check "DEV left out: the only attached device" bash -c "$N $PSPXDP show | grep -q '^dev $DEV '"
+    psp_check "DEV left out: the only attached device" bash -c "$N $PSPXDP show | grep -q '^dev $DEV '"
 else
-    check "DEV left out with several attached: refused, naming them" bash -c "
+    psp_check "DEV left out with several attached: refused, naming them" bash -c "
         $N $PSPXDP show 2>&1 >/dev/null | grep -q 'several devices attached (.*$DEV'"
 fi
 
 # ---- JSON keys: exactly the documented ones; the README's table is --keys
 "$PSPXDP" stats --keys >"$TMP/keys"
-check "README's key table is pspxdp stats --keys" bash -c "
+psp_check "README's key table is pspxdp stats --keys" bash -c "
     sed -n '/^<!-- pspxdp stats --keys -->$/,/^<!-- end of pspxdp stats --keys -->$/p' '$README' |
         sed '1d;\$d' | cmp -s - '$TMP/keys'"
 P stats $DEV -j --interval 100ms >"$TMP/stats.json"
@@ -198,9 +187,9 @@ if c["tc_packets"] != int(sys.argv[4]): bad.append(f"1:1 tc_packets {c['tc_packe
 if not isinstance(c["measured_rate_bps"], int): bad.append("measured_rate_bps not a number")
 print("\n".join(bad)); sys.exit(1 if bad else 0)
 PY
-check "stats -j / status -j keys are exactly the documented ones, raw numbers" \
+psp_check "stats -j / status -j keys are exactly the documented ones, raw numbers" \
     python3 "$TMP/keys.py" "$TMP/keys" "$TMP/stats.json" "$TMP/status.json" "$SENT"
-check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV --interval 0 | grep -q ' tc_packets $SENT '"
+psp_check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV --interval 0 | grep -q ' tc_packets $SENT '"
 
 # ---- bpftool: every pinned map shows named fields, the README's
 cat >"$TMP/maps.py" <<'PY'
@@ -237,21 +226,21 @@ for m in sorted(os.listdir(pins)):
     if m == "class_config" and (not isinstance(key, dict) or set(key) != {"minor", "major"}): bad.append("class_config key is not {minor, major}")
 print("\n".join(bad)); sys.exit(1 if bad else 0)
 PY
-check "bpftool dumps every pinned map with the README's field names" python3 "$TMP/maps.py" "$PINS" "$README"
+psp_check "bpftool dumps every pinned map with the README's field names" python3 "$TMP/maps.py" "$PINS" "$README"
 
 # ---- atomic apply: one bad line at the end changes nothing
 { cat "$TMP/saved"; echo "class 1:5 20mbit"; echo "class 1:6 bogus"; } >"$TMP/late_bad.conf"
 $N "$PSPXDP" apply $DEV "$TMP/late_bad.conf" 2>/dev/null
 P save $DEV >"$TMP/after"
-check "a file with one bad line changes nothing" cmp -s "$TMP/saved" "$TMP/after"
+psp_check "a file with one bad line changes nothing" cmp -s "$TMP/saved" "$TMP/after"
 
 # ---- a real change through apply, and back
 sed -e 's/^class 1:3 10Mbit limit 5ms$/class 1:3 20Mbit/' -e '$a class 1:7 5mbit' "$TMP/saved" >"$TMP/changed.conf"
-check "apply a changed file" bash -c "$N $PSPXDP apply $DEV $TMP/changed.conf | grep -q '1 class added, 1 class changed'"
-check "the device has it" bash -c "$N $PSPXDP save $DEV | grep -qx 'class 1:3 20Mbit' && $N $PSPXDP save $DEV | grep -qx 'class 1:7 5Mbit'"
-check "apply the saved file back" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
+psp_check "apply a changed file" bash -c "$N $PSPXDP apply $DEV $TMP/changed.conf | grep -q '1 class added, 1 class changed'"
+psp_check "the device has it" bash -c "$N $PSPXDP save $DEV | grep -qx 'class 1:3 20Mbit' && $N $PSPXDP save $DEV | grep -qx 'class 1:7 5Mbit'"
+psp_check "apply the saved file back" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
 P save $DEV >"$TMP/after"
-check "back to byte for byte the same" cmp -s "$TMP/saved" "$TMP/after"
+psp_check "back to byte for byte the same" cmp -s "$TMP/saved" "$TMP/after"
 
 # ---- 10,000 classes and 10,000 filters in one apply
 python3 - "$TMP/big.conf" <<'PY'
@@ -266,19 +255,19 @@ rc=$?
 t1=$(date +%s%N)
 ms=$(((t1 - t0) / 1000000))
 echo "     10,000 classes + 10,000 filters applied in $ms ms"
-check "10k classes and 10k filters apply" test $rc -eq 0
-check "... in under 5 s" test $ms -lt 5000
-check "... all there" bash -c "[ \$($N $PSPXDP save $DEV | grep -c '^class\|^filter') -eq 20001 ]"
-check "apply back to the small configuration" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
+psp_check "10k classes and 10k filters apply" test $rc -eq 0
+psp_check "... in under 5 s" test $ms -lt 5000
+psp_check "... all there" bash -c "[ \$($N $PSPXDP save $DEV | grep -c '^class\|^filter') -eq 20001 ]"
+psp_check "apply back to the small configuration" bash -c "$N $PSPXDP apply -q $DEV $TMP/saved"
 P save $DEV >"$TMP/after"
-check "... byte for byte" cmp -s "$TMP/saved" "$TMP/after"
+psp_check "... byte for byte" cmp -s "$TMP/saved" "$TMP/after"
 
 # ---- two commands at once: 20 adds of 100mbit with 690 Mbit/s left -> 6 fit
 for i in $(seq 20 39); do ($N "$PSPXDP" class add $DEV 1:$i 100mbit 2>/dev/null; echo $?) & done >"$TMP/par"
 wait
-check "20 concurrent class adds: exactly 6 fit the line rate" \
+psp_check "20 concurrent class adds: exactly 6 fit the line rate" \
     bash -c "[ \$(grep -cx 0 $TMP/par) -eq 6 ] && [ \$(grep -cx 2 $TMP/par) -eq 14 ]"
-check "paced sum is within the line rate" bash -c "
+psp_check "paced sum is within the line rate" bash -c "
     $N $PSPXDP show $DEV -j | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"paced_bps\"] <= d[\"line_rate_bps\"], d[\"paced_bps\"]'"
 $N "$PSPXDP" apply -q $DEV "$TMP/saved"
 
@@ -286,10 +275,10 @@ $N "$PSPXDP" apply -q $DEV "$TMP/saved"
 # class reaches on 1 Gbit/s at MTU 1400 (1418/1438: 986.092), below it at
 # 1500 (1518/1538: 986.996, where the sum with the other classes refuses it)
 $N ip link set $DEV mtu 1400
-check "MTU 1400: a class above 1418/1438 of the line is refused" bash -c "
+psp_check "MTU 1400: a class above 1418/1438 of the line is refused" bash -c "
     $N $PSPXDP class add $DEV 1:4 986500kbit 2>&1 | grep -qF '(1418/1438 of it, 1414-byte frames at MTU 1400)'"
 $N ip link set $DEV mtu 1500
-check "MTU 1500: the same rate is within the ceiling (the sum refuses it)" bash -c "
+psp_check "MTU 1500: the same rate is within the ceiling (the sum refuses it)" bash -c "
     $N $PSPXDP class add $DEV 1:4 986500kbit 2>&1 | grep -qF 'paced rates would sum to'"
 
 # ---- read-only: an unprivileged user who may read the pins
@@ -298,25 +287,28 @@ chmod o+x /sys/fs/bpf/pspxdp
 chgrp -R nogroup "$PINS" && chmod g+rx "$PINS" && chmod g+r "$PINS"/*
 cp "$PSPXDP" "$TMP/pspxdp" && chmod 755 "$TMP" "$TMP/pspxdp"
 RO="setpriv --reuid=65534 --regid=65534 --clear-groups"
-check "show works for a user who may read the pins" bash -c "$N $RO $TMP/pspxdp show $DEV | grep -q '^class 1:1 paced'"
-check "stats -j works for them" bash -c "$N $RO $TMP/pspxdp stats $DEV -j --interval 0 | python3 -m json.tool >/dev/null"
-check "save works for them" bash -c "$N $RO $TMP/pspxdp save $DEV | cmp -s - $TMP/saved"
-check "a change is refused for them" bash -c "! $N $RO $TMP/pspxdp class add $DEV 1:9 1mbit 2>/dev/null"
+psp_check "show works for a user who may read the pins" bash -c "$N $RO $TMP/pspxdp show $DEV | grep -q '^class 1:1 paced'"
+psp_check "stats -j works for them" bash -c "$N $RO $TMP/pspxdp stats $DEV -j --interval 0 | python3 -m json.tool >/dev/null"
+psp_check "save works for them" bash -c "$N $RO $TMP/pspxdp save $DEV | cmp -s - $TMP/saved"
+psp_check "a change is refused for them" bash -c "! $N $RO $TMP/pspxdp class add $DEV 1:9 1mbit 2>/dev/null"
 chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp
 ROOT_MODE=
-check "pins are not writable by others" bash -c "[ -z \"\$(find $PINS -perm /o+w)\" ]"
+psp_check "pins are not writable by others" bash -c "[ -z \"\$(find $PINS -perm /o+w)\" ]"
 
 # ---- a class change racing a detach: each either lands or is refused cleanly
 (for i in $(seq 1 40); do
     $N "$PSPXDP" class set $DEV 1:3 $((i + 1))mbit 2>>"$TMP/race_err"
     echo $?
 done) >"$TMP/race" &
-sleep 0.2
+RACE=$!
+PIDS+=($RACE)
+# The detach goes in once the first class set has landed: the race is
+# between the later ones and the detach.
+psp_check "racing class set: the first one lands" psp_wait_for 10 grep -qx 0 "$TMP/race"
 P detach $DEV >/dev/null
-wait
-check "racing class set: only 0 (before the detach) or 2 (after)" bash -c "! grep -qvx '[02]' $TMP/race"
-check "racing class set: refusals say not attached" bash -c "! grep -v 'not attached' $TMP/race_err | grep -q ."
-check "nothing left after the detach" bash -c "[ ! -e $PINS ] && ! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
+wait $RACE
+psp_check "racing class set: only 0 (before the detach) or 2 (after)" bash -c "! grep -qvx '[02]' $TMP/race"
+psp_check "racing class set: refusals say not attached" bash -c "! grep -v 'not attached' $TMP/race_err | grep -q ."
+psp_check "nothing left after the detach" bash -c "[ ! -e $PINS ] && ! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
 
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_finish

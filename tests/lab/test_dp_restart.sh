@@ -25,7 +25,7 @@ psp_lab_begin rst 10.79.0
 psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
 psp_check "class 1:1 5mbit" $N "$PSPXDP" class set $DEV 1:1 5mbit
 psp_check "filter udp dport 5002" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:1
-sleep 0.2
+psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
 # Drops the sender's namespace counted on its links: DEV and the pacer veth
 # pair. (The receiving end counts every PAUSE gap frame as dropped: not
@@ -46,27 +46,25 @@ $D nstat -n >/dev/null 2>&1
 $D timeout 30 "$TRAFFIC" sink 5002 --seconds 12 >"$TMP/sink.json" &
 SINK=$!
 PIDS+=($SINK)
-sleep 0.3
+psp_check "sink bound to port 5002" psp_wait_for 10 psp_listening $DST udp 5002
 $N timeout 20 "$TRAFFIC" send 10.79.0.2 5002 --rate 15mbit --size 200 --seconds 7 >"$TMP/send.json" &
 SEND=$!
 PIDS+=($SEND)
-sleep 2.5
-DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
+# Killed once the class is at its limit: it then holds a full backlog.
+psp_check "class 1:1 at its limit (drop_limit > 0)" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["drop_limit"] > 0'
+DPID=$(psp_daemon_pid $DEV)
 psp_check "daemon pid known ($DPID)" test -n "$DPID"
 [[ -n $DPID ]] && kill -9 "$DPID"
-for _ in $(seq 100); do psp_gone "$DPID" && break; sleep 0.01; done
-psp_check "daemon dead after kill -9" psp_gone "$DPID"
-sleep 0.5
+psp_check "daemon dead after kill -9" psp_wait_for 5 psp_gone "$DPID"
+psp_check "status says the daemon is not running" \
+    psp_wait_for 5 bash -c "$N $PSPXDP status $DEV | grep -q 'daemon: not running'"
 psp_check "attach replaces the dead attachment" $N "$PSPXDP" attach $DEV --line-rate 1gbit
 wait $SEND
 # The class drains its backlog at 5 Mbit/s: wait until it is empty.
-for _ in $(seq 100); do
-    $N "$PSPXDP" status $DEV -j >"$TMP/status.json" 2>/dev/null
-    python3 -c "import json,sys; d=json.load(open('$TMP/status.json')); sys.exit(0 if all(c['backlog_frames']==0 for c in d['classes']) else 1)" && break
-    sleep 0.1
-done
+psp_check "the backlog drains" psp_wait_for 10 psp_status_is $DEV 'all(c["backlog_frames"] == 0 for c in d["classes"])'
+# The sink listens 5 s past the stream's end: the daemon has published the
+# kernel's counts (every 100 ms) long before it returns.
 wait $SINK
-sleep 0.2 # the daemon publishes the kernel's counts every 100 ms
 $N "$PSPXDP" status $DEV -j >"$TMP/status.json"
 $D nstat -az UdpRcvbufErrors UdpInErrors >"$TMP/nstat.txt" 2>/dev/null
 drops1=$(link_drops)
@@ -103,5 +101,4 @@ psp_check "the restart is counted (restarts $restarts)" test "$restarts" -eq 1
 psp_check "the killed daemon's backlog is counted as drop_died ($died)" test "$died" -gt 0
 psp_check "UMEM accounting balanced in the new daemon" test "$acct" -eq 0
 psp_check "detach" $N "$PSPXDP" detach $DEV
-echo "$PSP_FAILS failure(s)"
-[[ $PSP_FAILS -eq 0 ]]
+psp_finish

@@ -17,25 +17,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_lab_delay "$DELAY" "$TRAFFIC" -- ip python3 nsenter timeout ethtool
 
-TAG=psp-dly$$
-A=$TAG-a L=$TAG-l B=$TAG-b
-TMP=$(mktemp -d /tmp/psp-dly.XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    ip netns del $A 2>/dev/null; ip netns del $L 2>/dev/null; ip netns del $B 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-die() { echo "FAIL - $*"; exit 1; }
+psp_begin dly
+A=psp-dly$$-a L=psp-dly$$-l B=psp-dly$$-b
+# A set-up step that fails ends the test: a failure, counted.
+die() { psp_check "$*" false; psp_finish; exit 1; }
 
-for ns in $A $L $B; do
-    ip netns add $ns || die "cannot create namespace $ns"
-    ip -n $ns link set lo up
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-done
+for ns in $A $L $B; do psp_netns $ns || die "namespace $ns"; done
 ip -n $A link add psd$$a type veth peer name psd$$la netns $L || die "veth A-L"
 ip -n $L link add psd$$lb type veth peer name psd$$b netns $B || die "veth L-B"
 for x in "$A psd$$a" "$L psd$$la" "$L psd$$lb" "$B psd$$b"; do ip -n ${x% *} link set ${x#* } up; done
@@ -59,14 +46,23 @@ run() { # run NAME DELAY_MS BUFFER SECONDS -- SENDER-ARGS...: one delay line, on
     $B_ timeout $((secs + 10)) "$TRAFFIC" sink 7001 --seconds $((secs + 2)) --stamped >"$TMP/$name.sink.json" &
     local spid=$!
     PIDS+=($spid)
-    sleep 0.3
+    psp_wait_for 10 psp_listening $B udp 7001 || die "$name: the sink did not bind port 7001"
+    # The delay line is ready once it has its two AF_PACKET sockets (in, out).
+    psp_wait_for 5 eval '(( $(psp_in_ns $L ss -H -0 | wc -l) >= 2 ))' || die "$name: the delay line did not open its sockets"
     $A_ timeout $((secs + 10)) "$TRAFFIC" send "$@" --seconds "$secs" --stamp >"$TMP/$name.send.json" &
     local tpid=$!
     PIDS+=($tpid)
-    sleep 1
-    # The delay line's memory in the middle of the run (VmHWM: its peak).
-    grep -E 'VmHWM' /proc/$(pgrep -P $dpid psp_delay || echo $dpid)/status 2>/dev/null |
-        awk '{print $2}' >"$TMP/$name.hwm"
+    # The delay line's memory peak (VmHWM), read until the sender is done.
+    local dproc
+    dproc=$(pgrep -P $dpid psp_delay || echo $dpid)
+    : >"$TMP/$name.hwm"
+    peak_memory() {
+        local kb
+        kb=$(awk '/^VmHWM/ {print $2}' /proc/$dproc/status 2>/dev/null)
+        [[ -n $kb ]] && echo "$kb" >"$TMP/$name.hwm"
+        ! kill -0 $tpid 2>/dev/null
+    }
+    psp_wait_for $((secs + 10)) peak_memory
     wait $tpid $spid $dpid
     grep -q . "$TMP/$name.delay.json" || die "$name: the delay line printed nothing"
 }
@@ -77,14 +73,11 @@ run acc 20 $((8 << 20)) 3 -- 10.76.0.2 7001 --rate 2336kbit --size 100
 #    64 KiB buffer must overflow.
 run mem 20 65536 2 -- 10.76.0.2 7001 --rate 90mbit --size 1472
 
-python3 - "$TMP" <<'PY'
+psp_verdict python3 - "$TMP" <<'PY'
 import json, sys
 tmp = sys.argv[1]
-fails = 0
 def check(what, ok):
-    global fails
     print(("ok   - " if ok else "FAIL - ") + what)
-    fails += not ok
 def load(n):
     return (json.load(open(f"{tmp}/{n}.delay.json")), json.load(open(f"{tmp}/{n}.sink.json"))["7001"],
             json.load(open(f"{tmp}/{n}.send.json")))
@@ -123,6 +116,5 @@ check(f"every frame accounted: received {d['received']} + socket drops {d['drop_
 check(f"every datagram sent reached the sink or a drop counter: sent {t['sent']} = received "
       f"{s['datagrams']} + dropped {dropped}", t["sent"] == s["datagrams"] + dropped)
 check(f"no reorder under overflow ({s['reordered']})", s["reordered"] == 0)
-print(f"{fails} failure(s)")
-sys.exit(1 if fails else 0)
 PY
+psp_finish

@@ -17,22 +17,20 @@
 # Exit 77 = skipped (not root / not built).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
 OUT=$(mktemp)
 KEEP=$(mktemp -d /tmp/psp-lab-test.XXXXXX)
 trap 'rm -f "$OUT"' EXIT
 bash "$HERE/../../lab/lab.sh" --json --out "$KEEP/results" --keep "$KEEP/raw" >"$OUT"
 rc=$?
 [[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
-[[ $rc -eq 0 ]] || { echo "FAIL - lab.sh exited $rc (artifacts in $KEEP)"; exit 1; }
-/usr/bin/python3 - "$OUT" "$KEEP/results" <<'PY'
+if psp_check "lab.sh ran (exit $rc)" test $rc -eq 0; then
+    psp_verdict /usr/bin/python3 - "$OUT" "$KEEP/results" "$KEEP/judged" <<'PY'
 import glob, json, sys
 d = json.load(open(sys.argv[1]))
-fails = 0
 judged = 0  # pspxdp classes whose byte-clock figures were judged
 def check(what, ok):
-    global fails
     print(("ok   - " if ok else "FAIL - ") + what)
-    fails += not ok
 rows = d.get("side_by_side", [])
 for scen in dict.fromkeys(r["scenario"] for r in rows):
     sr = [r for r in rows if r["scenario"] == scen]
@@ -82,16 +80,19 @@ check(f"TCP: the delay line made the RTT >= 20 ms ({tcp[0].get('rtt_ms') if tcp 
 pngs = glob.glob(f"{sys.argv[2]}/*/*.png")
 check(f"results written: {len(pngs)} plots, README.md per experiment",
       len(pngs) >= 2 and len(glob.glob(f"{sys.argv[2]}/*/README.md")) >= 2)
-print(f"{fails} failure(s), {judged} pspxdp class(es) judged")
-if not fails and not judged:
-    print("skipped: no pspxdp class could be judged on this machine now")
-    sys.exit(77)
-sys.exit(1 if fails else 0)
+print(f"     {judged} pspxdp class(es) judged")
+open(sys.argv[3], "w").write(str(judged))
 PY
-rc=$?
-if [[ $rc -eq 0 || $rc -eq 77 ]]; then
-    rm -rf "$KEEP"
-else
-    echo "results and raw files (captures, logs) kept in $KEEP"
 fi
-exit $rc
+if ((PSP_FAILS)); then
+    echo "results and raw files (captures, logs) kept in $KEEP"
+    psp_finish
+    exit
+fi
+judged=$(cat "$KEEP/judged" 2>/dev/null || echo 0)
+rm -rf "$KEEP"
+if ((judged == 0)); then
+    echo "skipped: no pspxdp class could be judged on this machine now"
+    exit 77
+fi
+psp_finish

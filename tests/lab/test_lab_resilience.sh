@@ -14,47 +14,14 @@
 #     remains - links, addresses, routes, qdiscs, filters, BPF attachments,
 #     pins and run files are exactly as before attach - and ping works.
 #
-# Everything it creates carries the prefix psp-res / psr and is removed on
+# Everything it creates carries the prefix psp-res / pres and is removed on
 # exit, even on failure. Every wait is bounded. Exit 77 = skipped.
 set -u
 source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
-HERE=$(cd "$(dirname "$0")" && pwd)
-[[ $EUID -eq 0 ]] || { echo "skip: needs root"; exit 77; }
-for bin in "$PSPXDP" "$TRAFFIC"; do
-    [[ -x $bin ]] || { echo "skip: $bin not built"; exit 77; }
-done
-for tool in ip tc iperf3 ping python3 nsenter timeout; do
-    command -v $tool >/dev/null || { echo "skip: $tool missing (scripts/setup.sh)"; exit 77; }
-done
+psp_require test_lab_resilience "$PSPXDP" "$TRAFFIC" -- ip tc iperf3 ping python3 nsenter timeout
 
-TAG=psp-res$$
-SRC=$TAG-s DST=$TAG-d
-DEV=psr$$a  # the sender's end of the wire: what pspxdp paces
-PEER=psr$$b # the receiver's end
+psp_lab_begin res 10.78.0 # DEV: the sender's end of the wire, what pspxdp paces
 IP_S=10.78.0.1 IP_D=10.78.0.2
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d /tmp/psp-res.XXXXXX)
-PIDS=()
-FAILS=0
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV # also after a kill -9 of the daemon
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
-die() { echo "FAIL - $*"; exit 1; }
-# A killed daemon is gone once it is no process or a zombie (its parent, the
-# attach that spawned it, has exited: whoever inherited it reaps it later).
-gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* ([^)]*) Z' /proc/$1/stat 2>/dev/null; }
 status_json() { $N "$PSPXDP" status $DEV -j 2>/dev/null; }
 # jq-less JSON field: jget FILE PYTHON-EXPRESSION-ON-d
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
@@ -73,58 +40,46 @@ snapshot() {
     echo "## run files"; ls -d /run/pspxdp/$DEV.* 2>/dev/null
 }
 
-# --- the wire
-ip netns add $SRC && ip netns add $DST || die "cannot create namespaces"
-PIDS=() # nothing to kill yet
-ip -n $SRC link add $DEV type veth peer name $PEER netns $DST || die "cannot create the wire veth"
-for ns in $SRC $DST; do
-    ip -n $ns link set lo up
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 # no ND/MLD noise
-    ip netns exec $ns sysctl -qw net.ipv6.conf.default.disable_ipv6=1
-done
-ip -n $SRC addr add $IP_S/24 dev $DEV
-ip -n $DST addr add $IP_D/24 dev $PEER
-ip -n $SRC link set $DEV up
-ip -n $DST link set $PEER up
-$N ping -c1 -W2 $IP_D >/dev/null || die "the wire does not carry ping before attach"
 snapshot >"$TMP/before"
 
 # --- attach, one paced class for TCP, one for the UDP stream of the kill test
-check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4
-check "status says alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "status says alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 TCP_RATE=200000000 UDP_RATE=5000000
-check "class set 1:1 200mbit (TCP)" $N "$PSPXDP" class set $DEV 1:1 200mbit
-check "class set 1:2 5mbit (UDP)" $N "$PSPXDP" class set $DEV 1:2 5mbit
-check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
-check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
-sleep 0.2
+psp_check "class set 1:1 200mbit (TCP)" $N "$PSPXDP" class set $DEV 1:1 200mbit
+psp_check "class set 1:2 5mbit (UDP)" $N "$PSPXDP" class set $DEV 1:2 5mbit
+psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
+psp_check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
+psp_check "classes 1:1 and 1:2 served" \
+    psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == c("1:2")["state"] == "served"'
 
 # --- ping through the paced path (default class 1:ffff, a normal class)
 status_json >"$TMP/s0"
+ffff_frames() { jget "$1" "[c['tx_frames'] for c in d['classes'] if c['class']=='1:ffff'][0]"; }
 $N timeout 15 ping -c 20 -i 0.05 -W 2 $IP_D >"$TMP/ping1" 2>&1
-sleep 0.3 # the daemon publishes its class counters every 100 ms
+# The daemon publishes its class counters every 100 ms.
+psp_wait_for 10 psp_status_is $DEV "c('1:ffff')['tx_frames'] >= $(ffff_frames "$TMP/s0") + 20"
 status_json >"$TMP/s1"
 loss=$(grep -oP '[0-9.]+(?=% packet loss)' "$TMP/ping1")
 rtt=$(grep -oP 'rtt [^=]+= \K[0-9./]+' "$TMP/ping1")
-ffff_frames() { jget "$1" "[c['tx_frames'] for c in d['classes'] if c['class']=='1:ffff'][0]"; }
 via_pacer=$(($(ffff_frames "$TMP/s1") - $(ffff_frames "$TMP/s0")))
 echo "     ping via pacer: loss ${loss:-?} %, rtt min/avg/max/mdev ${rtt:-?} ms; 1:ffff sent $via_pacer frames"
-check "ping through the pacer: no loss" test "${loss:-100}" = 0
-check "ping went through the pacer (1:ffff sent >= 20 echo requests)" test "$via_pacer" -ge 20
+psp_check "ping through the pacer: no loss" test "${loss:-100}" = 0
+psp_check "ping went through the pacer (1:ffff sent >= 20 echo requests)" test "$via_pacer" -ge 20
 
 # --- TCP (iperf3) through paced class 1:1
 $D timeout 30 iperf3 -s -1 -p 5201 >"$TMP/iperf3-server.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
+psp_check "iperf3 server listening" psp_wait_for 10 psp_listening $DST tcp 5201
 status_json >"$TMP/t0"
 $N ip -s -j link show >"$TMP/l0"
 $N timeout 25 iperf3 -c $IP_D -p 5201 -t 5 -O 1 -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err"
 iperf_rc=$?
 wait "${PIDS[-1]}" 2>/dev/null
-sleep 0.3 # the daemon publishes its class counters every 100 ms
+psp_wait_for 10 psp_settled $DEV 1:1 # the daemon publishes its class counters every 100 ms
 status_json >"$TMP/t1"
 $N ip -s -j link show >"$TMP/l1"
-check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
+psp_check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
 python3 - "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" $TCP_RATE >"$TMP/tcp.out" <<'PY'
 import json, sys
 ip, t0, t1, l0, l1 = (json.load(open(f)) for f in sys.argv[1:6])
@@ -164,12 +119,12 @@ echo "     TCP via 1:1 (200 Mbit/s): goodput $((tcp_goodput / 1000000)) Mbit/s =
     "TCP retransmits $tcp_retr, mean RTT $tcp_rtt ms"
 echo "     other drops/bypasses: TC passed unpaced $tcp_passed, TC redirect errors/no slot $tcp_tcerr," \
     "XDP no socket $tcp_nosock, pacer veth drops $tcp_veth"
-check "TCP L2 rate <= class rate + 2 %" test "$tcp_l2" -le $((TCP_RATE * 102 / 100))
+psp_check "TCP L2 rate <= class rate + 2 %" test "$tcp_l2" -le $((TCP_RATE * 102 / 100))
 # Floor: a 2-core VM running iperf3 client + server + a busy-polling pacer,
 # and a TCP that only learns the rate from drops; 30 % is an honest floor.
-check "TCP L2 rate >= 30 % of the class rate" test "$tcp_l2" -ge $((TCP_RATE * 30 / 100))
-check "the pacer counted the TCP frames on 1:1" test "$tcp_frames" -gt 1000
-check "no TCP segment went around the pacer (TC passed 0)" test "$tcp_passed" -eq 0
+psp_check "TCP L2 rate >= 30 % of the class rate" test "$tcp_l2" -ge $((TCP_RATE * 30 / 100))
+psp_check "the pacer counted the TCP frames on 1:1" test "$tcp_frames" -gt 1000
+psp_check "no TCP segment went around the pacer (TC passed 0)" test "$tcp_passed" -eq 0
 
 # --- kill -9 mid-stream, then attach again
 # A UDP stream at 3x its class's rate: paced, the receiver sees 5 Mbit/s; after
@@ -189,45 +144,44 @@ PY
 $D timeout 30 python3 "$TMP/recv_ts.py" 5002 12 "$TMP/arrivals" &
 RECV_PID=$!
 PIDS+=($RECV_PID)
-sleep 0.3
+psp_check "receiver bound to port 5002" psp_wait_for 10 psp_listening $DST udp 5002
 $N timeout 20 "$TRAFFIC" send $IP_D 5002 --rate 15mbit --size 200 --seconds 10 >"$TMP/send.json" &
 SEND_PID=$!
 PIDS+=($SEND_PID)
-sleep 2
-DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
-check "daemon pid known ($DPID)" test -n "$DPID"
+sleep 2 # traffic, not a wait: the paced rate before the kill is measured over 1 s of it
+DPID=$(psp_daemon_pid $DEV)
+psp_check "daemon pid known ($DPID)" test -n "$DPID"
 T_KILL=$(python3 -c "import os, sys, time; t = time.monotonic(); os.kill(int(sys.argv[1]), 9); print(f'{t:.6f}')" "$DPID")
-for _ in $(seq 100); do gone "$DPID" && break; sleep 0.01; done
-check "daemon is dead after kill -9" gone "$DPID"
-sleep 2
+psp_check "daemon is dead after kill -9" psp_wait_for 5 psp_gone "$DPID"
+sleep 2 # traffic, not a wait: the unpaced rate after the kill is measured over 1 s of it
 $N "$PSPXDP" status $DEV >"$TMP/status-dead" 2>&1
-check "status after the kill: daemon not running" grep -q "daemon: not running" "$TMP/status-dead"
+psp_check "status after the kill: daemon not running" grep -q "daemon: not running" "$TMP/status-dead"
 T_REATTACH=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
-$N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4 >"$TMP/reattach" 2>&1
+$N "$PSPXDP" attach $DEV --line-rate 1gbit >"$TMP/reattach" 2>&1
 reattach_rc=$?
 T_REATTACHED=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
 sed 's/^/     re-attach: /' "$TMP/reattach"
-check "attach after kill -9 succeeds" test $reattach_rc -eq 0
+psp_check "attach after kill -9 succeeds" test $reattach_rc -eq 0
 wait $SEND_PID
 wait $RECV_PID
 status_json >"$TMP/s-re"
-check "status after re-attach: alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-check "second attach while alive is refused" bash -c "! $N $PSPXDP attach $DEV 2>/dev/null"
-check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" python3 -c "
+psp_check "status after re-attach: alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+psp_check "second attach while alive is refused" bash -c "! $N $PSPXDP attach $DEV 2>/dev/null"
+psp_check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" python3 -c "
 import json; d = json.load(open('$TMP/s-re'))
 c = {c['class']: c for c in d['classes'] if c['kind'] in ('paced', 'normal')}
 assert c['1:1']['rate_bps'] == 200000000 and c['1:2']['rate_bps'] == 5000000, c"
-check "filters kept across the crash" bash -c "$N $PSPXDP filter show $DEV | grep -q 5201 && $N $PSPXDP filter show $DEV | grep -q 5002"
+psp_check "filters kept across the crash" bash -c "$N $PSPXDP filter show $DEV | grep -q 5201 && $N $PSPXDP filter show $DEV | grep -q 5002"
 # No duplicates: one pacer veth pair, one XDP program, one TC filter, one clsact.
 npsp=$($N ip -br link | grep -c '^psp')
 nxdp=$($N ip link | grep -c 'prog/xdp')
 nflt=$($N tc filter show dev $DEV egress | grep -c 'handle 0x')
 nclsact=$($N tc qdisc show dev $DEV | grep -c clsact)
 echo "     after re-attach: $npsp pacer veths, $nxdp XDP programs, $nflt TC filters, $nclsact clsact"
-check "one pacer veth pair" test "$npsp" -eq 2
-check "one XDP program" test "$nxdp" -eq 1
-check "one TC filter" test "$nflt" -eq 1
-check "one clsact qdisc" test "$nclsact" -eq 1
+psp_check "one pacer veth pair" test "$npsp" -eq 2
+psp_check "one XDP program" test "$nxdp" -eq 1
+psp_check "one TC filter" test "$nflt" -eq 1
+psp_check "one clsact qdisc" test "$nclsact" -eq 1
 
 python3 - "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" $UDP_RATE >"$TMP/kill.out" <<'PY'
 import sys
@@ -257,32 +211,31 @@ echo "     kill -9: largest arrival gap ${gap_ms} ms, stream back ${resume_ms} m
 echo "     1:2 (5 Mbit/s, offered 15): paced before $((paced_before / 1000)) kbit/s," \
     "after the kill $((unpaced / 1000)) kbit/s, after re-attach $((paced_after / 1000)) kbit/s" \
     "($narr datagrams; re-attach took $(python3 -c "print(f'{($T_REATTACHED - $T_REATTACH)*1000:.0f}')") ms)"
-check "traffic flows again within 200 ms of kill -9 (gap ${gap_ms} ms)" \
+psp_check "traffic flows again within 200 ms of kill -9 (gap ${gap_ms} ms)" \
     python3 -c "import sys; sys.exit(not ($gap_ms <= 200 and $resume_ms <= 200))"
-check "paced before the kill: <= 5 Mbit/s + 3 %" test "$paced_before" -le $((UDP_RATE * 103 / 100))
-check "paced before the kill: >= 50 % of the rate (it was flowing)" test "$paced_before" -ge $((UDP_RATE / 2))
-check "unpaced after the kill: > 5 Mbit/s x 1.5" test "$unpaced" -ge $((UDP_RATE * 3 / 2))
-check "paced again after re-attach: <= 5 Mbit/s + 3 %" test "$paced_after" -le $((UDP_RATE * 103 / 100))
-check "paced again after re-attach: >= 50 % of the rate" test "$paced_after" -ge $((UDP_RATE / 2))
+psp_check "paced before the kill: <= 5 Mbit/s + 3 %" test "$paced_before" -le $((UDP_RATE * 103 / 100))
+psp_check "paced before the kill: >= 50 % of the rate (it was flowing)" test "$paced_before" -ge $((UDP_RATE / 2))
+psp_check "unpaced after the kill: > 5 Mbit/s x 1.5" test "$unpaced" -ge $((UDP_RATE * 3 / 2))
+psp_check "paced again after re-attach: <= 5 Mbit/s + 3 %" test "$paced_after" -le $((UDP_RATE * 103 / 100))
+psp_check "paced again after re-attach: >= 50 % of the rate" test "$paced_after" -ge $((UDP_RATE / 2))
 
 # --- kill -9 again, then detach without re-attach: everything goes
-DPID=$(cat /run/pspxdp/$DEV.pid 2>/dev/null)
-check "new daemon pid known ($DPID)" test -n "$DPID"
+DPID=$(psp_daemon_pid $DEV)
+psp_check "new daemon pid known ($DPID)" test -n "$DPID"
 [[ -n $DPID ]] && kill -9 "$DPID"
-for _ in $(seq 100); do gone "$DPID" && break; sleep 0.01; done
-check "detach after kill -9" $N "$PSPXDP" detach $DEV
+psp_check "the new daemon is dead after kill -9" psp_wait_for 5 psp_gone "$DPID"
+psp_check "detach after kill -9" $N "$PSPXDP" detach $DEV
 snapshot >"$TMP/after"
 if ! diff -u "$TMP/before" "$TMP/after" >"$TMP/diff"; then sed 's/^/     /' "$TMP/diff"; fi
-check "links, addresses, routes, qdiscs, filters, BPF, pins, run files as before attach" \
+psp_check "links, addresses, routes, qdiscs, filters, BPF, pins, run files as before attach" \
     test ! -s "$TMP/diff"
-check "no pacer veths left" bash -c "! $N ip -br link | grep -q '^psp'"
-check "no pins left" test ! -e /sys/fs/bpf/pspxdp/$DEV
-check "no run files left" bash -c "! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
+psp_check "no pacer veths left" bash -c "! $N ip -br link | grep -q '^psp'"
+psp_check "no pins left" test ! -e /sys/fs/bpf/pspxdp/$DEV
+psp_check "no run files left" bash -c "! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
 $N timeout 10 ping -c 5 -i 0.1 -W 2 $IP_D >"$TMP/ping2" 2>&1
 loss=$(grep -oP '[0-9.]+(?=% packet loss)' "$TMP/ping2")
 echo "     ping after detach: loss ${loss:-?} %, rtt $(grep -oP 'rtt [^=]+= \K[0-9./]+' "$TMP/ping2") ms"
-check "ping after detach: as before attach (no loss)" test "${loss:-100}" = 0
-check "status after detach: not attached" bash -c "! $N $PSPXDP status $DEV 2>/dev/null"
+psp_check "ping after detach: as before attach (no loss)" test "${loss:-100}" = 0
+psp_check "status after detach: not attached" bash -c "! $N $PSPXDP status $DEV 2>/dev/null"
 
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_finish

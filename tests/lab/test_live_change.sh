@@ -23,50 +23,27 @@ source "$HERE/../../lab/netns.sh"
 STEP_LIMIT_MS=${STEP_LIMIT_MS:-500} # generous: other jobs stall this VM for 100s of ms
 psp_require test_live_change "$PSPXDP" "$TRAFFIC" -- python3 iperf3 tcpdump
 
-TAG=psp-lc$$
-SRC=$TAG-s DST=$TAG-d DEV=plc$$a PEER=plc$$b NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d)
-FAILS=0
-PIDS=()
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV
-    [[ -n ${KEEP:-} ]] && echo "kept $TMP" || rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-check() { # check DESCRIPTION COMMAND...
-    local what=$1; shift
-    if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi
-}
+NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+psp_lab_begin lc $NET
 now() { date +%s.%N; }
 
-psp_make_wire $SRC $DST $DEV $PEER $NET || exit 1
-$N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 4 >/dev/null || { echo "attach failed"; exit 1; }
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit || { psp_finish; exit 1; }
 # Real-time priority for our daemon, as the lab gives it: on a busy 2-core
 # machine a daemon at normal priority misses its heartbeat and TC passes
 # traffic unpaced (fail-open), which is not what this test is about.
-chrt -a -f -p 10 "$(cat /run/pspxdp/$DEV.pid)" >/dev/null 2>&1 || echo "     (no real-time priority for the daemon)"
+chrt -a -f -p 10 "$(psp_daemon_pid $DEV)" >/dev/null 2>&1 || echo "     (no real-time priority for the daemon)"
 # Only words every pspxdp version takes (class set, status -j), so the same
 # test measures the data path before and after a change to it.
-check "class set 1:1 300mbit" $N "$PSPXDP" class set $DEV 1:1 300mbit
-check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
-sleep 0.1
+psp_check "class set 1:1 300mbit" $N "$PSPXDP" class set $DEV 1:1 300mbit
+psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
+psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
 $D timeout 20 iperf3 -s -1 -p 5201 >"$TMP/server.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 50); do $D ss -ltn 2>/dev/null | grep -q ':5201 ' && break; sleep 0.1; done
+psp_check "iperf3 server listening" psp_wait_for 10 psp_listening $DST tcp 5201
 # Headers only (the lengths are in the pcap records): every frame towards
 # the server, the frames TC handed to class 1:1.
-$D timeout 20 tcpdump -i $PEER -s 96 -B 16384 --immediate-mode --time-stamp-precision=nano -w "$TMP/cap.pcap" \
-    "tcp dst port 5201" 2>"$TMP/tcpdump.log" &
-TCPDUMP=$!
-PIDS+=($TCPDUMP)
-for _ in $(seq 50); do grep -q listening "$TMP/tcpdump.log" && break; sleep 0.1; done
+psp_check "capture on $PEER" psp_capture "$D" $PEER "$TMP/cap" 16384 "tcp dst port 5201"
 $N "$PSPXDP" status $DEV -j >"$TMP/s0"
 
 $N timeout 20 iperf3 -c $NET.2 -p 5201 -t 3.2 -w 256K -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err" &
@@ -86,23 +63,23 @@ change() { # RATE TRACE_FILE
 written() { # TRACE_FILE: the time of the first map update, or 0
     awk '/BPF_MAP_UPDATE/ {print $1; exit}' "$1" 2>/dev/null | grep . || echo 0
 }
-sleep 1.0
+sleep 1.0 # traffic, not a wait: 1 s at 300 Mbit/s (its mean rate is measured)
 T1=$(change 100mbit "$TMP/trace1")
 T1_END=$(now)
-sleep 1.0
+sleep 1.0 # traffic, not a wait: 1 s at 100 Mbit/s (its mean rate is measured)
 T2=$(change 300mbit "$TMP/trace2")
 T2_END=$(now)
 W1=$(written "$TMP/trace1") W2=$(written "$TMP/trace2")
 wait $CLIENT
 client_rc=$?
-sleep 0.3
+psp_wait_for 10 psp_settled $DEV 1:1 # the daemon publishes its class counters every 100 ms
 $N "$PSPXDP" status $DEV -j >"$TMP/s1"
-kill -INT $TCPDUMP 2>/dev/null
-wait $TCPDUMP 2>/dev/null
-check "iperf3 ran" test $client_rc -eq 0
+kill -INT $PSP_CAPTURE_PID 2>/dev/null
+wait $PSP_CAPTURE_PID 2>/dev/null
+psp_check "iperf3 ran" test $client_rc -eq 0
 
 python3 - "$TMP/cap.pcap" "$TMP/iperf3.json" "$TMP/s0" "$TMP/s1" "$T1" "$T1_END" "$T2" "$T2_END" \
-    "$TMP/tcpdump.log" "$W1" "$W2" >"$TMP/result" <<'PY'
+    "$TMP/cap.tcpdump" "$W1" "$W2" >"$TMP/result" <<'PY'
 import json, struct, sys
 cap, ipf, s0, s1 = sys.argv[1:5]
 t1, t1_end, t2, t2_end = map(float, sys.argv[5:9])
@@ -177,41 +154,51 @@ echo "     rate 100 -> 300 Mbit/s: step ${step_up} ms after the command started 
 echo "     mean L2 rate: ${r300} Mbit/s before, ${r100} between, ${r300b} after"
 echo "     loss: $lost frames (handed to the pacer and not delivered), pacer drops $drops," \
     "socket ring full $ring, TC passed unpaced $passed; TCP retransmits $retr (spurious ones included)"
-check "the capture is complete" test "$capdrops" -eq 0
+psp_check "the capture is complete" test "$capdrops" -eq 0
 # Real-time rates on a shared 2-core VM: a starved daemon sends slower (it
 # never bursts to catch up), so what is asserted is the direction and the
 # pacer's promise (never faster than the class).
-check "the rate followed the change to 100 Mbit/s (never above it)" python3 -c "assert $r100 <= 103, $r100"
-check "the class was busier before, at 300 Mbit/s" python3 -c "assert $r300 >= 1.3 * $r100, ($r300, $r100)"
-check "and after, back at 300 Mbit/s" python3 -c "assert $r300b >= 1.3 * $r100, ($r300b, $r100)"
-check "step 300 -> 100 found, under $STEP_LIMIT_MS ms" python3 -c "assert 0 <= $step_down <= $STEP_LIMIT_MS"
-check "step 100 -> 300 found, under $STEP_LIMIT_MS ms" python3 -c "assert 0 <= $step_up <= $STEP_LIMIT_MS"
-check "zero loss: every frame handed to the pacer was delivered" test "$lost" -eq 0
-check "zero loss: the pacer dropped nothing" test "$drops" -eq 0 -a "$ring" -eq 0
-check "everything went through the pacer" test "$passed" -eq 0
+psp_check "the rate followed the change to 100 Mbit/s (never above it)" python3 -c "assert $r100 <= 103, $r100"
+psp_check "the class was busier before, at 300 Mbit/s" python3 -c "assert $r300 >= 1.3 * $r100, ($r300, $r100)"
+psp_check "and after, back at 300 Mbit/s" python3 -c "assert $r300b >= 1.3 * $r100, ($r300b, $r100)"
+psp_check "step 300 -> 100 found, under $STEP_LIMIT_MS ms" python3 -c "assert 0 <= $step_down <= $STEP_LIMIT_MS"
+psp_check "step 100 -> 300 found, under $STEP_LIMIT_MS ms" python3 -c "assert 0 <= $step_up <= $STEP_LIMIT_MS"
+psp_check "zero loss: every frame handed to the pacer was delivered" test "$lost" -eq 0
+psp_check "zero loss: the pacer dropped nothing" test "$drops" -eq 0 -a "$ring" -eq 0
+psp_check "everything went through the pacer" test "$passed" -eq 0
 
 # ---- delete a class with a backlog: delivered or counted, nothing else
-check "class set 1:2 5mbit" $N "$PSPXDP" class set $DEV 1:2 5mbit
-check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
-sleep 0.1
+psp_check "class set 1:2 5mbit" $N "$PSPXDP" class set $DEV 1:2 5mbit
+psp_check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
+psp_check "class 1:2 served" psp_wait_for 10 psp_status_is $DEV 'c("1:2")["state"] == "served"'
 $D timeout 10 "$TRAFFIC" sink 5002 --seconds 4 >"$TMP/sink.json" &
 SINK=$!
-sleep 0.3
+PIDS+=($SINK)
+psp_check "sink bound to port 5002" psp_wait_for 10 psp_listening $DST udp 5002
 # 600 x 1000 B at 20 Mbit/s into a 5 Mbit/s class: ~0.9 s of backlog.
 $N timeout 5 "$TRAFFIC" send $NET.2 5002 --rate 20mbit --size 1000 --count 600 >"$TMP/send.json" &
 SEND=$!
-sleep 0.2
+PIDS+=($SEND)
+psp_wait_for 10 psp_status_is $DEV 'c("1:2")["backlog_frames"] > 0'
 $N "$PSPXDP" status $DEV -j >"$TMP/d0"
 $N "$PSPXDP" filter del $DEV proto udp dport 5002 # the rest goes to the default class
 $N "$PSPXDP" class del $DEV 1:2
 del_rc=$?
-for i in $(seq 12); do # the deleted class drains: its counters while it does
-    $N "$PSPXDP" status $DEV -j >"$TMP/d$i"
-    sleep 0.2
-done
+# The deleted class drains: its counters while it does, until it is empty
+# (backlog 0: nothing more is sent or dropped for it) or gone.
+SAMPLES=0
+drained() {
+    SAMPLES=$((SAMPLES + 1))
+    $N "$PSPXDP" status $DEV -j >"$TMP/d$SAMPLES"
+    python3 -c '
+import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["classes"] if c["class"] == "1:2"]
+sys.exit(0 if not c or c[0]["backlog_frames"] == 0 else 1)' "$TMP/d$SAMPLES"
+}
+psp_check "the deleted class drains" psp_wait_for 10 drained
 wait $SEND
 wait $SINK
-check "class del with a backlog" test $del_rc -eq 0
+psp_check "class del with a backlog" test $del_rc -eq 0
 python3 - "$TMP/send.json" "$TMP/sink.json" "$TMP"/d* >"$TMP/del" <<'PY'
 import json, sys
 sent = json.load(open(sys.argv[1]))["sent"]
@@ -226,8 +213,7 @@ print(sent, got, counted, backlog)
 PY
 read -r sent got counted backlog <"$TMP/del"
 echo "     class deleted with $backlog frames queued: sent $sent, delivered $got, counted drops $counted"
-check "deleted with a backlog" test "$backlog" -gt 0
-check "every datagram delivered or counted" test "$sent" -eq $((got + counted))
+psp_check "deleted with a backlog" test "$backlog" -gt 0
+psp_check "every datagram delivered or counted" test "$sent" -eq $((got + counted))
 
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_finish

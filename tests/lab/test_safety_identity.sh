@@ -14,47 +14,46 @@ TAG=psi$$
 source "$(cd "$(dirname "$0")" && pwd)/safety_lib.sh"
 A=$TAG-a B=$TAG-b C=$TAG-c
 DEV=${TAG}d
-DEVS+=("$DEV")
-mkns $A; mkns $B; mkns $C
+psp_netns $A && psp_netns $B && psp_netns $C || exit 1
 mkdev $A $DEV || exit 1
 IDX=$(ifindex $A $DEV)
 # In B, a device that happens to have DEV's ifindex, with its own clsact
 # qdisc and filter (someone else's); in C, a device with DEV's name.
 ip -n $B link add ${TAG}x index "$IDX" type veth peer name ${TAG}y || exit 1
 ip -n $B link set ${TAG}x up
-in_ns $B tc qdisc add dev ${TAG}x clsact
-in_ns $B tc filter add dev ${TAG}x egress prio 1 handle 0x5053 protocol ip u32 match u32 0 0 classid 1:1
+psp_in_ns $B tc qdisc add dev ${TAG}x clsact
+psp_in_ns $B tc filter add dev ${TAG}x egress prio 1 handle 0x5053 protocol ip u32 match u32 0 0 classid 1:1
 mkdev $C $DEV || exit 1
-before_b=$(in_ns $B tc qdisc show dev ${TAG}x; in_ns $B tc filter show dev ${TAG}x egress)
+before_b=$(psp_in_ns $B tc qdisc show dev ${TAG}x; psp_in_ns $B tc filter show dev ${TAG}x egress)
 
-check "attach $DEV in A" works in_ns $A "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2
-PID=$(daemon_pid $DEV)
+psp_check "attach $DEV in A" works psp_in_ns $A "$PSPXDP" attach $DEV --line-rate 1gbit
+PID=$(psp_daemon_pid $DEV)
 before_a=$(snapshot $A $DEV)
 state_before=$(cat /run/pspxdp/$DEV.state 2>/dev/null)
 
 # --- 1. from B, nothing may act on A's attachment or on B's device
 for cmd in "detach $DEV" "status $DEV" "class set $DEV 1:1 10mbit" "class show $DEV" \
            "filter add $DEV dst 10.0.0.0/8 classid 1:ffff" "daemon $DEV"; do
-    check "from B: $cmd is refused" fails in_ns $B timeout 10 "$PSPXDP" $cmd
-    check "  ... naming the namespace it is attached in, in one line" \
+    psp_check "from B: $cmd is refused" fails psp_in_ns $B timeout 10 "$PSPXDP" $cmd
+    psp_check "  ... naming the namespace it is attached in, in one line" \
         bash -c "grep -q 'attached in network namespace net:\[[0-9]*\], not this one (net:\[[0-9]*\])' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
 done
 show_err
-check "B's device kept its clsact qdisc and filter" \
-    test "$(in_ns $B tc qdisc show dev ${TAG}x; in_ns $B tc filter show dev ${TAG}x egress)" == "$before_b"
-check "A's attachment is untouched (TC filter, veth, pins, run files)" test "$(snapshot $A $DEV)" == "$before_a"
-check "A's state file is unchanged" test "$(cat /run/pspxdp/$DEV.state 2>/dev/null)" == "$state_before"
-check "A's daemon still runs" alive "$PID"
-check "status from A: alive" bash -c "nsenter --net=/run/netns/$A $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+psp_check "B's device kept its clsact qdisc and filter" \
+    test "$(psp_in_ns $B tc qdisc show dev ${TAG}x; psp_in_ns $B tc filter show dev ${TAG}x egress)" == "$before_b"
+psp_check "A's attachment is untouched (TC filter, veth, pins, run files)" test "$(snapshot $A $DEV)" == "$before_a"
+psp_check "A's state file is unchanged" test "$(cat /run/pspxdp/$DEV.state 2>/dev/null)" == "$state_before"
+psp_check "A's daemon still runs" alive "$PID"
+psp_check "status from A: alive" bash -c "nsenter --net=/run/netns/$A $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 
 # --- a second attachment of the same name, from C, is refused
-check "from C: attach of another $DEV is refused" fails in_ns $C "$PSPXDP" attach $DEV --line-rate 1gbit
-check "  ... saying where $DEV is attached" said "attached in network namespace"
-check "C's $DEV got no qdisc" bash -c "! nsenter --net=/run/netns/$C tc qdisc show dev $DEV | grep -q clsact"
-check "A's attachment still untouched" test "$(snapshot $A $DEV)" == "$before_a"
+psp_check "from C: attach of another $DEV is refused" fails psp_in_ns $C "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "  ... saying where $DEV is attached" said "attached in network namespace"
+psp_check "C's $DEV got no qdisc" bash -c "! nsenter --net=/run/netns/$C tc qdisc show dev $DEV | grep -q clsact"
+psp_check "A's attachment still untouched" test "$(snapshot $A $DEV)" == "$before_a"
 
-check "detach from A" works in_ns $A "$PSPXDP" detach $DEV
-check "nothing of pspxdp is left for $DEV" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null; in_ns $A ip -o link show | grep ' psp[0-9]*[ab]')"
+psp_check "detach from A" works psp_in_ns $A "$PSPXDP" detach $DEV
+psp_check "nothing of pspxdp is left for $DEV" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null; psp_in_ns $A ip -o link show | grep ' psp[0-9]*[ab]')"
 
 # --- 2. device names are checked before any path is built from them
 PLANT=/tmp/psp-safety$$
@@ -62,43 +61,43 @@ touch $PLANT.lock
 mkdir -p $PLANT.d && touch $PLANT.d/keep
 for word in "../../tmp/psp-safety$$" "../../../../tmp/psp-safety$$.d" ".." "a b" $'x\ny' "0123456789abcdefg" ""; do
     for cmd in detach attach status daemon; do
-        in_ns $A "$PSPXDP" $cmd "$word" >"$TMP/out" 2>"$TMP/err"
+        psp_in_ns $A "$PSPXDP" $cmd "$word" >"$TMP/out" 2>"$TMP/err"
         rc=$?
-        check "$cmd $(printf %q "$word"): exit 2, one line naming the device name" \
+        psp_check "$cmd $(printf %q "$word"): exit 2, one line naming the device name" \
             bash -c "[[ $rc -eq 2 ]] && grep -q 'device name' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
     done
 done
-check "planted files outside pspxdp's directories are untouched" test -e $PLANT.lock -a -e $PLANT.d/keep
+psp_check "planted files outside pspxdp's directories are untouched" test -e $PLANT.lock -a -e $PLANT.d/keep
 rm -rf $PLANT.lock $PLANT.d
 
 # --- 5. ip netns exec: a private mount namespace without the host's bpffs
-check "ip netns exec A pspxdp attach" works ip netns exec $A "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2
-check "  ... pinned in the host's bpffs" test -e /sys/fs/bpf/pspxdp/$DEV/pacer_state
-check "  ... configurable from outside (nsenter)" works in_ns $A "$PSPXDP" class set $DEV 1:1 10mbit
-check "ip netns exec A pspxdp status: alive" bash -c "ip netns exec $A $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-check "ip netns exec A pspxdp class show sees the class" bash -c "ip netns exec $A $PSPXDP class show $DEV | grep -q '^class 1:1 '"
-check "without CAP_SYS_ADMIN, ip netns exec is refused" \
+psp_check "ip netns exec A pspxdp attach" works ip netns exec $A "$PSPXDP" attach $DEV --line-rate 1gbit
+psp_check "  ... pinned in the host's bpffs" test -e /sys/fs/bpf/pspxdp/$DEV/pacer_state
+psp_check "  ... configurable from outside (nsenter)" works psp_in_ns $A "$PSPXDP" class set $DEV 1:1 10mbit
+psp_check "ip netns exec A pspxdp status: alive" bash -c "ip netns exec $A $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+psp_check "ip netns exec A pspxdp class show sees the class" bash -c "ip netns exec $A $PSPXDP class show $DEV | grep -q '^class 1:1 '"
+psp_check "without CAP_SYS_ADMIN, ip netns exec is refused" \
     fails ip netns exec $A setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin "$PSPXDP" status $DEV
-check "  ... with an explanation, in one line" bash -c "grep -q 'private mount namespace' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
+psp_check "  ... with an explanation, in one line" bash -c "grep -q 'private mount namespace' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
 show_err
-check "ip netns exec A pspxdp detach" works ip netns exec $A "$PSPXDP" detach $DEV
-check "nothing of pspxdp is left for $DEV" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null; in_ns $A ip -o link show | grep ' psp[0-9]*[ab]')"
+psp_check "ip netns exec A pspxdp detach" works ip netns exec $A "$PSPXDP" detach $DEV
+psp_check "nothing of pspxdp is left for $DEV" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null; psp_in_ns $A ip -o link show | grep ' psp[0-9]*[ab]')"
 
 # --- the namespace an attachment was made in is gone: from anywhere, detach
 # removes what is left (pins, run files; its devices went with it)
 E=$TAG-e
-mkns $E
+psp_netns $E || exit 1
 mkdev $E $DEV || exit 1
-check "attach in E" works in_ns $E "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2
-kill -9 "$(daemon_pid $DEV)"
+psp_check "attach in E" works psp_in_ns $E "$PSPXDP" attach $DEV --line-rate 1gbit
+kill -9 "$(psp_daemon_pid $DEV)"
 ip netns del $E
-check "E is gone" wait_for 5 bash -c "! grep -q . <(ls -l /proc/[0-9]*/ns/net 2>/dev/null | grep -F \"\$(sed -n 's/^netns=//p' /run/pspxdp/$DEV.state)\")"
-check "status from B says E no longer exists" fails in_ns $B "$PSPXDP" status $DEV
-check "  ... and that detach removes what is left" bash -c "grep -q 'no longer exists.*pspxdp detach' $TMP/err"
+psp_check "E is gone" psp_wait_for 5 bash -c "! grep -q . <(ls -l /proc/[0-9]*/ns/net 2>/dev/null | grep -F \"\$(sed -n 's/^netns=//p' /run/pspxdp/$DEV.state)\")"
+psp_check "status from B says E no longer exists" fails psp_in_ns $B "$PSPXDP" status $DEV
+psp_check "  ... and that detach removes what is left" bash -c "grep -q 'no longer exists.*pspxdp detach' $TMP/err"
 show_err
-check "detach from B" works in_ns $B "$PSPXDP" detach $DEV
+psp_check "detach from B" works psp_in_ns $B "$PSPXDP" detach $DEV
 show_err
-check "  ... removed the pins and run files" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null)"
-check "  ... B's device still has its qdisc and filter" \
-    test "$(in_ns $B tc qdisc show dev ${TAG}x; in_ns $B tc filter show dev ${TAG}x egress)" == "$before_b"
-finish
+psp_check "  ... removed the pins and run files" test -z "$(ls /sys/fs/bpf/pspxdp/$DEV /run/pspxdp/$DEV.* 2>/dev/null)"
+psp_check "  ... B's device still has its qdisc and filter" \
+    test "$(psp_in_ns $B tc qdisc show dev ${TAG}x; psp_in_ns $B tc filter show dev ${TAG}x egress)" == "$before_b"
+psp_finish

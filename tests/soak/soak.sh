@@ -20,27 +20,11 @@ psp_require soak "$PSPXDP" "$TRAFFIC" -- ip nsenter python3 bpftool timeout
 SECONDS_TOTAL=${SOAK_SECONDS:-600}
 SCALE=${SOAK_SCALE:-1}
 ((SECONDS_TOTAL >= 30)) || { echo "SOAK_SECONDS must be >= 30"; exit 2; }
-TAG=psk$$
-SRC=$TAG-s DST=$TAG-d DEV=${TAG}a PEER=${TAG}b
-N="nsenter --net=/run/netns/$SRC"
-D="nsenter --net=/run/netns/$DST"
-TMP=$(mktemp -d /tmp/psp-soak.XXXXXX)
-PIDS=()
-FAILS=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    psp_teardown "$PSPXDP" $SRC $DST $DEV
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-check() { local what=$1; shift; if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; FAILS=$((FAILS + 1)); fi; }
+psp_lab_begin sk 10.82.0
 P() { $N "$PSPXDP" "$@"; }
 rate() { python3 -c "print(f'{int($1 * $SCALE)}kbit')"; }
 
-psp_make_wire $SRC $DST $DEV $PEER 10.82.0 || exit 1
-check "attach" P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null
+psp_check "attach" P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null
 # class port offered (kbit/s, before SOAK_SCALE)
 CLASSES="1:1 6001 240000 paced:200mbit
 1:2 6002 110000 paced:100mbit
@@ -52,7 +36,7 @@ while read -r cls port _ kind; do
 done <<<"$CLASSES"
 PORTS=6001,6002,6003,6004,6005
 
-rss() { awk '/^VmRSS/ {print $2}' "/proc/$(cat /run/pspxdp/$DEV.pid 2>/dev/null)/status" 2>/dev/null || echo 0; }
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$(psp_daemon_pid $DEV)/status" 2>/dev/null || echo 0; }
 snap() { python3 "$HERE/account.py" snap $DEV $SRC $DST >"$TMP/$1.json"; }
 
 # churn UNTIL: rate changes on 1:2 every 2 s, class 1:5 (and its filter)
@@ -70,7 +54,7 @@ churn() {
             P filter del $DEV proto udp dport 6005 && P class del $DEV 1:5
         fi
         CHURN_I=$((i + 1))
-        sleep 1
+        sleep 1 # the churn's cadence (the test's subject), not a wait
     done
 }
 
@@ -83,7 +67,7 @@ phase() {
     $D timeout $((secs + 70)) "$TRAFFIC" sink $PORTS --seconds $((secs + 60)) >"$TMP/$name.sink" &
     local sink=$!
     PIDS+=($sink)
-    sleep 0.5
+    psp_check "$name: sink bound to its ports" psp_wait_for 10 psp_listening $DST udp 6005
     while read -r cls port kbit kind; do
         $N timeout $((secs + 10)) "$TRAFFIC" send 10.82.0.2 $port --rate "$(rate $kbit)" --size 1000 \
             --seconds $secs >"$TMP/$name.send.$port" &
@@ -95,11 +79,15 @@ phase() {
     PIDS+=("${senders[@]}")
     t0=$(date +%s)
     if [[ -n $kill ]]; then
-        sleep $((secs / 3))
-        kill -9 "$(cat /run/pspxdp/$DEV.pid)"
-        sleep 1
-        P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null 2>"$TMP/reattach.err" ||
-            { echo "FAIL - re-attach after kill -9"; cat "$TMP/reattach.err"; FAILS=$((FAILS + 1)); }
+        sleep $((secs / 3)) # traffic, not a wait: the daemon dies mid-stream
+        local dpid
+        dpid=$(psp_daemon_pid $DEV)
+        kill -9 "$dpid"
+        psp_check "$name: daemon dead after kill -9" psp_wait_for 5 psp_gone "$dpid"
+        psp_check "$name: status says the daemon is not running" \
+            psp_wait_for 5 bash -c "$N $PSPXDP status $DEV | grep -q 'daemon: not running'"
+        psp_check "$name: re-attach after kill -9" P attach $DEV --line-rate 1gbit --sockets 8 >/dev/null 2>"$TMP/reattach.err" ||
+            cat "$TMP/reattach.err"
         churn $((t0 + secs))
     else
         churn $((t0 + secs / 5))
@@ -111,29 +99,32 @@ phase() {
     # Class 1:5 goes at the end of a phase, so every phase starts alike.
     P filter del $DEV proto udp dport 6005 2>/dev/null && P class del $DEV 1:5 2>/dev/null
     CHURN_I=0
-    # The sink stops once the pacer has drained (two empty reads 0.2 s
-    # apart, at most 30 s) and what was in flight has arrived.
-    local empty=0 n=150
-    while ((empty < 2 && n-- > 0)); do
-        if [[ $(python3 "$HERE/account.py" backlog $DEV) == 0 ]]; then empty=$((empty + 1)); else empty=0; fi
-        sleep 0.2
-    done
-    sleep 0.5
+    # The sink stops once the pacer has drained (two empty reads in a row,
+    # at most 30 s) and the sink has read what arrived (its sockets' queues
+    # empty).
+    EMPTY_READS=0
+    drained() {
+        if [[ $(python3 "$HERE/account.py" backlog $DEV) == 0 ]]; then EMPTY_READS=$((EMPTY_READS + 1)); else EMPTY_READS=0; fi
+        ((EMPTY_READS >= 2))
+    }
+    psp_wait_for 30 drained || echo "     $name: account.py still reads a backlog after 30 s (not judged: the balance below is)"
+    psp_check "$name: the sink has read everything" \
+        psp_wait_for 5 eval "! $D ss -Hlun | awk '\$2 > 0' | grep -q ."
     kill -TERM $sink # timeout passes it on to the sink
     wait $sink
-    sleep 0.2
+    psp_wait_for 10 psp_settled $DEV # the daemon publishes the kernel's counts every 100 ms
     snap "$name.after"
     python3 "$HERE/account.py" balance "$TMP/$name.before.json" "$TMP/$name.after.json" \
         "$TMP/$name".send.* -- "$TMP/$name.sink" >"$TMP/$name.balance"
     local ok=$?
     echo "     $name: $(cat "$TMP/$name.balance")"
-    check "$name: drops uncounted 0" test $ok -eq 0
-    check "$name: UMEM accounting balanced (no accounting failure)" python3 -c "
+    psp_check "$name: drops uncounted 0" test $ok -eq 0
+    psp_check "$name: UMEM accounting balanced (no accounting failure)" python3 -c "
 import json; b = json.load(open('$TMP/$name.balance'))
 assert b['accounting_failures'] == 0, b"
     if [[ -z $kill ]]; then
         echo "     $name: daemon RSS $rss0 kB after the first fifth, $rss1 kB at the end"
-        check "$name: RSS flat (grew < 1 MiB + 5 %)" test $((rss1 - rss0)) -lt $((1024 + rss0 / 20))
+        psp_check "$name: RSS flat (grew < 1 MiB + 5 %)" test $((rss1 - rss0)) -lt $((1024 + rss0 / 20))
     fi
 }
 
@@ -144,7 +135,6 @@ echo "     soak: ${SECONDS_TOTAL} s (phase 1 ${P1} s, kill ${PK} s, phase 3 ${P3
 phase phase1 $P1
 phase kill $PK kill
 phase phase3 $P3
-check "status alive at the end" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-check "detach" P detach $DEV >/dev/null
-echo "$FAILS failure(s)"
-[[ $FAILS -eq 0 ]]
+psp_check "status alive at the end" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
+psp_check "detach" P detach $DEV >/dev/null
+psp_finish

@@ -26,7 +26,7 @@ RATES = [
 
 # A pcap header and no frame: analyze parses its options, reads nothing.
 EMPTY_PCAP = bytes.fromhex("d4c3b2a1020004000000000000000000ffff000001000000")
-CLI_PREFIX = "pspxdp: analyze: --line-rate: "
+CLI_PREFIX = "pspxdp analyze: option --line-rate: "
 
 
 def cli_rate(pspxdp: str, pcap: str, text: str) -> int | str:

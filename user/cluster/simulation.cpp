@@ -348,6 +348,10 @@ SimConfig random_faults(uint64_t seed, size_t hosts, uint64_t duration_ns) {
     c.seed = seed;
     c.end_ns = duration_ns;
     c.budget_bps = 1'000'000'000;
+    // Safety must not rest on fast messages: some runs have etcd round
+    // trips longer than the margin.
+    c.max_delay_ns = pick(2 * ms, 800 * ms);
+    c.min_delay_ns = pick(0, c.max_delay_ns);
     for (size_t i = 0; i < hosts; ++i) {
         SimHost h;
         h.name = "h" + std::to_string(i);

@@ -134,7 +134,7 @@ Result<void> check_join(const Roster &roster, uint64_t budget_bps, const HostId 
             floors_bps += m.floor_bps;
     if (floors_bps > budget_bps)
         return refuse("floor " + format_rate(member.floor_bps) + " does not fit: the floors would sum to " +
-                      std::to_string(uint64_t(floors_bps)) + "bit, above the budget " +
+                      format_rate(uint64_t(std::min<u128>(floors_bps, UINT64_MAX))) + ", above the budget " +
                       format_rate(budget_bps));
     return {};
 }

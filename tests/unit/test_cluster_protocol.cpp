@@ -117,6 +117,16 @@ TEST_CASE("protocol: falls to its floor before the lease can expire on the serve
     CHECK(j.fx.grants == grants + 1);
 }
 
+TEST_CASE("protocol: a second lease granted while one is held is revoked, not taken", "[cluster]") {
+    Joined j;
+    j.p.on_lease_granted(3 * ms, 9, 2 * ms);
+    CHECK(j.p.lease() == 7);
+    CHECK(j.fx.revoked == std::vector<uint64_t>{9});
+    // The deadline is still the first lease's.
+    j.p.on_timer(Timing{}.safe_span_ns());
+    CHECK(j.p.applied_bps() == 100);
+}
+
 TEST_CASE("protocol: without an acknowledged epoch holding its floor, a host holds nothing", "[cluster]") {
     Recorder fx;
     HostProtocol p{"a", kMember, 1000, Timing{}, fx};

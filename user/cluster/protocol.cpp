@@ -31,7 +31,10 @@ void HostProtocol::on_view(uint64_t now_ns, const View &view) {
 
 void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
     lease_asked_ = false;
-    if (phase_ == Phase::refused || phase_ == Phase::leaving || phase_ == Phase::left) {
+    // A second grant (a retried request answered twice) is not taken: our
+    // rate may rest on the record under the current lease, which the
+    // current lease's deadline, not the new one's, protects (§11.4 Lemma 1).
+    if (lease_ != 0 || phase_ == Phase::refused || phase_ == Phase::leaving || phase_ == Phase::left) {
         effects_.revoke_lease(lease);
         return;
     }

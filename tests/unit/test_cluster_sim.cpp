@@ -83,10 +83,13 @@ struct Totals {
     uint64_t changes = 0;
 };
 
-Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory) {
+// late_ns: the timers' lateness, when not random_faults' own.
+Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory, uint64_t late_ns = 0) {
     Totals t;
     for (int i = 0; i < runs; ++i) {
         SimConfig c = random_faults(first_seed + uint64_t(i), 5, 40 * s);
+        if (late_ns != 0)
+            c.max_timer_late_ns = late_ns;
         SimResult r = simulate_cluster(c, factory);
         CheckReport report = check_budget(c.budget_bps, r.logs);
         t.violations += report.violations.size();
@@ -133,6 +136,14 @@ TEST_CASE("cluster sim: the checker catches a protocol that raises before the ac
 TEST_CASE("cluster sim: the checker catches a host that outlives its lease", "[cluster]") {
     Totals t = run_schedules(1000, 30, broken(Broken::Flaw::outlive_lease));
     CHECK(t.violations > 0);
+}
+
+TEST_CASE("cluster sim: the margin must cover a late timer", "[cluster]") {
+    // Up to the margin late: still safe...
+    Timing timing;
+    CHECK(run_schedules(1000, 30, make_host_protocol, timing.margin_ns - 50 * ms).violations == 0);
+    // ...three margins late: the deadline passes the lease's expiry.
+    CHECK(run_schedules(1000, 200, make_host_protocol, 3 * timing.margin_ns).violations > 0);
 }
 
 TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster]") {

@@ -118,6 +118,22 @@ SimConfig steady_group(size_t hosts) {
     return c;
 }
 
+// Simulates c, which must keep the sum within the budget.
+SimResult simulate_checked(const SimConfig &c) {
+    SimResult r = simulate_cluster(c);
+    CheckReport report = check_budget(c.budget_bps, r.logs);
+    CHECK(report.violations.empty());
+    return r;
+}
+
+// Four backlogged hosts (floors 50 Mbit/s, equal weights) and one fault.
+SimResult steady_with(SimFault fault, uint64_t end_ns, SimConfig &c) {
+    c = steady_group(4);
+    c.end_ns = end_ns;
+    c.faults.push_back(fault);
+    return simulate_checked(c);
+}
+
 } // namespace
 
 TEST_CASE("cluster sim: random fault schedules keep the sum within the budget", "[cluster]") {
@@ -149,8 +165,7 @@ TEST_CASE("cluster sim: the margin must cover a late timer", "[cluster]") {
 TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster]") {
     SimConfig c = steady_group(4);
     c.end_ns = 10 * s;
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimResult r = simulate_checked(c);
     for (const auto &log : r.logs)
         CHECK(rate_at(log, 1 * s) == 250'000'000);
     REQUIRE(r.store.roster);
@@ -162,11 +177,8 @@ TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster
 }
 
 TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease", "[cluster]") {
-    SimConfig c = steady_group(4);
-    c.end_ns = 30 * s;
-    c.faults.push_back({SimFault::Kind::partition, 0, 10 * s, 20 * s});
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::partition, 0, 10 * s, 20 * s}, 30 * s, c);
     // At its floor within the lease TTL.
     CHECK(rate_at(r.logs[0], 10 * s) == 250'000'000);
     CHECK(rate_at(r.logs[0], 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
@@ -188,11 +200,8 @@ TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others 
 }
 
 TEST_CASE("cluster sim: a killed host's share goes to the others within the TTL", "[cluster]") {
-    SimConfig c = steady_group(4);
-    c.end_ns = 40 * s;
-    c.faults.push_back({SimFault::Kind::crash, 0, 10 * s, 30 * s});
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::crash, 0, 10 * s, 30 * s}, 40 * s, c);
     CHECK(rate_at(r.logs[0], 10 * s) == 0);
     for (size_t i = 1; i < 4; ++i)
         CHECK(rate_at(r.logs[i], 10 * s + c.timing.lease_ttl_ns + 500 * ms) > 300'000'000);
@@ -202,11 +211,8 @@ TEST_CASE("cluster sim: a killed host's share goes to the others within the TTL"
 }
 
 TEST_CASE("cluster sim: with etcd down every host holds its floor, then recovers", "[cluster]") {
-    SimConfig c = steady_group(4);
-    c.end_ns = 40 * s;
-    c.faults.push_back({SimFault::Kind::etcd_down, 0, 10 * s, 25 * s});
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::etcd_down, 0, 10 * s, 25 * s}, 40 * s, c);
     for (const auto &log : r.logs) {
         CHECK(rate_at(log, 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
         CHECK(max_in(log, 10 * s + c.timing.lease_ttl_ns, 25 * s) == 50'000'000);
@@ -220,8 +226,7 @@ TEST_CASE("cluster sim: a join whose floor does not fit is refused and never pac
     c.hosts[0].member.floor_bps = c.hosts[1].member.floor_bps = 300'000'000;
     c.hosts[2].member.floor_bps = 400'000'001;
     c.hosts[2].join_ns = 2 * s;
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimResult r = simulate_checked(c);
     CHECK(r.logs[2].empty());
     REQUIRE(r.store.roster);
     CHECK(r.store.roster->members.count("h2") == 0);
@@ -232,8 +237,7 @@ TEST_CASE("cluster sim: a host that leaves stops at once and its share is reused
     SimConfig c = steady_group(4);
     c.end_ns = 20 * s;
     c.hosts[3].leave_ns = 10 * s;
-    SimResult r = simulate_cluster(c);
-    CHECK(check_budget(c.budget_bps, r.logs).violations.empty());
+    SimResult r = simulate_checked(c);
     CHECK(rate_at(r.logs[3], 10 * s) == 0);
     for (size_t i = 0; i < 3; ++i)
         CHECK(rate_at(r.logs[i], 12 * s) == (i == 0 ? 333'333'334u : 333'333'333u));

@@ -105,23 +105,15 @@ class Sim {
 
     // The store.
     void changed() {
-        ++revision_;
+        ++state_.revision;
         ++result_.store_writes;
         view_ = nullptr;
         for (auto &h : hosts_)
             send_view(*h);
     }
     void send_view(Host &h) {
-        if (!view_) {
-            auto v = std::make_shared<View>();
-            v->revision = revision_;
-            v->roster = roster_;
-            v->roster_rev = roster_rev_;
-            v->alloc = alloc_;
-            v->alloc_rev = alloc_rev_;
-            v->live = live_;
-            view_ = v;
-        }
+        if (!view_)
+            view_ = std::make_shared<const View>(state_);
         to_host(h, [this, &h, v = view_] { h.agent->on_view(local(h), *v); });
     }
     void grant(Host &h, uint64_t sent) {
@@ -143,26 +135,26 @@ class Sim {
     void put_live(Host &h, const Live &record) {
         if (!leases_.count(record.lease))
             return; // etcd: "requested lease not found"
-        live_[h.spec.name] = record;
+        state_.live[h.spec.name] = record;
         changed();
     }
     void cas_alloc(const Allocation &a, int64_t expected) {
-        if (alloc_rev_ != expected)
+        if (state_.alloc_rev != expected)
             return;
-        alloc_ = a;
-        alloc_rev_ = revision_ + 1;
+        state_.alloc = a;
+        state_.alloc_rev = state_.revision + 1;
         changed();
     }
     void cas_roster(const Roster &r, int64_t expected) {
-        if (roster_rev_ != expected)
+        if (state_.roster_rev != expected)
             return;
-        roster_ = r;
-        roster_rev_ = revision_ + 1;
+        state_.roster = r;
+        state_.roster_rev = state_.revision + 1;
         changed();
     }
     void drop_lease(uint64_t lease) {
         leases_.erase(lease);
-        std::erase_if(live_, [&](const auto &kv) { return kv.second.lease == lease; });
+        std::erase_if(state_.live, [&](const auto &kv) { return kv.second.lease == lease; });
         changed();
     }
     void watch_expiry(uint64_t lease) {
@@ -227,12 +219,7 @@ class Sim {
     uint64_t seq_ = 0;
     SimResult result_;
 
-    int64_t revision_ = 0;
-    std::optional<Roster> roster_;
-    int64_t roster_rev_ = 0;
-    std::optional<Allocation> alloc_;
-    int64_t alloc_rev_ = 0;
-    std::map<HostId, Live> live_;
+    View state_; // etcd's keys, the view a watch sends
     std::map<uint64_t, Lease> leases_;
     uint64_t next_lease_ = 1;
     bool store_down_ = false;
@@ -325,12 +312,7 @@ SimResult Sim::run() {
         now_ns_ = e.time_ns;
         e.fn();
     }
-    result_.store.revision = revision_;
-    result_.store.roster = roster_;
-    result_.store.roster_rev = roster_rev_;
-    result_.store.alloc = alloc_;
-    result_.store.alloc_rev = alloc_rev_;
-    result_.store.live = live_;
+    result_.store = state_;
     return std::move(result_);
 }
 

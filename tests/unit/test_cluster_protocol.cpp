@@ -193,6 +193,24 @@ TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rate
     CHECK(j.fx.allocs.size() == before + 1);
 }
 
+TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval", "[cluster]") {
+    Joined j; // its record in the view says demand 2000
+    Timing t;
+    size_t puts = j.fx.puts.size();
+    j.p.on_demand(1 * s, 2200); // +10 %: not worth a write
+    CHECK(j.fx.puts.size() == puts);
+    j.p.on_demand(1 * s, 2300); // +15 %
+    REQUIRE(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.puts.back().demand_bps == 2300);
+    // The view does not show it yet; a bigger move waits for the interval.
+    j.p.on_demand(1 * s + 1 * ms, 5000);
+    CHECK(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.wake_ns == 1 * s + t.demand_interval_ns);
+    j.p.on_timer(1 * s + t.demand_interval_ns);
+    REQUIRE(j.fx.puts.size() == puts + 2);
+    CHECK(j.fx.puts.back().demand_bps == 5000);
+}
+
 TEST_CASE("protocol: leave goes to 0, then out of the roster", "[cluster]") {
     Joined j;
     j.p.leave(5 * ms);

@@ -87,13 +87,6 @@ void HostProtocol::apply(uint64_t rate_bps) {
     applied_bps_ = rate_bps;
 }
 
-bool HostProtocol::due(uint64_t &last_ns, uint64_t now_ns, uint64_t interval_ns) const {
-    if (last_ns != 0 && now_ns - last_ns < interval_ns)
-        return false;
-    last_ns = std::max<uint64_t>(now_ns, 1);
-    return true;
-}
-
 bool HostProtocol::all_acked(uint64_t epoch) const {
     // Our own record must be in the view, under our lease: a raise decided
     // on a view that does not show us could race an epoch computed without
@@ -227,9 +220,10 @@ void HostProtocol::step(uint64_t now_ns) {
         auto own = view_->live.find(host_);
         bool own_current = own != view_->live.end() && own->second.lease == lease_ &&
                            own->second.ack_epoch >= n;
-        uint64_t moved_bps = demand_bps_ > put_demand_bps_ ? demand_bps_ - put_demand_bps_
-                                                          : put_demand_bps_ - demand_bps_;
-        bool demand_moved = moved_bps * 8 > put_demand_bps_ || (demand_bps_ == 0) != (put_demand_bps_ == 0);
+        // Against what etcd shows, so a lost write is made again.
+        uint64_t shown_bps = own_current ? own->second.demand_bps : put_demand_bps_;
+        uint64_t moved_bps = demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
+        bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;
         bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= n &&
                     now_ns - put_ns_ >= timing_.retry_ns;

@@ -105,7 +105,6 @@ class HostProtocol final : public Agent {
     bool all_acked(uint64_t epoch) const;
     bool proposer() const;
     void propose(uint64_t now_ns);
-    bool due(uint64_t &last_ns, uint64_t now_ns, uint64_t interval_ns) const;
 
     HostId host_;
     Member member_;

@@ -220,8 +220,10 @@ void HostProtocol::step(uint64_t now_ns) {
         auto own = view_->live.find(host_);
         bool own_current = own != view_->live.end() && own->second.lease == lease_ &&
                            own->second.ack_epoch >= n;
-        // Against what etcd shows, so a lost write is made again.
-        uint64_t shown_bps = own_current ? own->second.demand_bps : put_demand_bps_;
+        // Against the last write, or once it should have shown, against what
+        // etcd shows, so a lost write is made again.
+        bool settled = own_current && now_ns - put_ns_ >= timing_.retry_ns;
+        uint64_t shown_bps = settled ? own->second.demand_bps : put_demand_bps_;
         uint64_t moved_bps = demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
         bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;

@@ -30,7 +30,8 @@ std::map<HostId, Live> live_with(std::vector<std::pair<HostId, uint64_t>> demand
 // with sum clamp(w_i L, f_i, c_i) <= budget.
 std::vector<long double> model(uint64_t budget_bps, const std::vector<Claim> &claims) {
     auto at = [&](long double level, size_t i) {
-        return std::clamp<long double>(claims[i].weight * level, claims[i].floor_bps, claims[i].cap_bps);
+        return std::clamp<long double>(claims[i].weight * level, claims[i].floor_bps,
+                                       claims[i].cap_bps);
     };
     long double lo = 0, hi = 0;
     for (const Claim &c : claims)
@@ -54,7 +55,8 @@ TEST_CASE("water_fill: hand-computed cases", "[cluster]") {
     CHECK(water_fill(1000, std::vector<Claim>{{0, 100, 1}, {0, 300, 1}, {0, 800, 1}}) ==
           std::vector<uint64_t>{100, 300, 600});
     // Weights 1:3 over a budget both exceed.
-    CHECK(water_fill(1000, std::vector<Claim>{{0, 2000, 1}, {0, 2000, 3}}) == std::vector<uint64_t>{250, 750});
+    CHECK(water_fill(1000, std::vector<Claim>{{0, 2000, 1}, {0, 2000, 3}}) ==
+          std::vector<uint64_t>{250, 750});
     // A floor above the fair share is honoured; the others share the rest.
     CHECK(water_fill(1000, std::vector<Claim>{{400, 400, 1}, {0, 1000, 1}, {0, 1000, 1}}) ==
           std::vector<uint64_t>{400, 300, 300});
@@ -65,13 +67,16 @@ TEST_CASE("water_fill: hand-computed cases", "[cluster]") {
     CHECK(water_fill(1000, std::vector<Claim>{{0, 5000, 1}, {0, 5000, 1}, {0, 5000, 1}}) ==
           std::vector<uint64_t>{334, 333, 333});
     // Everything fits: every cap.
-    CHECK(water_fill(1000, std::vector<Claim>{{0, 100, 1}, {50, 200, 7}}) == std::vector<uint64_t>{100, 200});
+    CHECK(water_fill(1000, std::vector<Claim>{{0, 100, 1}, {50, 200, 7}}) ==
+          std::vector<uint64_t>{100, 200});
     // Floors alone fill the budget.
-    CHECK(water_fill(500, std::vector<Claim>{{200, 900, 1}, {300, 900, 1}}) == std::vector<uint64_t>{200, 300});
+    CHECK(water_fill(500, std::vector<Claim>{{200, 900, 1}, {300, 900, 1}}) ==
+          std::vector<uint64_t>{200, 300});
     CHECK(water_fill(500, std::vector<Claim>{}).empty());
 }
 
-TEST_CASE("allocate: demands, then the spare by weight; floors of absent members held", "[cluster]") {
+TEST_CASE("allocate: demands, then the spare by weight; floors of absent members held",
+          "[cluster]") {
     Roster r = roster_of(1000, {{"a", {0, 1, 0}}, {"b", {0, 3, 0}}});
     // Both met at 100, the 800 left over shared 1:3 on top: 250, 750.
     Allocation a = allocate(r, live_with({{"a", 100}, {"b", 100}}), 7);
@@ -111,7 +116,9 @@ TEST_CASE("check_join: the floors must fit the budget, which must be the group's
 
 TEST_CASE("water_fill: random inputs against the definition", "[cluster]") {
     std::mt19937_64 rng(19);
-    auto pick = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+    auto pick = [&](uint64_t lo, uint64_t hi) {
+        return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+    };
     for (int round = 0; round < 3000; ++round) {
         uint64_t budget = pick(0, 1) ? pick(1, 1000) : pick(1, 100'000'000'000);
         size_t n = pick(1, 12);
@@ -133,8 +140,8 @@ TEST_CASE("water_fill: random inputs against the definition", "[cluster]") {
         // Exactly the budget, or every cap.
         CHECK(std::accumulate(got.begin(), got.end(), uint64_t(0)) == std::min(budget, caps));
         for (size_t i = 0; i < n; ++i) {
-            INFO("claim " << i << " floor " << claims[i].floor_bps << " cap " << claims[i].cap_bps << " weight "
-                          << claims[i].weight);
+            INFO("claim " << i << " floor " << claims[i].floor_bps << " cap " << claims[i].cap_bps
+                          << " weight " << claims[i].weight);
             CHECK(got[i] >= claims[i].floor_bps);
             CHECK(got[i] <= claims[i].cap_bps);
             // Rounding down plus the 1 bit/s handed out, and the model's error.

@@ -1,4 +1,4 @@
-// The invariant checker (docs/design.md §11.4) on hand-made logs.
+// The invariant checker (docs/design.md §11.5) on hand-made logs.
 #include "cluster/checker.hpp"
 
 #include <catch2/catch.hpp>

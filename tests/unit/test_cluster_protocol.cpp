@@ -31,7 +31,8 @@ struct Recorder final : Effects {
 const Member kMember{100, 1, 0x10001};
 
 // A group of a (this host, lease 7) and b, budget 1000, floors 100 each.
-View group(int64_t revision, uint64_t epoch, std::map<HostId, uint64_t> rates, uint64_t a_ack, uint64_t b_ack) {
+View group(int64_t revision, uint64_t epoch, std::map<HostId, uint64_t> rates, uint64_t a_ack,
+           uint64_t b_ack) {
     View v;
     v.revision = revision;
     v.roster = Roster{1000, {{"a", kMember}, {"b", kMember}}};
@@ -127,7 +128,8 @@ TEST_CASE("protocol: a second lease granted while one is held is revoked, not ta
     CHECK(j.p.applied_bps() == 100);
 }
 
-TEST_CASE("protocol: without an acknowledged epoch holding its floor, a host holds nothing", "[cluster]") {
+TEST_CASE("protocol: without an acknowledged epoch holding its floor, a host holds nothing",
+          "[cluster]") {
     Recorder fx;
     HostProtocol p{"a", kMember, 1000, Timing{}, fx};
     p.on_demand(0, 500);
@@ -161,11 +163,13 @@ TEST_CASE("protocol: joins by compare-and-swap, refuses floors that do not fit",
     HostProtocol big{"c", Member{801, 1, 0x10002}, 1000, Timing{}, fx2};
     big.on_view(0, group(5, 0, {}, 0, 0));
     CHECK(big.phase() == HostProtocol::Phase::refused);
-    CHECK(big.refusal() == "floor 801bit does not fit: the floors would sum to 1001bit, above the budget 1Kbit");
+    CHECK(big.refusal() ==
+          "floor 801bit does not fit: the floors would sum to 1001bit, above the budget 1Kbit");
     CHECK(fx2.rosters.empty());
 }
 
-TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move", "[cluster]") {
+TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move",
+          "[cluster]") {
     Joined j; // a is the lowest live name: the proposer
     size_t before = j.fx.allocs.size();
     // b's demand drops to 50: epoch 2 should give a 900, b its floor 100.
@@ -193,7 +197,8 @@ TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rate
     CHECK(j.fx.allocs.size() == before + 1);
 }
 
-TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval", "[cluster]") {
+TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval",
+          "[cluster]") {
     Joined j; // its record in the view says demand 2000
     Timing t;
     size_t puts = j.fx.puts.size();

@@ -1,4 +1,4 @@
-// Cluster mode under faults (docs/design.md §11.5): simulated groups with
+// Cluster mode under faults (docs/design.md §11.5, §11.6): simulated groups with
 // partitions, crashes, restarts, joins, leaves and etcd outages, every
 // host's applied rates replayed by the checker. The real protocol must give
 // 0 violations; two broken ones must not, or the checker proves nothing.
@@ -84,7 +84,8 @@ struct Totals {
 };
 
 // late_ns: the timers' lateness, when not random_faults' own.
-Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory, uint64_t late_ns = 0) {
+Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory,
+                     uint64_t late_ns = 0) {
     Totals t;
     for (int i = 0; i < runs; ++i) {
         SimConfig c = random_faults(first_seed + uint64_t(i), 5, 40 * s);
@@ -97,9 +98,9 @@ Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory,
         if (report.max_sum_bps * 10 >= c.budget_bps * 9)
             ++t.busy_runs;
         if (!report.violations.empty())
-            UNSCOPED_INFO("seed " << c.seed << ": " << report.violations.size() << " violations, the first at "
-                                  << report.violations[0].start_ns << " ns, sum "
-                                  << report.violations[0].sum_bps);
+            UNSCOPED_INFO("seed " << c.seed << ": " << report.violations.size()
+                                  << " violations, the first at " << report.violations[0].start_ns
+                                  << " ns, sum " << report.violations[0].sum_bps);
     }
     return t;
 }
@@ -176,7 +177,8 @@ TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster
     CHECK(r.store.alloc->epoch <= 4);
 }
 
-TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease", "[cluster]") {
+TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease",
+          "[cluster]") {
     SimConfig c;
     SimResult r = steady_with({SimFault::Kind::partition, 0, 10 * s, 20 * s}, 30 * s, c);
     // At its floor within the lease TTL.

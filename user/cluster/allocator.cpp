@@ -133,9 +133,10 @@ Result<void> check_join(const Roster &roster, uint64_t budget_bps, const HostId 
         if (other != host)
             floors_bps += m.floor_bps;
     if (floors_bps > budget_bps)
-        return refuse("floor " + format_rate(member.floor_bps) + " does not fit: the floors would sum to " +
-                      format_rate(uint64_t(std::min<u128>(floors_bps, UINT64_MAX))) + ", above the budget " +
-                      format_rate(budget_bps));
+        return refuse("floor " + format_rate(member.floor_bps) +
+                      " does not fit: the floors would sum to " +
+                      format_rate(uint64_t(std::min<u128>(floors_bps, UINT64_MAX))) +
+                      ", above the budget " + format_rate(budget_bps));
     return {};
 }
 

@@ -1,4 +1,4 @@
-// docs/design.md §11.4.
+// docs/design.md §11.5.
 #include "cluster/checker.hpp"
 
 #include <algorithm>

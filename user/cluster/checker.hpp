@@ -1,4 +1,4 @@
-// The invariant users buy (docs/design.md §11.4): at every instant the sum
+// The invariant users buy (docs/design.md §11.4, §11.5): at every instant the sum
 // of the rates applied on the hosts is at most the budget. The checker
 // replays every host's applied-rate log against it.
 #pragma once

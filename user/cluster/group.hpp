@@ -1,4 +1,4 @@
-// What a group of hosts keeps in etcd (docs/design.md §11): the roster of
+// What a group of hosts keeps in etcd (docs/design.md §11.1): the roster of
 // reservations, the allocation epochs and each live host's record. Plain
 // values: the agent fills them from etcd, the simulator from its model store.
 #pragma once

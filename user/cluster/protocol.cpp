@@ -34,7 +34,8 @@ void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t se
     // A second grant (a retried request answered twice) is not taken: our
     // rate may rest on the record under the current lease, which the
     // current lease's deadline, not the new one's, protects (§11.4 Lemma 1).
-    if (lease_ != 0 || phase_ == Phase::refused || phase_ == Phase::leaving || phase_ == Phase::left) {
+    if (lease_ != 0 || phase_ == Phase::refused || phase_ == Phase::leaving ||
+        phase_ == Phase::left) {
         effects_.revoke_lease(lease);
         return;
     }
@@ -76,7 +77,7 @@ void HostProtocol::leave(uint64_t now_ns) {
         effects_.revoke_lease(lease_);
     lease_ = 0;
     safe_until_ns_ = 0;
-    joined_rev_ = -1;
+    roster_cas_rev_ = -1;
     step(now_ns);
 }
 
@@ -90,7 +91,7 @@ void HostProtocol::apply(uint64_t rate_bps) {
 bool HostProtocol::all_acked(uint64_t epoch) const {
     // Our own record must be in the view, under our lease: a raise decided
     // on a view that does not show us could race an epoch computed without
-    // us (§11.4, the proof's step 3).
+    // us (§11.4, case c of the proof).
     auto own = view_->live.find(host_);
     if (own == view_->live.end() || own->second.lease != lease_)
         return false;
@@ -110,7 +111,8 @@ namespace {
 bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) {
     if (next.rate_bps.size() != now.rate_bps.size())
         return true;
-    for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end(); ++a, ++b) {
+    for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end();
+         ++a, ++b) {
         if (a->first != b->first)
             return true;
         uint64_t diff = a->second > b->second ? a->second - b->second : b->second - a->second;
@@ -141,8 +143,8 @@ void HostProtocol::propose(uint64_t now_ns) {
 }
 
 void HostProtocol::join(uint64_t now_ns) {
-    bool asked_here = joined_rev_ == view_->roster_rev;
-    if (asked_here && now_ns - joined_ns_ < timing_.retry_ns)
+    bool asked_here = roster_cas_rev_ == view_->roster_rev;
+    if (asked_here && now_ns - roster_cas_ns_ < timing_.retry_ns)
         return;
     Roster next;
     if (!view_->roster || view_->roster->members.empty()) {
@@ -159,7 +161,8 @@ void HostProtocol::join(uint64_t now_ns) {
             // Raising a floor in place would break "the floor is reserved in
             // every epoch since it was established".
             phase_ = Phase::refused;
-            refusal_ = "host " + host_ + " is a member with another floor, weight or class: leave first";
+            refusal_ =
+                "host " + host_ + " is a member with another floor, weight or class: leave first";
             return;
         }
         if (auto ok = check_join(next, budget_bps_, host_, member_); !ok) {
@@ -169,8 +172,8 @@ void HostProtocol::join(uint64_t now_ns) {
         }
     }
     next.members[host_] = member_;
-    joined_rev_ = view_->roster_rev;
-    joined_ns_ = now_ns;
+    roster_cas_rev_ = view_->roster_rev;
+    roster_cas_ns_ = now_ns;
     effects_.cas_roster(next, view_->roster_rev);
 }
 
@@ -182,14 +185,14 @@ void HostProtocol::step(uint64_t now_ns) {
             phase_ = Phase::left;
             return;
         }
-        if (joined_rev_ != view_->roster_rev || now_ns - joined_ns_ >= timing_.retry_ns) {
+        if (roster_cas_rev_ != view_->roster_rev || now_ns - roster_cas_ns_ >= timing_.retry_ns) {
             Roster next = *view_->roster;
             next.members.erase(host_);
-            joined_rev_ = view_->roster_rev;
-            joined_ns_ = now_ns;
+            roster_cas_rev_ = view_->roster_rev;
+            roster_cas_ns_ = now_ns;
             effects_.cas_roster(next, view_->roster_rev);
         }
-        effects_.wake_at(joined_ns_ + timing_.retry_ns);
+        effects_.wake_at(roster_cas_ns_ + timing_.retry_ns);
         return;
     }
     uint64_t wake_ns = UINT64_MAX;
@@ -224,7 +227,8 @@ void HostProtocol::step(uint64_t now_ns) {
         // etcd shows, so a lost write is made again.
         bool settled = own_current && now_ns - put_ns_ >= timing_.retry_ns;
         uint64_t shown_bps = settled ? own->second.demand_bps : put_demand_bps_;
-        uint64_t moved_bps = demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
+        uint64_t moved_bps =
+            demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
         bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;
         bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= n &&
@@ -253,7 +257,7 @@ void HostProtocol::step(uint64_t now_ns) {
         }
     }
     if (phase_ == Phase::joining)
-        wake_ns = std::min(wake_ns, joined_ns_ + timing_.retry_ns);
+        wake_ns = std::min(wake_ns, roster_cas_ns_ + timing_.retry_ns);
     if (safe)
         wake_ns = std::min(wake_ns, safe_until_ns_);
     // A retry that is already due waits for the next event, not a timer

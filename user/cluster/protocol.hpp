@@ -126,11 +126,12 @@ class HostProtocol final : public Agent {
     uint64_t put_demand_bps_ = 0;
     uint64_t put_ns_ = 0;
     uint64_t demand_bps_ = 0;
-    // The last proposal (epoch, roster change): for which mod revision, when.
+    // The last epoch proposed and the last roster change asked (join or
+    // leave): on which mod revision, when; asked again only after retry_ns.
     int64_t proposed_rev_ = -1;
     uint64_t proposed_ns_ = 0;
-    int64_t joined_rev_ = -1;
-    uint64_t joined_ns_ = 0;
+    int64_t roster_cas_rev_ = -1;
+    uint64_t roster_cas_ns_ = 0;
 };
 
 } // namespace pspxdp::cluster

@@ -73,9 +73,12 @@ class Sim {
         queue_.push(Event{std::max(time_ns, now_ns_), seq_++, std::move(fn)});
     }
     uint64_t delay() {
-        return std::uniform_int_distribution<uint64_t>(config_.min_delay_ns, config_.max_delay_ns)(rng_);
+        return std::uniform_int_distribution<uint64_t>(config_.min_delay_ns,
+                                                       config_.max_delay_ns)(rng_);
     }
-    uint64_t late() { return std::uniform_int_distribution<uint64_t>(0, config_.max_timer_late_ns)(rng_); }
+    uint64_t late() {
+        return std::uniform_int_distribution<uint64_t>(0, config_.max_timer_late_ns)(rng_);
+    }
 
     void log(Host &h, uint64_t rate_bps) {
         h.rate_bps = rate_bps;
@@ -130,7 +133,9 @@ class Sim {
         }
         it->second.expiry_ns = now_ns_ + config_.timing.lease_ttl_ns;
         watch_expiry(lease);
-        to_host(h, [this, &h, lease, sent_local] { h.agent->on_lease_renewed(local(h), lease, sent_local); });
+        to_host(h, [this, &h, lease, sent_local] {
+            h.agent->on_lease_renewed(local(h), lease, sent_local);
+        });
     }
     void put_live(Host &h, const Live &record) {
         if (!leases_.count(record.lease))
@@ -296,7 +301,8 @@ SimResult Sim::run() {
                 // A new leader extends every lease by a full TTL (etcd's
                 // lessor Promote), and the watches resynchronise.
                 for (auto &[id, lease] : leases_) {
-                    lease.expiry_ns = std::max(lease.expiry_ns, now_ns_ + config_.timing.lease_ttl_ns);
+                    lease.expiry_ns =
+                        std::max(lease.expiry_ns, now_ns_ + config_.timing.lease_ttl_ns);
                     watch_expiry(id);
                 }
                 view_ = nullptr;
@@ -324,7 +330,9 @@ SimResult simulate_cluster(const SimConfig &config, const AgentFactory &factory)
 
 SimConfig random_faults(uint64_t seed, size_t hosts, uint64_t duration_ns) {
     std::mt19937_64 rng(seed);
-    auto pick = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };
+    auto pick = [&](uint64_t lo, uint64_t hi) {
+        return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+    };
     constexpr uint64_t ms = 1'000'000, s = 1'000'000'000;
     SimConfig c;
     c.seed = seed;

@@ -71,7 +71,8 @@ using AgentFactory = std::function<std::unique_ptr<Agent>(const SimHost &, uint6
 std::unique_ptr<Agent> make_host_protocol(const SimHost &host, uint64_t budget_bps,
                                           const Timing &timing, Effects &effects);
 
-SimResult simulate_cluster(const SimConfig &config, const AgentFactory &factory = make_host_protocol);
+SimResult simulate_cluster(const SimConfig &config,
+                           const AgentFactory &factory = make_host_protocol);
 
 // A random group of `hosts` with random floors, weights, clocks, demands and
 // faults (partitions, crashes, etcd outages, a late join, a leave), for the

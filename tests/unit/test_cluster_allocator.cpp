@@ -149,3 +149,38 @@ TEST_CASE("water_fill: random inputs against the definition", "[cluster]") {
         }
     }
 }
+
+TEST_CASE("allocate: random groups give all of the budget, floors first", "[cluster]") {
+    std::mt19937_64 rng(1919);
+    auto pick = [&](uint64_t lo, uint64_t hi) {
+        return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+    };
+    for (int round = 0; round < 1000; ++round) {
+        Roster r{pick(1, 10'000'000'000), {}};
+        std::map<HostId, Live> live;
+        uint64_t floors = 0;
+        for (size_t i = 0, n = pick(1, 10); i < n; ++i) {
+            HostId host = "h" + std::to_string(i);
+            Member m{pick(0, (r.budget_bps - floors) / 3), uint32_t(pick(1, 8)), 0};
+            floors += m.floor_bps;
+            r.members[host] = m;
+            if (pick(0, 3) != 0)
+                live[host] = Live{1, 0, pick(0, 2) ? pick(0, r.budget_bps) : 0};
+        }
+        Allocation a = allocate(r, live, 3);
+        INFO("round " << round);
+        REQUIRE(a.rate_bps.size() == r.members.size());
+        uint64_t sum = 0;
+        for (const auto &[host, m] : r.members) {
+            uint64_t rate = a.of(host);
+            sum += rate;
+            CHECK(rate >= m.floor_bps);
+            if (!live.count(host))
+                CHECK(rate == m.floor_bps); // absent: its floor, no more
+            else
+                CHECK(rate >= std::min(live[host].demand_bps, m.floor_bps));
+        }
+        // Work-conserving whenever someone is live to take the spare.
+        CHECK(sum == (live.empty() ? floors : r.budget_bps));
+    }
+}

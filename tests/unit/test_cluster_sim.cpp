@@ -177,6 +177,19 @@ TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster
     CHECK(r.store.alloc->epoch <= 4);
 }
 
+TEST_CASE("cluster sim: a demand change converges within a second", "[cluster]") {
+    SimConfig c = steady_group(4);
+    c.end_ns = 20 * s;
+    c.demands.push_back({0, 10 * s, 100'000'000});        // h0 needs little
+    c.demands.push_back({0, 15 * s, 2 * c.budget_bps}); // then all again
+    SimResult r = simulate_checked(c);
+    CHECK(rate_at(r.logs[0], 11 * s) == 100'000'000);
+    for (size_t i = 1; i < 4; ++i)
+        CHECK(rate_at(r.logs[i], 11 * s) == 300'000'000);
+    for (const auto &log : r.logs)
+        CHECK(rate_at(log, 16 * s) == 250'000'000);
+}
+
 TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease",
           "[cluster]") {
     SimConfig c;

@@ -1,0 +1,232 @@
+// One host's protocol (docs/design.md §11.3) step by step, against views
+// and lease events written by hand.
+#include "cluster/protocol.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace pspxdp::cluster;
+
+namespace {
+
+constexpr uint64_t ms = 1'000'000, s = 1'000'000'000;
+
+struct Recorder final : Effects {
+    std::vector<uint64_t> rates;
+    int grants = 0;
+    std::vector<Live> puts;
+    std::vector<std::pair<Allocation, int64_t>> allocs;
+    std::vector<std::pair<Roster, int64_t>> rosters;
+    std::vector<uint64_t> revoked;
+    uint64_t wake_ns = 0;
+
+    void apply_rate(uint64_t rate_bps) override { rates.push_back(rate_bps); }
+    void grant_lease() override { ++grants; }
+    void put_live(const Live &record) override { puts.push_back(record); }
+    void cas_alloc(const Allocation &a, int64_t rev) override { allocs.emplace_back(a, rev); }
+    void cas_roster(const Roster &r, int64_t rev) override { rosters.emplace_back(r, rev); }
+    void revoke_lease(uint64_t lease) override { revoked.push_back(lease); }
+    void wake_at(uint64_t local_ns) override { wake_ns = local_ns; }
+};
+
+const Member kMember{100, 1, 0x10001};
+
+// A group of a (this host, lease 7) and b, budget 1000, floors 100 each.
+View group(int64_t revision, uint64_t epoch, std::map<HostId, uint64_t> rates, uint64_t a_ack,
+           uint64_t b_ack) {
+    View v;
+    v.revision = revision;
+    v.roster = Roster{1000, {{"a", kMember}, {"b", kMember}}};
+    v.roster_rev = 1;
+    if (epoch) {
+        v.alloc = Allocation{epoch, rates};
+        v.alloc_rev = revision - 1;
+    }
+    v.live["a"] = Live{7, a_ack, 2000};
+    v.live["b"] = Live{8, b_ack, 2000};
+    return v;
+}
+
+// A member with lease 7 granted at t = 0, at epoch 1 (a 500, b 500: what
+// their demands ask) fully acknowledged: applied 500, floor established.
+struct Joined {
+    Recorder fx;
+    HostProtocol p{"a", kMember, 1000, Timing{}, fx};
+    Joined() {
+        p.on_lease_granted(1 * ms, 7, 0);
+        p.on_view(2 * ms, group(10, 1, {{"a", 500}, {"b", 500}}, 1, 1));
+        REQUIRE(p.phase() == HostProtocol::Phase::member);
+        REQUIRE(p.applied_bps() == 500);
+        REQUIRE(p.floor_established());
+    }
+};
+
+} // namespace
+
+TEST_CASE("protocol: lowers at once, raises only when every member acknowledged", "[cluster]") {
+    Joined j;
+    // Epoch 2 lowers a to 300: at once, then the ack, even with b behind.
+    j.p.on_view(3 * ms, group(12, 2, {{"a", 300}, {"b", 700}}, 1, 1));
+    CHECK(j.fx.rates.back() == 300);
+    REQUIRE_FALSE(j.fx.puts.empty());
+    CHECK(j.fx.puts.back().ack_epoch == 2);
+    CHECK(j.fx.puts.back().lease == 7);
+    // Epoch 3 raises a to 800: not while b has not acknowledged it...
+    j.p.on_view(4 * ms, group(14, 3, {{"a", 800}, {"b", 200}}, 3, 2));
+    CHECK(j.p.applied_bps() == 300);
+    CHECK(j.fx.puts.back().ack_epoch == 3);
+    // ...nor when b has but our own record is not in the view yet...
+    View v = group(15, 3, {{"a", 800}, {"b", 200}}, 3, 3);
+    v.live.erase("a");
+    j.p.on_view(5 * ms, v);
+    CHECK(j.p.applied_bps() == 300);
+    // ...nor when it is there under another lease (an old incarnation's)...
+    v = group(16, 3, {{"a", 800}, {"b", 200}}, 3, 3);
+    v.live["a"].lease = 6;
+    j.p.on_view(6 * ms, v);
+    CHECK(j.p.applied_bps() == 300);
+    // ...but when both are.
+    j.p.on_view(7 * ms, group(17, 3, {{"a", 800}, {"b", 200}}, 3, 3));
+    CHECK(j.p.applied_bps() == 800);
+    // An older view changes nothing.
+    j.p.on_view(8 * ms, group(12, 2, {{"a", 300}, {"b", 700}}, 2, 2));
+    CHECK(j.p.applied_bps() == 800);
+}
+
+TEST_CASE("protocol: falls to its floor before the lease can expire on the server", "[cluster]") {
+    Joined j;
+    Timing t;
+    uint64_t deadline = t.safe_span_ns(); // the lease was sent at 0
+    CHECK(deadline < t.lease_ttl_ns - t.margin_ns);
+    CHECK(deadline > t.lease_ttl_ns - t.margin_ns - 10 * ms); // drift 1e-3 of 3 s: 6 ms
+    CHECK(j.fx.wake_ns == deadline);
+    j.p.on_timer(deadline - 1);
+    CHECK(j.p.applied_bps() == 500);
+    j.p.on_timer(deadline);
+    CHECK(j.p.applied_bps() == 100);
+    // A later view does not raise it without a safe lease.
+    j.p.on_view(deadline + 1, group(20, 1, {{"a", 500}, {"b", 500}}, 1, 1));
+    CHECK(j.p.applied_bps() == 100);
+    // A keep-alive sent before the deadline and answered after it makes the
+    // lease safe again (the server refreshed it when it got it)...
+    j.p.on_lease_renewed(deadline + 2, 7, deadline - 5 * ms);
+    CHECK(j.p.lease_safe(deadline + 2));
+    CHECK(j.p.applied_bps() == 500);
+    // ...a lost one makes it ask for another.
+    int grants = j.fx.grants;
+    j.p.on_lease_lost(deadline + 3, 7);
+    CHECK(j.p.applied_bps() == 100);
+    CHECK(j.fx.grants == grants + 1);
+}
+
+TEST_CASE("protocol: a second lease granted while one is held is revoked, not taken", "[cluster]") {
+    Joined j;
+    j.p.on_lease_granted(3 * ms, 9, 2 * ms);
+    CHECK(j.p.lease() == 7);
+    CHECK(j.fx.revoked == std::vector<uint64_t>{9});
+    // The deadline is still the first lease's.
+    j.p.on_timer(Timing{}.safe_span_ns());
+    CHECK(j.p.applied_bps() == 100);
+}
+
+TEST_CASE("protocol: without an acknowledged epoch holding its floor, a host holds nothing",
+          "[cluster]") {
+    Recorder fx;
+    HostProtocol p{"a", kMember, 1000, Timing{}, fx};
+    p.on_demand(0, 500);
+    CHECK(fx.grants == 1);
+    p.on_lease_granted(1 * ms, 7, 0);
+    // Epoch 1 gives a 500 but b has not acknowledged it: a stays at 0.
+    p.on_view(2 * ms, group(10, 1, {{"a", 500}, {"b", 500}}, 1, 0));
+    CHECK(p.applied_bps() == 0);
+    CHECK_FALSE(p.floor_established());
+    p.on_timer(Timing{}.safe_span_ns());
+    CHECK(fx.rates.empty());
+}
+
+TEST_CASE("protocol: joins by compare-and-swap, refuses floors that do not fit", "[cluster]") {
+    Recorder fx;
+    HostProtocol p{"c", Member{300, 2, 0x10002}, 1000, Timing{}, fx};
+    View empty;
+    empty.revision = 3;
+    p.on_view(0, empty);
+    REQUIRE(fx.rosters.size() == 1);
+    CHECK(fx.rosters[0].second == 0);
+    CHECK(fx.rosters[0].first.budget_bps == 1000);
+    CHECK(fx.rosters[0].first.members.at("c") == Member{300, 2, 0x10002});
+    // Someone else created it first, with floors 100 + 100: 300 fits.
+    p.on_view(1 * ms, group(5, 0, {}, 0, 0));
+    REQUIRE(fx.rosters.size() == 2);
+    CHECK(fx.rosters[1].second == 1);
+    CHECK(fx.rosters[1].first.members.size() == 3);
+
+    Recorder fx2;
+    HostProtocol big{"c", Member{801, 1, 0x10002}, 1000, Timing{}, fx2};
+    big.on_view(0, group(5, 0, {}, 0, 0));
+    CHECK(big.phase() == HostProtocol::Phase::refused);
+    CHECK(big.refusal() ==
+          "floor 801bit does not fit: the floors would sum to 1001bit, above the budget 1Kbit");
+    CHECK(fx2.rosters.empty());
+}
+
+TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move",
+          "[cluster]") {
+    Joined j; // a is the lowest live name: the proposer
+    size_t before = j.fx.allocs.size();
+    // b's demand drops to 50: epoch 2 should give a 900, b its floor 100.
+    View v = group(20, 1, {{"a", 500}, {"b", 500}}, 1, 1);
+    v.live["b"].demand_bps = 50;
+    j.p.on_view(5 * ms, v);
+    REQUIRE(j.fx.allocs.size() == before + 1);
+    CHECK(j.fx.allocs.back().second == v.alloc_rev);
+    CHECK(j.fx.allocs.back().first.epoch == 2);
+    CHECK(j.fx.allocs.back().first.rate_bps == std::map<HostId, uint64_t>{{"a", 900}, {"b", 100}});
+    // Not again for the same allocation before the retry time.
+    v.revision = 21;
+    j.p.on_view(6 * ms, v);
+    CHECK(j.fx.allocs.size() == before + 1);
+    // Epoch 2 written, b not yet acknowledged: no epoch 3, whatever the demand.
+    View w = group(23, 2, {{"a", 900}, {"b", 100}}, 2, 1);
+    w.live["b"].demand_bps = 2000;
+    j.p.on_view(7 * ms, w);
+    CHECK(j.fx.allocs.size() == before + 1);
+    // A change within the hysteresis (1% of the budget) is not worth an epoch.
+    w = group(25, 2, {{"a", 500}, {"b", 500}}, 2, 2);
+    w.live["a"].demand_bps = 495;
+    w.live["b"].demand_bps = 505;
+    j.p.on_view(2 * s, w);
+    CHECK(j.fx.allocs.size() == before + 1);
+}
+
+TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval",
+          "[cluster]") {
+    Joined j; // its record in the view says demand 2000
+    Timing t;
+    size_t puts = j.fx.puts.size();
+    j.p.on_demand(1 * s, 2200); // +10 %: not worth a write
+    CHECK(j.fx.puts.size() == puts);
+    j.p.on_demand(1 * s, 2300); // +15 %
+    REQUIRE(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.puts.back().demand_bps == 2300);
+    // The view does not show it yet; a bigger move waits for the interval.
+    j.p.on_demand(1 * s + 1 * ms, 5000);
+    CHECK(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.wake_ns == 1 * s + t.demand_interval_ns);
+    j.p.on_timer(1 * s + t.demand_interval_ns);
+    REQUIRE(j.fx.puts.size() == puts + 2);
+    CHECK(j.fx.puts.back().demand_bps == 5000);
+}
+
+TEST_CASE("protocol: leave goes to 0, then out of the roster", "[cluster]") {
+    Joined j;
+    j.p.leave(5 * ms);
+    CHECK(j.p.applied_bps() == 0);
+    CHECK(j.fx.revoked == std::vector<uint64_t>{7});
+    REQUIRE_FALSE(j.fx.rosters.empty());
+    CHECK(j.fx.rosters.back().first.members.count("a") == 0);
+    View v = group(30, 1, {{"a", 500}, {"b", 500}}, 1, 1);
+    v.roster->members.erase("a");
+    v.live.erase("a");
+    j.p.on_view(6 * ms, v);
+    CHECK(j.p.phase() == HostProtocol::Phase::left);
+    CHECK(j.p.applied_bps() == 0);
+}

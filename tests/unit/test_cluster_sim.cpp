@@ -1,0 +1,262 @@
+// Cluster mode under faults (docs/design.md §11.5, §11.6): simulated groups with
+// partitions, crashes, restarts, joins, leaves and etcd outages, every
+// host's applied rates replayed by the checker. The real protocol must give
+// 0 violations; two broken ones must not, or the checker proves nothing.
+#include "cluster/allocator.hpp"
+#include "cluster/simulation.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace pspxdp::cluster;
+
+namespace {
+
+constexpr uint64_t ms = 1'000'000, s = 1'000'000'000;
+
+// The rate a log says was applied at time t.
+uint64_t rate_at(const std::vector<RateChange> &log, uint64_t t) {
+    uint64_t rate = 0;
+    for (const RateChange &c : log)
+        if (c.time_ns <= t)
+            rate = c.rate_bps;
+    return rate;
+}
+
+// The highest rate a log shows in [from, to].
+uint64_t max_in(const std::vector<RateChange> &log, uint64_t from, uint64_t to) {
+    uint64_t top = rate_at(log, from);
+    for (const RateChange &c : log)
+        if (c.time_ns > from && c.time_ns <= to)
+            top = std::max(top, c.rate_bps);
+    return top;
+}
+
+// The real protocol, broken from outside in one of two ways.
+class Broken final : public Agent {
+  public:
+    enum class Flaw {
+        // Views in which every member has acknowledged the newest epoch: it
+        // raises before the others lowered.
+        raise_before_acks,
+        // No timer, so no local deadline: a host cut off from etcd keeps its
+        // rate after its lease expired on the server.
+        outlive_lease,
+    };
+    Broken(std::unique_ptr<Agent> real, Flaw flaw) : real_(std::move(real)), flaw_(flaw) {}
+    void on_view(uint64_t now, const View &view) override {
+        if (flaw_ != Flaw::raise_before_acks)
+            return real_->on_view(now, view);
+        View lie = view;
+        for (auto &[host, live] : lie.live)
+            live.ack_epoch = lie.alloc ? lie.alloc->epoch : 0;
+        real_->on_view(now, lie);
+    }
+    void on_lease_granted(uint64_t now, uint64_t lease, uint64_t sent) override {
+        real_->on_lease_granted(now, lease, sent);
+    }
+    void on_lease_renewed(uint64_t now, uint64_t lease, uint64_t sent) override {
+        real_->on_lease_renewed(now, lease, sent);
+    }
+    void on_lease_lost(uint64_t now, uint64_t lease) override { real_->on_lease_lost(now, lease); }
+    void on_demand(uint64_t now, uint64_t demand) override { real_->on_demand(now, demand); }
+    void on_timer(uint64_t now) override {
+        if (flaw_ != Flaw::outlive_lease)
+            real_->on_timer(now);
+    }
+    void leave(uint64_t now) override { real_->leave(now); }
+    uint64_t lease() const override { return real_->lease(); }
+
+  private:
+    std::unique_ptr<Agent> real_;
+    Flaw flaw_;
+};
+
+AgentFactory broken(Broken::Flaw flaw) {
+    return [flaw](const SimHost &h, uint64_t budget, const Timing &timing, Effects &e) {
+        return std::make_unique<Broken>(make_host_protocol(h, budget, timing, e), flaw);
+    };
+}
+
+struct Totals {
+    size_t violations = 0;
+    size_t busy_runs = 0; // runs whose sum came within 10% of the budget
+    uint64_t changes = 0;
+};
+
+// late_ns: the timers' lateness, when not random_faults' own.
+Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory,
+                     uint64_t late_ns = 0) {
+    Totals t;
+    for (int i = 0; i < runs; ++i) {
+        SimConfig c = random_faults(first_seed + uint64_t(i), 5, 40 * s);
+        if (late_ns != 0)
+            c.max_timer_late_ns = late_ns;
+        SimResult r = simulate_cluster(c, factory);
+        CheckReport report = check_budget(c.budget_bps, r.logs);
+        t.violations += report.violations.size();
+        t.changes += report.changes;
+        if (report.max_sum_bps * 10 >= c.budget_bps * 9)
+            ++t.busy_runs;
+        if (!report.violations.empty())
+            UNSCOPED_INFO("seed " << c.seed << ": " << report.violations.size()
+                                  << " violations, the first at " << report.violations[0].start_ns
+                                  << " ns, sum " << report.violations[0].sum_bps);
+    }
+    return t;
+}
+
+SimConfig steady_group(size_t hosts) {
+    SimConfig c;
+    for (size_t i = 0; i < hosts; ++i) {
+        SimHost h;
+        h.name = "h" + std::to_string(i);
+        h.member = {50'000'000, 1, 0x10001};
+        h.clock_offset_ns = i * 1000 * s;
+        h.clock_rate = 1.0 + (i % 2 ? 1 : -1) * c.timing.clock_drift;
+        c.hosts.push_back(h);
+        c.demands.push_back({i, 0, 2 * c.budget_bps}); // all backlogged
+    }
+    return c;
+}
+
+// Simulates c, which must keep the sum within the budget.
+SimResult simulate_checked(const SimConfig &c) {
+    SimResult r = simulate_cluster(c);
+    CheckReport report = check_budget(c.budget_bps, r.logs);
+    CHECK(report.violations.empty());
+    return r;
+}
+
+// Four backlogged hosts (floors 50 Mbit/s, equal weights) and one fault.
+SimResult steady_with(SimFault fault, uint64_t end_ns, SimConfig &c) {
+    c = steady_group(4);
+    c.end_ns = end_ns;
+    c.faults.push_back(fault);
+    return simulate_checked(c);
+}
+
+} // namespace
+
+TEST_CASE("cluster sim: random fault schedules keep the sum within the budget", "[cluster]") {
+    Totals t = run_schedules(1000, 150, make_host_protocol);
+    CHECK(t.violations == 0);
+    // Not safe by idling: most runs use the budget, rates move a lot.
+    CHECK(t.busy_runs >= 140);
+    CHECK(t.changes > 150 * 20);
+}
+
+TEST_CASE("cluster sim: the checker catches a protocol that raises before the acks", "[cluster]") {
+    Totals t = run_schedules(1000, 30, broken(Broken::Flaw::raise_before_acks));
+    CHECK(t.violations > 0);
+}
+
+TEST_CASE("cluster sim: the checker catches a host that outlives its lease", "[cluster]") {
+    Totals t = run_schedules(1000, 30, broken(Broken::Flaw::outlive_lease));
+    CHECK(t.violations > 0);
+}
+
+TEST_CASE("cluster sim: the margin must cover a late timer", "[cluster]") {
+    // Up to the margin late: still safe...
+    Timing timing;
+    CHECK(run_schedules(1000, 30, make_host_protocol, timing.margin_ns - 50 * ms).violations == 0);
+    // ...three margins late: the deadline passes the lease's expiry.
+    CHECK(run_schedules(1000, 200, make_host_protocol, 3 * timing.margin_ns).violations > 0);
+}
+
+TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster]") {
+    SimConfig c = steady_group(4);
+    c.end_ns = 10 * s;
+    SimResult r = simulate_checked(c);
+    for (const auto &log : r.logs)
+        CHECK(rate_at(log, 1 * s) == 250'000'000);
+    REQUIRE(r.store.roster);
+    CHECK(r.store.roster->members.size() == 4);
+    CHECK(r.store.live.size() == 4);
+    // Steady demand: one epoch, not one per demand sample.
+    REQUIRE(r.store.alloc);
+    CHECK(r.store.alloc->epoch <= 4);
+}
+
+TEST_CASE("cluster sim: a demand change converges within a second", "[cluster]") {
+    SimConfig c = steady_group(4);
+    c.end_ns = 20 * s;
+    c.demands.push_back({0, 10 * s, 100'000'000});        // h0 needs little
+    c.demands.push_back({0, 15 * s, 2 * c.budget_bps}); // then all again
+    SimResult r = simulate_checked(c);
+    CHECK(rate_at(r.logs[0], 11 * s) == 100'000'000);
+    for (size_t i = 1; i < 4; ++i)
+        CHECK(rate_at(r.logs[i], 11 * s) == 300'000'000);
+    for (const auto &log : r.logs)
+        CHECK(rate_at(log, 16 * s) == 250'000'000);
+}
+
+TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease",
+          "[cluster]") {
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::partition, 0, 10 * s, 20 * s}, 30 * s, c);
+    // At its floor within the lease TTL.
+    CHECK(rate_at(r.logs[0], 10 * s) == 250'000'000);
+    CHECK(rate_at(r.logs[0], 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
+    uint64_t expiry = 0;
+    for (const auto &e : r.expiries)
+        if (e.host == "h0" && e.time_ns > 10 * s)
+            expiry = e.time_ns;
+    REQUIRE(expiry > 10 * s);
+    CHECK(expiry <= 10 * s + c.timing.lease_ttl_ns + c.max_delay_ns);
+    for (size_t i = 1; i < 4; ++i) {
+        // Nobody raises before the lease is gone on the server...
+        CHECK(max_in(r.logs[i], 10 * s, expiry) == 250'000'000);
+        // ...and then its share, not its floor, goes to the others.
+        CHECK(rate_at(r.logs[i], expiry + 1 * s) == (i == 3 ? 316'666'666u : 316'666'667u));
+    }
+    // Healed: back to equal shares.
+    for (const auto &log : r.logs)
+        CHECK(rate_at(log, 22 * s) == 250'000'000);
+}
+
+TEST_CASE("cluster sim: a killed host's share goes to the others within the TTL", "[cluster]") {
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::crash, 0, 10 * s, 30 * s}, 40 * s, c);
+    CHECK(rate_at(r.logs[0], 10 * s) == 0);
+    for (size_t i = 1; i < 4; ++i)
+        CHECK(rate_at(r.logs[i], 10 * s + c.timing.lease_ttl_ns + 500 * ms) > 300'000'000);
+    // Restarted, it gets its share back.
+    for (const auto &log : r.logs)
+        CHECK(rate_at(log, 32 * s) == 250'000'000);
+}
+
+TEST_CASE("cluster sim: with etcd down every host holds its floor, then recovers", "[cluster]") {
+    SimConfig c;
+    SimResult r = steady_with({SimFault::Kind::etcd_down, 0, 10 * s, 25 * s}, 40 * s, c);
+    for (const auto &log : r.logs) {
+        CHECK(rate_at(log, 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
+        CHECK(max_in(log, 10 * s + c.timing.lease_ttl_ns, 25 * s) == 50'000'000);
+        CHECK(rate_at(log, 27 * s) == 250'000'000);
+    }
+}
+
+TEST_CASE("cluster sim: a join whose floor does not fit is refused and never paces", "[cluster]") {
+    SimConfig c = steady_group(3);
+    c.end_ns = 10 * s;
+    c.hosts[0].member.floor_bps = c.hosts[1].member.floor_bps = 300'000'000;
+    c.hosts[2].member.floor_bps = 400'000'001;
+    c.hosts[2].join_ns = 2 * s;
+    SimResult r = simulate_checked(c);
+    CHECK(r.logs[2].empty());
+    REQUIRE(r.store.roster);
+    CHECK(r.store.roster->members.count("h2") == 0);
+    CHECK(rate_at(r.logs[0], 10 * s) == 500'000'000);
+}
+
+TEST_CASE("cluster sim: a host that leaves stops at once and its share is reused", "[cluster]") {
+    SimConfig c = steady_group(4);
+    c.end_ns = 20 * s;
+    c.hosts[3].leave_ns = 10 * s;
+    SimResult r = simulate_checked(c);
+    CHECK(rate_at(r.logs[3], 10 * s) == 0);
+    for (size_t i = 0; i < 3; ++i)
+        CHECK(rate_at(r.logs[i], 12 * s) == (i == 0 ? 333'333'334u : 333'333'333u));
+    REQUIRE(r.store.roster);
+    CHECK(r.store.roster->members.count("h3") == 0);
+    CHECK(r.store.live.count("h3") == 0);
+}

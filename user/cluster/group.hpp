@@ -1,0 +1,60 @@
+// What a group of hosts keeps in etcd (docs/design.md §11.1): the roster of
+// reservations, the allocation epochs and each live host's record. Plain
+// values: the agent fills them from etcd, the simulator from its model store.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace pspxdp::cluster {
+
+using HostId = std::string;
+
+// A host's reservation, kept until it leaves: its floor is held for it in
+// every allocation, alive or not, so a host cut off from etcd may always
+// run at its floor (§11.3).
+struct Member {
+    uint64_t floor_bps = 0;
+    uint32_t weight = 1;
+    uint32_t classid = 0; // the class on that host, for `group show`
+    friend bool operator==(const Member &, const Member &) = default;
+};
+
+struct Roster {
+    uint64_t budget_bps = 0;
+    std::map<HostId, Member> members;
+};
+
+// Epoch n of the allocation: a rate for every member of the roster it was
+// computed from. A host missing from it (it joined later) holds 0.
+struct Allocation {
+    uint64_t epoch = 0;
+    std::map<HostId, uint64_t> rate_bps;
+    uint64_t of(const HostId &host) const {
+        auto it = rate_bps.find(host);
+        return it == rate_bps.end() ? 0 : it->second;
+    }
+};
+
+// A live host's record, attached to its etcd lease: deleted by etcd when the
+// lease expires. ack_epoch n says the host applies at most epoch n's rate.
+struct Live {
+    uint64_t lease = 0;
+    uint64_t ack_epoch = 0;
+    uint64_t demand_bps = 0;
+};
+
+// The group's keys at one store revision, as one host last saw them.
+// *_rev are the keys' mod revisions (0: absent), for compare-and-swap.
+struct View {
+    int64_t revision = 0;
+    std::optional<Roster> roster;
+    int64_t roster_rev = 0;
+    std::optional<Allocation> alloc;
+    int64_t alloc_rev = 0;
+    std::map<HostId, Live> live;
+};
+
+} // namespace pspxdp::cluster

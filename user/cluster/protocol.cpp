@@ -1,0 +1,269 @@
+// docs/design.md §11.3.
+#include "cluster/protocol.hpp"
+
+#include "cluster/allocator.hpp"
+
+#include <algorithm>
+
+namespace pspxdp::cluster {
+
+uint64_t Timing::safe_span_ns() const {
+    // The leader expires the lease no earlier than TTL of its own time after
+    // it received the keep-alive, which is after it was sent; a local span D
+    // lasts at most D / (1 - drift) of real time.
+    double span = double(lease_ttl_ns) * (1.0 - clock_drift) / (1.0 + clock_drift);
+    return span > double(margin_ns) ? uint64_t(span) - margin_ns : 0;
+}
+
+HostProtocol::HostProtocol(HostId host, Member member, uint64_t budget_bps, Timing timing,
+                           Effects &effects)
+    : host_(std::move(host)), member_(member), budget_bps_(budget_bps), timing_(timing),
+      effects_(effects) {}
+
+void HostProtocol::on_view(uint64_t now_ns, const View &view) {
+    // Watches deliver revisions in order, but a re-read after a reconnect may
+    // race one: never step back.
+    if (view_ && view.revision <= view_->revision)
+        return;
+    view_ = std::make_unique<View>(view);
+    step(now_ns);
+}
+
+void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
+    lease_asked_ = false;
+    // A second grant (a retried request answered twice) is not taken: our
+    // rate may rest on the record under the current lease, which the
+    // current lease's deadline, not the new one's, protects (§11.4 Lemma 1).
+    if (lease_ != 0 || phase_ == Phase::refused || phase_ == Phase::leaving ||
+        phase_ == Phase::left) {
+        effects_.revoke_lease(lease);
+        return;
+    }
+    lease_ = lease;
+    safe_until_ns_ = sent_ns + timing_.safe_span_ns();
+    step(now_ns);
+}
+
+void HostProtocol::on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
+    if (lease != lease_)
+        return;
+    safe_until_ns_ = std::max(safe_until_ns_, sent_ns + timing_.safe_span_ns());
+    step(now_ns);
+}
+
+void HostProtocol::on_lease_lost(uint64_t now_ns, uint64_t lease) {
+    if (lease != lease_)
+        return;
+    lease_ = 0;
+    safe_until_ns_ = 0;
+    step(now_ns);
+}
+
+void HostProtocol::on_demand(uint64_t now_ns, uint64_t demand_bps) {
+    demand_bps_ = demand_bps;
+    step(now_ns);
+}
+
+void HostProtocol::on_timer(uint64_t now_ns) { step(now_ns); }
+
+void HostProtocol::leave(uint64_t now_ns) {
+    if (phase_ == Phase::left || phase_ == Phase::leaving)
+        return;
+    // At 0 first: once the reservation is gone no epoch holds a floor for us.
+    apply(0);
+    established_ = false;
+    phase_ = Phase::leaving;
+    if (lease_ != 0)
+        effects_.revoke_lease(lease_);
+    lease_ = 0;
+    safe_until_ns_ = 0;
+    roster_cas_rev_ = -1;
+    step(now_ns);
+}
+
+void HostProtocol::apply(uint64_t rate_bps) {
+    if (rate_bps == applied_bps_)
+        return;
+    effects_.apply_rate(rate_bps);
+    applied_bps_ = rate_bps;
+}
+
+bool HostProtocol::all_acked(uint64_t epoch) const {
+    // Our own record must be in the view, under our lease: a raise decided
+    // on a view that does not show us could race an epoch computed without
+    // us (§11.4, case c of the proof).
+    auto own = view_->live.find(host_);
+    if (own == view_->live.end() || own->second.lease != lease_)
+        return false;
+    return std::all_of(view_->live.begin(), view_->live.end(),
+                       [&](const auto &kv) { return kv.second.ack_epoch >= epoch; });
+}
+
+bool HostProtocol::proposer() const {
+    // The live member with the lowest name writes epochs; the compare-and-
+    // swap on the allocation key, not this choice, keeps them in sequence.
+    return !view_->live.empty() && view_->live.begin()->first == host_ &&
+           view_->live.begin()->second.lease == lease_;
+}
+
+namespace {
+
+bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) {
+    if (next.rate_bps.size() != now.rate_bps.size())
+        return true;
+    for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end();
+         ++a, ++b) {
+        if (a->first != b->first)
+            return true;
+        uint64_t diff = a->second > b->second ? a->second - b->second : b->second - a->second;
+        if (diff > step_bps)
+            return true;
+    }
+    return false;
+}
+
+} // namespace
+
+void HostProtocol::propose(uint64_t now_ns) {
+    if (!view_->roster)
+        return;
+    uint64_t n = epoch();
+    // One epoch in flight: the next waits for every live member's ack.
+    if (view_->alloc && !all_acked(n))
+        return;
+    Allocation next = allocate(*view_->roster, view_->live, n + 1);
+    if (view_->alloc &&
+        !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget))
+        return;
+    if (proposed_rev_ == view_->alloc_rev && now_ns - proposed_ns_ < timing_.retry_ns)
+        return;
+    proposed_rev_ = view_->alloc_rev;
+    proposed_ns_ = now_ns;
+    effects_.cas_alloc(next, view_->alloc_rev);
+}
+
+void HostProtocol::join(uint64_t now_ns) {
+    bool asked_here = roster_cas_rev_ == view_->roster_rev;
+    if (asked_here && now_ns - roster_cas_ns_ < timing_.retry_ns)
+        return;
+    Roster next;
+    if (!view_->roster || view_->roster->members.empty()) {
+        // The first member, or the first after all left, sets the budget.
+        next.budget_bps = budget_bps_;
+    } else {
+        next = *view_->roster;
+        auto it = next.members.find(host_);
+        if (it != next.members.end() && it->second == member_) {
+            phase_ = Phase::member;
+            return;
+        }
+        if (it != next.members.end()) {
+            // Raising a floor in place would break "the floor is reserved in
+            // every epoch since it was established".
+            phase_ = Phase::refused;
+            refusal_ =
+                "host " + host_ + " is a member with another floor, weight or class: leave first";
+            return;
+        }
+        if (auto ok = check_join(next, budget_bps_, host_, member_); !ok) {
+            phase_ = Phase::refused;
+            refusal_ = ok.error();
+            return;
+        }
+    }
+    next.members[host_] = member_;
+    roster_cas_rev_ = view_->roster_rev;
+    roster_cas_ns_ = now_ns;
+    effects_.cas_roster(next, view_->roster_rev);
+}
+
+void HostProtocol::step(uint64_t now_ns) {
+    if (phase_ == Phase::refused || phase_ == Phase::left)
+        return;
+    if (phase_ == Phase::leaving) {
+        if (!view_ || !view_->roster || !view_->roster->members.count(host_)) {
+            phase_ = Phase::left;
+            return;
+        }
+        if (roster_cas_rev_ != view_->roster_rev || now_ns - roster_cas_ns_ >= timing_.retry_ns) {
+            Roster next = *view_->roster;
+            next.members.erase(host_);
+            roster_cas_rev_ = view_->roster_rev;
+            roster_cas_ns_ = now_ns;
+            effects_.cas_roster(next, view_->roster_rev);
+        }
+        effects_.wake_at(roster_cas_ns_ + timing_.retry_ns);
+        return;
+    }
+    uint64_t wake_ns = UINT64_MAX;
+    if (lease_ == 0 && (!lease_asked_ || now_ns - lease_asked_ns_ >= timing_.retry_ns)) {
+        lease_asked_ = true;
+        lease_asked_ns_ = now_ns;
+        effects_.grant_lease();
+    }
+    if (lease_ == 0)
+        wake_ns = lease_asked_ns_ + timing_.retry_ns;
+
+    // The most this host may hold now. Without a safe lease: the floor, if
+    // an acknowledged epoch ever held it for us, else nothing.
+    bool safe = lease_safe(now_ns);
+    uint64_t fallback_bps = established_ ? member_.floor_bps : 0;
+    uint64_t cap_bps = fallback_bps;
+    if (safe && view_ && view_->alloc)
+        cap_bps = view_->alloc->of(host_);
+    if (applied_bps_ > cap_bps)
+        apply(cap_bps); // lower at once
+
+    if (phase_ == Phase::joining && view_)
+        join(now_ns);
+    if (phase_ == Phase::refused)
+        return;
+    if (phase_ == Phase::member && safe && view_) {
+        uint64_t n = epoch();
+        auto own = view_->live.find(host_);
+        bool own_current = own != view_->live.end() && own->second.lease == lease_ &&
+                           own->second.ack_epoch >= n;
+        // Against the last write, or once it should have shown, against what
+        // etcd shows, so a lost write is made again.
+        bool settled = own_current && now_ns - put_ns_ >= timing_.retry_ns;
+        uint64_t shown_bps = settled ? own->second.demand_bps : put_demand_bps_;
+        uint64_t moved_bps =
+            demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
+        bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
+        bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;
+        bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= n &&
+                    now_ns - put_ns_ >= timing_.retry_ns;
+        if (put_lease_ != lease_ || put_ack_ < n || demand_due || lost) {
+            // Acknowledges n: the rate applied is already at most epoch n's.
+            put_lease_ = lease_;
+            put_ack_ = n;
+            put_demand_bps_ = demand_bps_;
+            put_ns_ = now_ns;
+            effects_.put_live(Live{lease_, n, demand_bps_});
+        } else if (demand_moved) {
+            wake_ns = std::min(wake_ns, put_ns_ + timing_.demand_interval_ns);
+        }
+        if (!own_current)
+            wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
+        if (view_->alloc && applied_bps_ < cap_bps && all_acked(n)) {
+            apply(cap_bps);
+            if (view_->alloc->rate_bps.count(host_))
+                established_ = true;
+        }
+        if (proposer()) {
+            propose(now_ns);
+            if (proposed_rev_ == view_->alloc_rev)
+                wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
+        }
+    }
+    if (phase_ == Phase::joining)
+        wake_ns = std::min(wake_ns, roster_cas_ns_ + timing_.retry_ns);
+    if (safe)
+        wake_ns = std::min(wake_ns, safe_until_ns_);
+    // A retry that is already due waits for the next event, not a timer
+    // that would fire now again.
+    if (wake_ns != UINT64_MAX && wake_ns > now_ns)
+        effects_.wake_at(wake_ns);
+}
+
+} // namespace pspxdp::cluster

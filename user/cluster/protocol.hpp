@@ -1,0 +1,137 @@
+// One host's side of a group (docs/design.md §11.3): a state machine fed with
+// the group's keys as etcd shows them (View), lease events and demand
+// samples, acting through Effects. It holds the invariant's local half: the
+// rate it applies is lowered at once to the newest epoch's, raised only when
+// every live member has acknowledged that epoch, and falls to the floor
+// before its lease can have expired on the server.
+#pragma once
+
+#include "cluster/group.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pspxdp::cluster {
+
+// What the protocol asks of the world. Store writes are requests: their
+// outcome comes back as a later View (or lease event); any may be lost.
+class Effects {
+  public:
+    virtual ~Effects() = default;
+    // Returns once the pacer paces the class at rate_bps (0: holds it).
+    virtual void apply_rate(uint64_t rate_bps) = 0;
+    // Grant a lease (on_lease_granted answers).
+    virtual void grant_lease() = 0;
+    // Put this host's live record, attached to `lease` (fails on a dead one).
+    virtual void put_live(const Live &record) = 0;
+    // Write the allocation if its key's mod revision is still expected_rev.
+    virtual void cas_alloc(const Allocation &alloc, int64_t expected_rev) = 0;
+    virtual void cas_roster(const Roster &roster, int64_t expected_rev) = 0;
+    // Revoke the lease, which deletes the live record.
+    virtual void revoke_lease(uint64_t lease) = 0;
+    // Call on_timer at or after this local time.
+    virtual void wake_at(uint64_t local_ns) = 0;
+};
+
+struct Timing {
+    // The TTL the agent asks etcd for, and the bound it assumes on how far a
+    // host's clock rate and the etcd leader's may each differ from real time.
+    uint64_t lease_ttl_ns = 3'000'000'000;
+    double clock_drift = 1e-3;
+    // Taken off the lease's safe span for a late timer and the time a lower
+    // rate needs to reach the pacer.
+    uint64_t margin_ns = 500'000'000;
+    // A member's demand is written again when it moved by more than 1/8
+    // (hysteresis, and a bound on etcd writes), at most once per interval.
+    uint64_t demand_interval_ns = 200'000'000;
+    // The proposer writes a new epoch when a rate would move by more than
+    // this fraction of the budget (or the roster or live set changed).
+    uint32_t hysteresis_of_budget = 100;
+    // A lost store request is asked again after this long.
+    uint64_t retry_ns = 500'000'000;
+
+    // How long after a keep-alive was *sent* the lease is surely alive on
+    // the server: TTL in the leader's time, read through two clocks that
+    // may each drift, less the margin.
+    uint64_t safe_span_ns() const;
+};
+
+// The events a host's agent receives; HostProtocol is the real one, the
+// tests wrap or replace it to prove the checker catches a broken one.
+class Agent {
+  public:
+    virtual ~Agent() = default;
+    virtual void on_view(uint64_t now_ns, const View &view) = 0;
+    virtual void on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) = 0;
+    virtual void on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) = 0;
+    virtual void on_lease_lost(uint64_t now_ns, uint64_t lease) = 0;
+    virtual void on_demand(uint64_t now_ns, uint64_t demand_bps) = 0;
+    virtual void on_timer(uint64_t now_ns) = 0;
+    virtual void leave(uint64_t now_ns) = 0;
+    virtual uint64_t lease() const = 0;
+};
+
+class HostProtocol final : public Agent {
+  public:
+    enum class Phase { joining, member, refused, leaving, left };
+
+    HostProtocol(HostId host, Member member, uint64_t budget_bps, Timing timing, Effects &effects);
+
+    void on_view(uint64_t now_ns, const View &view) override;
+    void on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) override;
+    void on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) override;
+    void on_lease_lost(uint64_t now_ns, uint64_t lease) override;
+    void on_demand(uint64_t now_ns, uint64_t demand_bps) override;
+    void on_timer(uint64_t now_ns) override;
+    // Apply 0, take the reservation out of the roster, revoke the lease.
+    void leave(uint64_t now_ns) override;
+    uint64_t lease() const override { return lease_; }
+
+    Phase phase() const { return phase_; }
+    const std::string &refusal() const { return refusal_; }
+    uint64_t applied_bps() const { return applied_bps_; }
+    // The newest epoch seen (0: none).
+    uint64_t epoch() const { return view_ && view_->alloc ? view_->alloc->epoch : 0; }
+    // Whether the floor is this host's to hold without etcd (§11.3).
+    bool floor_established() const { return established_; }
+    // Whether the lease is surely alive on the server at now_ns.
+    bool lease_safe(uint64_t now_ns) const { return lease_ != 0 && now_ns < safe_until_ns_; }
+
+  private:
+    void step(uint64_t now_ns);
+    void join(uint64_t now_ns);
+    void apply(uint64_t rate_bps);
+    bool all_acked(uint64_t epoch) const;
+    bool proposer() const;
+    void propose(uint64_t now_ns);
+
+    HostId host_;
+    Member member_;
+    uint64_t budget_bps_;
+    Timing timing_;
+    Effects &effects_;
+    Phase phase_ = Phase::joining;
+    std::string refusal_;
+    std::unique_ptr<View> view_;
+    uint64_t applied_bps_ = 0;
+    bool established_ = false;
+    uint64_t lease_ = 0;
+    uint64_t safe_until_ns_ = 0;
+    bool lease_asked_ = false;
+    uint64_t lease_asked_ns_ = 0;
+    // The live record last put: under which lease, acknowledging what.
+    uint64_t put_lease_ = 0;
+    uint64_t put_ack_ = 0;
+    uint64_t put_demand_bps_ = 0;
+    uint64_t put_ns_ = 0;
+    uint64_t demand_bps_ = 0;
+    // The last epoch proposed and the last roster change asked (join or
+    // leave): on which mod revision, when; asked again only after retry_ns.
+    int64_t proposed_rev_ = -1;
+    uint64_t proposed_ns_ = 0;
+    int64_t roster_cas_rev_ = -1;
+    uint64_t roster_cas_ns_ = 0;
+};
+
+} // namespace pspxdp::cluster

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Verdicts of the deterministic lab tests (test_clockless, test_horizon,
+test_dp_tcp, test_lab_10k) from what the daemon, the kernel and the capture
+count over a judged window: a status -j and an `ip -s -j link show DEV`
+before (NAME.s0, NAME.dev0) and after it (NAME.s1, NAME.dev1).
+
+A window is judged only where the machine let it be measured: no frame
+passed unpaced (the daemon stalled past its 100 ms heartbeat), none dropped
+between DEV and the receiver (the veth's backlog overflowed: the receiving
+softirq starved), none dropped by the capture. Otherwise `loaded` names the
+figures; the test retries once, then skips (exit 77). Underruns never make a
+window unjudgeable: the byte clock cuts their time out (design §3.7) and a
+real-time figure gets it put back (underrun_bytes).
+
+  verdict_pacing.py served STATUS CLASS...    exit 0 once every CLASS is served
+  verdict_pacing.py settled NAME              exit 0 once NAME's window balances:
+      nothing backlogged, and what left DEV (sent + dropped) is what the
+      daemon counted (wire + gap frames) plus what TC passed unpaced
+  verdict_pacing.py loaded NAME [ANALYZE]     prints why NAME's window cannot be
+      judged (nothing: it can), exit 0 either way
+  verdict_pacing.py TEST ARGS...              TEST's checks: "CHECK 0|1 WHAT" lines
+      (window.sh's window_checks counts them) and figures to print
+      clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
+      tcp TMP                        tenk TMP CLASSES RATE_BPS
+"""
+import json
+import sys
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def load(path: str) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def classes(status: Json) -> dict[str, Json]:
+    return {c["class"]: c for c in status["classes"]}
+
+
+class Window:
+    """Counter deltas between NAME.s0/.dev0 and NAME.s1/.dev1."""
+
+    def __init__(self, name: str) -> None:
+        self.s0: Json = load(f"{name}.s0")
+        self.s1: Json = load(f"{name}.s1")
+        tx0 = load(f"{name}.dev0")[0]["stats64"]["tx"]
+        tx1 = load(f"{name}.dev1")[0]["stats64"]["tx"]
+        self.dev_packets: int = tx1["packets"] - tx0["packets"]
+        self.dev_dropped: int = tx1["dropped"] - tx0["dropped"]
+
+    def daemon(self, key: str) -> int:
+        return int(self.s1["daemon"][key] - self.s0["daemon"][key])
+
+    def cls(self, ids: list[str], key: str) -> int:
+        c0, c1 = classes(self.s0), classes(self.s1)
+        return sum(int(c1[i][key] - (c0[i][key] if i in c0 else 0)) for i in ids)
+
+    def passed(self) -> int:
+        return self.cls([c["class"] for c in self.s1["classes"]], "tc_passed")
+
+    def backlog(self) -> int:
+        return sum(int(c["backlog_frames"]) for c in self.s1["classes"])
+
+    def balances(self) -> bool:
+        return (self.dev_packets + self.dev_dropped
+                == self.daemon("wire_frames") + self.daemon("gap_frames") + self.passed())
+
+    def loaded(self, capture_drops: int = 0) -> list[str]:
+        why = []
+        if self.passed():
+            why.append(f"{self.passed()} frames passed unpaced: the daemon stalled > 100 ms")
+        if self.dev_dropped:
+            why.append(f"{self.dev_dropped} frames dropped by the veth: the receiver starved")
+        if capture_drops:
+            why.append(f"{capture_drops} frames dropped by the capture")
+        return why
+
+
+def check(ok: bool, what: str) -> None:
+    print(f"CHECK {int(ok)} {what}")
+
+
+def wire_counts(name: str, w: Window, a: Json, ids: list[str]) -> None:
+    """What the capture saw is what the daemon sent in the window (judged
+    windows have no drop): every frame, the gap frames, the class's frames."""
+    gaps, wire, tx = w.daemon("gap_frames"), w.daemon("wire_frames"), w.cls(ids, "tx_frames")
+    got = sum(f["frames"] for f in a["flows"] if f["name"] != "other")
+    check(a["frames"] == wire + gaps and a["gap_frames"] == gaps and got == tx and tx > 0,
+          f"{name}: the wire carried what the daemon counted: {a['frames']} frames "
+          f"(daemon {wire} + {gaps} gap), {a['gap_frames']} PAUSE, class {got} (daemon {tx})")
+
+
+def rate_err_pct(f: Json, rate_bps: int) -> float:
+    return (f["mean_rate_bps"] - rate_bps) / rate_bps * 100 if f["mean_rate_bps"] else -100.0
+
+
+def pause_share(w: Window) -> float:
+    gap = w.daemon("gap_bytes")
+    return gap / max(1, gap + w.daemon("wire_frame_bytes") + w.daemon("planned_idle_bytes"))
+
+
+def clockless(auto: str, byte: str, rate_bps: int) -> None:
+    for name in (auto, byte):
+        w, a = Window(name), load(f"{name}.json")
+        f = a["flows"][0]
+        d = w.s1["daemon"]
+        print(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
+              f"{a['frames']} frames, {a['gap_frames']} PAUSE; daemon {w.daemon('gap_frames')} gap "
+              f"frames, {w.daemon('underruns')} underruns, {w.daemon('late_wakeups')} late wake-ups "
+              f"(latest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
+              f"bench/run_horizon.sh): {f['frames']} frames, {rate_err_pct(f, rate_bps):+.3f} %, "
+              f"burst {f['max_burst_at_target_mtu'] or 0:.2f} MTU")
+        wire_counts(name.rsplit('/', 1)[-1], w, a, ["1:1"])
+    a, w = load(f"{auto}.json"), Window(auto)
+    check(a["gap_frames"] == 0 and w.daemon("gap_frames") == 0,
+          f"clockless: no PAUSE frame on the wire (capture {a['gap_frames']}, daemon {w.daemon('gap_frames')})")
+    a, w = load(f"{byte}.json"), Window(byte)
+    check(a["gap_frames"] > 0, f"--clock byte: gap frames again ({a['gap_frames']} PAUSE)")
+
+
+def horizon(inf: str, h50: str, rate_bps: int) -> None:
+    for name, h in ((inf, "inf"), (h50, "50us")):
+        w, a = Window(name), load(f"{name}.json")
+        f = a["flows"][0]
+        share = pause_share(w)
+        print(f"H={h}: PAUSE share {share * 100:.1f} % of the wire (counters), {w.daemon('gap_frames')} "
+              f"gap frames, {w.daemon('planned_idles')} planned idles, {w.daemon('late_wakeups')} late "
+              f"wake-ups ({w.daemon('late_ns') / 1e3:.0f} us), {w.daemon('underruns')} underruns "
+              f"({w.daemon('underrun_bytes')} byte times); class: {f['frames']} frames, "
+              f"{rate_err_pct(f, rate_bps):+.4f} %, burst {f['max_burst_at_target_mtu'] or 0:.2f} MTU "
+              f"({'byte clock' if h == 'inf' else 'hybrid clock: timing, not judged; bench/run_horizon.sh'})")
+        wire_counts(f"H={h}", w, a, ["1:1"])
+        if h == "inf":
+            check(share >= 0.80, f"H=inf: PAUSE share {share:.4f} >= 0.80 (the paper's rule fills the wire)")
+            # The byte clock is the daemon's: an underrun's time is cut out
+            # of both (design 3.7), so the class is exact on it.
+            err, burst = rate_err_pct(f, rate_bps), f["max_burst_at_target_mtu"]
+            check(abs(err) <= 0.01 and burst is not None and burst <= 2.0,
+                  f"H=inf: byte clock: rate within 0.01 % ({err:+.4f} %), burstiness {burst} <= 2 MTU")
+        else:
+            check(share <= 0.10, f"H=50us: PAUSE share {share:.4f} <= 0.10")
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[1] if len(argv) > 1 else ""
+    if cmd == "served" and len(argv) > 3:
+        c = classes(load(argv[2]))
+        return 0 if all(i in c and c[i]["state"] == "served" for i in argv[3:]) else 1
+    if cmd == "settled" and len(argv) == 3:
+        w = Window(argv[2])
+        return 0 if w.backlog() == 0 and w.balances() else 1
+    if cmd == "loaded" and len(argv) in (3, 4):
+        drops = int(load(argv[3]).get("capture_drops") or 0) if len(argv) == 4 else 0
+        print("; ".join(Window(argv[2]).loaded(drops)))
+        return 0
+    if cmd == "clockless" and len(argv) == 5:
+        clockless(argv[2], argv[3], int(argv[4]))
+        return 0
+    if cmd == "horizon" and len(argv) == 5:
+        horizon(argv[2], argv[3], int(argv[4]))
+        return 0
+    print(__doc__.split("\n\n")[-1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -21,7 +21,9 @@ real-time figure gets it put back (underrun_bytes).
   verdict_pacing.py TEST ARGS...              TEST's checks: "CHECK 0|1 WHAT" lines
       (window.sh's window_checks counts them) and figures to print
       clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
-      tcp TMP                        tenk TMP CLASSES RATE_BPS
+      tcp TMP                        tenk TMP CLASSES RATE_BPS JUDGE(0|1)
+  verdict_pacing.py behind STEADY_JSON CLASSES RATE_BPS   why the classes were
+      not all backlogged (the sender fell short), empty if they were
 """
 import json
 import sys
@@ -195,6 +197,62 @@ def tcp(tmp: str) -> None:
         check(ok, f"ECN, one flow: {what}")
 
 
+def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
+    """The 10,000-class run: the byte clock per class over the capture (the
+    window cap.*), the accounting over the whole run (since attach)."""
+    a = load(f"{tmp}/analyze.json")
+    run = Window(f"{tmp}/run")
+    st, d = run.s1, run.s1["daemon"]
+    flows = {f["name"]: f for f in a["flows"]}
+    worst_err, worst_burst, missing, bad = 0.0, 0.0, [], []
+    for i in range(1, n + 1):
+        f = flows.get(f"c{i}")
+        if not f or f["frames"] < 3:
+            missing.append(i)
+            continue
+        err = abs(rate_err_pct(f, rate))
+        burst = f["max_burst_at_target_mtu"] or 0.0
+        worst_err, worst_burst = max(worst_err, err), max(worst_burst, burst)
+        if err > 0.01 or burst > 2.0:
+            bad.append((i, f["frames"], round(err, 4), round(burst, 3)))
+    cls = st["classes"]
+    tc, rx, tx = (sum(c[k] for c in cls) for k in ("tc_frames", "rx_frames", "tx_frames"))
+    drops = {k: sum(c[k] for c in cls) for k in cls[0] if k.startswith("drop_")}
+    kernel = d["socket_ring_full"] + d["socket_fill_empty"] + st["xdp"]["no_socket"]
+    backlog = run.backlog()
+    # Packets TC passed unpaced (daemon stalled past its heartbeat) go to
+    # DEV directly: UDP here, one frame each.
+    passed = sum(c["tc_passed"] for c in cls)
+    cap = Window(f"{tmp}/cap")
+    print(f"capture: {a['frames']} frames ({a['gap_frames']} PAUSE), {a['capture_drops'] or 0} dropped by "
+          f"the capture; daemon in its window: {cap.daemon('underruns')} underruns "
+          f"({cap.daemon('underrun_bytes')} byte times, cut out of the byte clock)")
+    print(f"classes judged: {n - len(missing)} of {n}; worst rate error {worst_err:.5f} %, worst burst "
+          f"{worst_burst:.3f} MTU at {rate} bit/s; {len(bad)} outside the bounds {bad[:5]}")
+    print(f"greedy: {flows.get('greedy', {}).get('mean_rate_bps', 0) / 1e6:.1f} Mbit/s (byte clock)")
+    print(f"TC handed over {tc} frames; pacer took {rx} (+ kernel drops {kernel}, unknown tags "
+          f"{d['unknown_class']}); sent {tx}, drops {drops}, backlog {backlog}")
+    print(f"DEV sent {run.dev_packets} frames (+ {run.dev_dropped} dropped); the pacer counted "
+          f"{d['wire_frames']} frames + {d['gap_frames']} gaps, TC passed {passed} unpaced; UMEM "
+          f"accounting failures {d['accounting_failures']}")
+    if judge:
+        check(not missing, f"every class in the capture ({n - len(missing)} of {n} with >= 3 frames)")
+        check(not bad, f"every class: byte-clock rate error <= 0.01 % (worst {worst_err:.5f} %), "
+              f"burstiness <= 2 MTU (worst {worst_burst:.3f}) at {rate} bit/s")
+    check(tc == rx + kernel and d["rx_frames"] == rx + d["unknown_class"]
+          and rx == tx + sum(drops.values()) + backlog
+          and run.dev_packets + run.dev_dropped == d["wire_frames"] + d["gap_frames"] + passed
+          and d["accounting_failures"] == 0, "nothing lost uncounted (TC -> pacer -> DEV)")
+
+
+def behind(steady_json: str, n: int, rate: int) -> str:
+    """Why the classes were not all backlogged (empty: they were): the
+    sender fell short of their rate (an overloaded machine)."""
+    offered = load(steady_json)["offered_bps"]
+    return "" if offered >= n * rate else \
+        f"the sender offered {offered / 1e6:.1f} of {n * rate / 1e6:.0f} Mbit/s: classes not backlogged"
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "served" and len(argv) > 3:
@@ -215,6 +273,12 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "tcp" and len(argv) == 3:
         tcp(argv[2])
+        return 0
+    if cmd == "tenk" and len(argv) == 6:
+        tenk(argv[2], int(argv[3]), int(argv[4]), argv[5] == "1")
+        return 0
+    if cmd == "behind" and len(argv) == 5:
+        print(behind(argv[2], int(argv[3]), int(argv[4])))
         return 0
     print(__doc__.split("\n\n")[-1], file=sys.stderr)
     return 2

@@ -26,38 +26,14 @@ RATE=20mbit RATE_BPS=20000000 OFFER=25mbit PORT=5001
 psp_lab_begin cl 10.87.0
 NET=10.87.0
 
-# run NAME SECONDS ATTACH_ARGS...: attach, one class, capture SECONDS of
-# backlogged traffic (the judged window: opened idle, closed once drained
-# and counted), detach.
-run() {
-    local name=$1 secs=$2 out=$TMP/$1 cap
-    shift 2
-    psp_check "$name: attach $*" $N "$PSPXDP" attach $DEV --line-rate 1gbit --rt "$@"
-    psp_check "$name: class 1:1 $RATE, filter udp dport $PORT" bash -c \
-        "$N $PSPXDP class set $DEV 1:1 $RATE && $N $PSPXDP filter add $DEV proto udp dport $PORT classid 1:1"
-    psp_check "$name: the daemon serves 1:1" window_served 5 1:1
-    psp_check "$name: capture starts" psp_capture "$D" $PEER "$out" 262144
-    cap=$PSP_CAPTURE_PID
-    window_open "$out"
-    $N timeout 20 "$TRAFFIC" send $NET.2 $PORT --rate $OFFER --size 1400 --seconds "$secs" >/dev/null 2>&1
-    psp_check "$name: drained, every frame counted" window_close "$out"
-    $N "$PSPXDP" status $DEV >"$out.status"
-    kill -INT $cap
-    wait $cap 2>/dev/null
-    psp_check "$name: analyze" bash -c '"$@" >"$0"' "$out.json" "$PSPXDP" analyze "$out.pcap" --real-time \
-        --flow c="proto udp dport $PORT" --target c=$RATE -j
-    psp_check "$name: detach" $N "$PSPXDP" detach $DEV
+# The judged windows (window.sh): 3 s clockless (auto), 1 s byte clock.
+runs() {
+    window_one_class auto 3 --real-time
+    window_one_class byte 1 --real-time --clock byte
 }
-
-for attempt in 1 2; do
-    run auto 3
-    run byte 1 --clock byte
-    loaded=$(window_loaded "$TMP/auto" "$TMP/auto.json"; window_loaded "$TMP/byte" "$TMP/byte.json")
-    loaded=$(echo $loaded)
-    [[ -z $loaded ]] && break
-    echo "     attempt $attempt: not judged: $loaded"
-done
-[[ -z $loaded ]] || window_skip "$loaded"
+why() { window_loaded "$TMP/auto" "$TMP/auto"; window_loaded "$TMP/byte" "$TMP/byte"; }
+window_retry runs why
+[[ -z $LOADED ]] || window_skip "$LOADED"
 psp_check "clockless: attach --clockless" $N "$PSPXDP" attach $DEV --line-rate 1gbit --clockless
 $N "$PSPXDP" status $DEV -j >"$TMP/forced.json"
 psp_check "clockless: detach" $N "$PSPXDP" detach $DEV

@@ -86,13 +86,10 @@ run() {
 
 # "ecn" is judged: a run in which the machine let the daemon down (frames
 # passed unpaced, dropped by the veth) is run again once, then skipped.
-for attempt in 1 2; do
-    run ecn 1 $DURATION 5201
-    loaded=$(window_loaded "$TMP/ecn")
-    [[ -z $loaded ]] && break
-    echo "     attempt $attempt: not judged: $loaded"
-done
-[[ -z $loaded ]] || window_skip "$loaded"
+run_ecn() { run ecn 1 $DURATION 5201; }
+why() { window_loaded "$TMP/ecn"; }
+window_retry run_ecn why
+[[ -z $LOADED ]] || window_skip "$LOADED"
 run no-ecn 0 $OTHERS 5201
 P=4 run ecn-4 1 $OTHERS 5201
 run ecn-10c 1 $OTHERS $(seq 5211 5220)

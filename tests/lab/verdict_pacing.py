@@ -16,7 +16,10 @@ real-time figure gets it put back (underrun_bytes).
   verdict_pacing.py settled NAME              exit 0 once NAME's window balances:
       nothing backlogged, and what left DEV (sent + dropped) is what the
       daemon counted (wire + gap frames) plus what TC passed unpaced
-  verdict_pacing.py loaded NAME [ANALYZE]     prints why NAME's window cannot be
+  verdict_pacing.py captured NAME             exit 0 once the capture NAME (its
+      tcpdump's last SIGUSR1 report, NAME.tcpdump) took in every frame the
+      peer received in the window NAME
+  verdict_pacing.py loaded NAME [CAPTURE]     prints why NAME's window cannot be
       judged (nothing: it can), exit 0 either way
   verdict_pacing.py TEST ARGS...              TEST's checks: "CHECK 0|1 WHAT" lines
       (window.sh's window_checks counts them) and figures to print
@@ -26,6 +29,7 @@ real-time figure gets it put back (underrun_bytes).
       not all backlogged (the sender fell short), empty if they were
 """
 import json
+import re
 import sys
 from typing import Any
 
@@ -51,6 +55,10 @@ class Window:
         tx1 = load(f"{name}.dev1")[0]["stats64"]["tx"]
         self.dev_packets: int = tx1["packets"] - tx0["packets"]
         self.dev_dropped: int = tx1["dropped"] - tx0["dropped"]
+        rx0 = load(f"{name}.peer0")[0]["stats64"]["rx"]
+        rx1 = load(f"{name}.peer1")[0]["stats64"]["rx"]
+        self.peer_packets: int = rx1["packets"] - rx0["packets"]
+        self.peer_dropped: int = rx1["dropped"] - rx0["dropped"]
 
     def daemon(self, key: str) -> int:
         return int(self.s1["daemon"][key] - self.s0["daemon"][key])
@@ -73,8 +81,9 @@ class Window:
         why = []
         if self.passed():
             why.append(f"{self.passed()} frames passed unpaced: the daemon stalled > 100 ms")
-        if self.dev_dropped:
-            why.append(f"{self.dev_dropped} frames dropped by the veth: the receiver starved")
+        lost = self.dev_dropped + self.peer_dropped + self.dev_packets - self.peer_packets
+        if lost:
+            why.append(f"{lost} frames dropped by the veth: the receiver starved")
         if capture_drops:
             why.append(f"{capture_drops} frames dropped by the capture")
         return why
@@ -108,6 +117,8 @@ def clockless(auto: str, byte: str, rate_bps: int) -> None:
         w, a = Window(name), load(f"{name}.json")
         f = a["flows"][0]
         d = w.s1["daemon"]
+        print(f"{name.rsplit('/', 1)[-1]}: veth: DEV sent {w.dev_packets} (+ {w.dev_dropped} dropped), "
+              f"peer got {w.peer_packets} (+ {w.peer_dropped} dropped)")
         print(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
               f"{a['frames']} frames, {a['gap_frames']} PAUSE; daemon {w.daemon('gap_frames')} gap "
               f"frames, {w.daemon('underruns')} underruns, {w.daemon('late_wakeups')} late wake-ups "
@@ -224,7 +235,7 @@ def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
     # DEV directly: UDP here, one frame each.
     passed = sum(c["tc_passed"] for c in cls)
     cap = Window(f"{tmp}/cap")
-    print(f"capture: {a['frames']} frames ({a['gap_frames']} PAUSE), {a['capture_drops'] or 0} dropped by "
+    print(f"capture: {a['frames']} frames ({a['gap_frames']} PAUSE), {capture_drops(f'{tmp}/capture')} dropped by "
           f"the capture; daemon in its window: {cap.daemon('underruns')} underruns "
           f"({cap.daemon('underrun_bytes')} byte times, cut out of the byte clock)")
     print(f"classes judged: {n - len(missing)} of {n}; worst rate error {worst_err:.5f} %, worst burst "
@@ -253,6 +264,16 @@ def behind(steady_json: str, n: int, rate: int) -> str:
         f"the sender offered {offered / 1e6:.1f} of {n * rate / 1e6:.0f} Mbit/s: classes not backlogged"
 
 
+def capture_drops(capture: str) -> int:
+    """What psp_capture's tcpdump dropped (it prints it when it stops; a
+    pcap file holds no drop counters). Unknown counts as one."""
+    try:
+        m = re.search(r"(\d+) packets? dropped by kernel", open(f"{capture}.tcpdump").read())
+    except OSError:
+        return 1
+    return int(m.group(1)) if m else 1
+
+
 def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "served" and len(argv) > 3:
@@ -261,8 +282,12 @@ def main(argv: list[str]) -> int:
     if cmd == "settled" and len(argv) == 3:
         w = Window(argv[2])
         return 0 if w.backlog() == 0 and w.balances() else 1
+    if cmd == "captured" and len(argv) == 3:
+        w = Window(argv[1 + 1])
+        m = re.findall(r"(\d+) packets? captured", open(f"{argv[2]}.tcpdump").read())
+        return 0 if m and int(m[-1]) >= w.peer_packets else 1
     if cmd == "loaded" and len(argv) in (3, 4):
-        drops = int(load(argv[3]).get("capture_drops") or 0) if len(argv) == 4 else 0
+        drops = capture_drops(argv[3]) if len(argv) == 4 else 0
         print("; ".join(Window(argv[2]).loaded(drops)))
         return 0
     if cmd == "clockless" and len(argv) == 5:

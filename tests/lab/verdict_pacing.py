@@ -25,8 +25,9 @@ real-time figure gets it put back (underrun_bytes).
       (window.sh's window_checks counts them) and figures to print
       clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
       tcp TMP                        tenk TMP CLASSES RATE_BPS JUDGE(0|1)
-  verdict_pacing.py behind STEADY_JSON CLASSES RATE_BPS   why the classes were
-      not all backlogged (the sender fell short), empty if they were
+  verdict_pacing.py behind PREFILL_JSON STEADY_JSON CLASSES RATE_BPS SECONDS
+      why the classes were not all backlogged SECONDS into the steady offer
+      (the sender fell short by more than the prefill), empty if they were
 """
 import json
 import re
@@ -258,11 +259,15 @@ def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
           and d["accounting_failures"] == 0, "nothing lost uncounted (TC -> pacer -> DEV)")
 
 
-def behind(steady_json: str, n: int, rate: int) -> str:
-    """Why the classes were not all backlogged (empty: they were): the
-    sender fell short of their rate (an overloaded machine)."""
-    offered = load(steady_json)["offered_bps"]
-    return "" if offered >= n * rate else \
+def behind(prefill_json: str, steady_json: str, n: int, rate: int, secs: int) -> str:
+    """Why the classes were not all backlogged until the capture's end, secs
+    into the steady offer (empty: they were): the sender fell short of their
+    rate by more than the prefill gave them (an overloaded machine). The
+    sender sends to the ports in turn: each class gets an even share."""
+    prefill, steady = load(prefill_json), load(steady_json)
+    prefill_bits = prefill["offered_bps"] * prefill["seconds"]
+    offered = steady["offered_bps"]
+    return "" if offered * secs + prefill_bits >= n * rate * secs else \
         f"the sender offered {offered / 1e6:.1f} of {n * rate / 1e6:.0f} Mbit/s: classes not backlogged"
 
 
@@ -304,8 +309,8 @@ def main(argv: list[str]) -> int:
     if cmd == "tenk" and len(argv) == 6:
         tenk(argv[2], int(argv[3]), int(argv[4]), argv[5] == "1")
         return 0
-    if cmd == "behind" and len(argv) == 5:
-        print(behind(argv[2], int(argv[3]), int(argv[4])))
+    if cmd == "behind" and len(argv) == 7:
+        print(behind(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6])))
         return 0
     print(__doc__.split("\n\n")[-1], file=sys.stderr)
     return 2

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Verdicts of the deterministic lab tests (test_clockless, test_horizon,
 test_dp_tcp, test_lab_10k) from what the daemon, the kernel and the capture
-count over a judged window: a status -j and an `ip -s -j link show DEV`
-before (NAME.s0, NAME.dev0) and after it (NAME.s1, NAME.dev1).
+count over a judged window: a status -j and the link counters of DEV and
+of its peer before (NAME.s0, NAME.dev0, NAME.peer0) and after it (NAME.s1,
+NAME.dev1, NAME.peer1): tests/lab/window.sh.
 
 A window is judged only where the machine let it be measured: no frame
 passed unpaced (the daemon stalled past its 100 ms heartbeat), none dropped
-between DEV and the receiver (the veth's backlog overflowed: the receiving
-softirq starved), none dropped by the capture. Otherwise `loaded` names the
+by the veth (DEV counts it: the receiving softirq starved), none dropped by
+the capture. Otherwise `loaded` names the
 figures; the test retries once, then skips (exit 77). Underruns never make a
 window unjudgeable: the byte clock cuts their time out (design §3.7) and a
 real-time figure gets it put back (underrun_bytes).

@@ -24,8 +24,8 @@ window_open() {
 
 # window_close NAME [SECONDS]: waits (default 10 s) until nothing is
 # backlogged and the daemon's counters, published every 100 ms, account for
-# every frame that left DEV since window_open; writes NAME.s1, NAME.dev1, NAME.peer1
-# (the last reading if it never settles: the verdict then shows why).
+# every frame that left DEV since window_open; writes NAME.s1, NAME.dev1 and
+# NAME.peer1 (the last reading if it never settles: the verdict shows why).
 window_close() {
     psp_wait_for "${2:-10}" _window_settled "$1"
 }

@@ -8,8 +8,11 @@
 # wire through the default (normal) class. Everything arriving on the
 # receiving end is captured, PAUSE frames included, and `pspxdp analyze`
 # judges every class on the byte clock:
-#   - byte-clock rate error <= 0.01 % and burstiness <= 2 MTU at 10 kbit/s,
-#     for each of the 10,000 classes;
+#   - for each of the 10,000 classes, on the byte clock: frame to frame at
+#     its rate (within 0.01 %: a class never sends faster, and one that
+#     emptied for a while resumes later, never earlier), its mean rate
+#     within 0.01 % where it stayed backlogged throughout, its burstiness
+#     <= 2 MTU at 10 kbit/s;
 #   - nothing lost that is not counted: what TC handed over is what the
 #     pacer took (or the kernel counted as dropped), what it took is what it
 #     sent plus its counted drops, and what it sent is what left DEV;

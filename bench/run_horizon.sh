@@ -144,7 +144,7 @@ PY
 
 attach_mode() { # attach_mode ARGS... then classes for the flows
     local f port rate i=1
-    $N "$PSPXDP" attach $DEV --line-rate 1gbit "${MODE_ARGS[@]}" >/dev/null || return 1
+    $N "$PSPXDP" attach $DEV --line-rate 1gbit --queues 2 "${MODE_ARGS[@]}" >/dev/null || return 1
     for f in "$@"; do
         read -r port rate _ <<<"$f"
         $N "$PSPXDP" class set $DEV "1:$i" "$rate" >/dev/null || return 1

@@ -126,7 +126,7 @@ psp_capture() {
         -w "$file.pcap" "$@" >/dev/null 2>"$file.tcpdump" &
     PSP_CAPTURE_PID=$!
     PIDS+=($PSP_CAPTURE_PID)
-    for ((i = 0; i < 50; ++i)); do grep -qs listening "$file.tcpdump" && return 0; sleep 0.05; done
+    for ((i = 0; i < 50; ++i)); do grep -q listening "$file.tcpdump" && return 0; sleep 0.05; done
     echo "tcpdump on $iface did not start: $(cat "$file.tcpdump")" >&2
     return 1
 }

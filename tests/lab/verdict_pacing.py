@@ -22,8 +22,8 @@ real-time figure gets it put back (underrun_bytes).
       peer received in the window NAME
   verdict_pacing.py loaded NAME [CAPTURE]     prints why NAME's window cannot be
       judged (nothing: it can), exit 0 either way
-  verdict_pacing.py TEST ARGS...              TEST's checks: "CHECK 0|1 WHAT" lines
-      (window.sh's window_checks counts them) and figures to print
+  verdict_pacing.py TEST ARGS...              TEST's checks, "ok   - WHAT" or
+      "FAIL - WHAT" lines (window.sh's window_checks counts them), and figures
       clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
       tcp TMP                        tenk TMP CLASSES RATE_BPS JUDGE(0|1)
   verdict_pacing.py behind PREFILL_JSON STEADY_JSON CLASSES RATE_BPS SECONDS
@@ -94,7 +94,11 @@ class Window:
 
 
 def check(ok: bool, what: str) -> None:
-    print(f"CHECK {int(ok)} {what}")
+    print(f"{'ok   - ' if ok else 'FAIL - '}{what}")
+
+
+def figure(line: str) -> None:
+    print(f"     {line}")
 
 
 def wire_counts(name: str, w: Window, a: Json, ids: list[str]) -> None:
@@ -121,9 +125,9 @@ def clockless(auto: str, byte: str, rate_bps: int) -> None:
         w, a = Window(name), load(f"{name}.json")
         f = a["flows"][0]
         d = w.s1["daemon"]
-        print(f"{name.rsplit('/', 1)[-1]}: veth: DEV sent {w.dev_packets} (+ {w.dev_dropped} dropped), "
+        figure(f"{name.rsplit('/', 1)[-1]}: veth: DEV sent {w.dev_packets} (+ {w.dev_dropped} dropped), "
               f"peer got {w.peer_packets} (+ {w.peer_dropped} dropped)")
-        print(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
+        figure(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
               f"{a['frames']} frames, {a['gap_frames']} PAUSE; daemon {w.daemon('gap_frames')} gap "
               f"frames, {w.daemon('underruns')} underruns, {w.daemon('late_wakeups')} late wake-ups "
               f"(latest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
@@ -142,7 +146,7 @@ def horizon(inf: str, h50: str, rate_bps: int) -> None:
         w, a = Window(name), load(f"{name}.json")
         f = a["flows"][0]
         share = pause_share(w)
-        print(f"H={h}: PAUSE share {share * 100:.1f} % of the wire (counters), {w.daemon('gap_frames')} "
+        figure(f"H={h}: PAUSE share {share * 100:.1f} % of the wire (counters), {w.daemon('gap_frames')} "
               f"gap frames, {w.daemon('planned_idles')} planned idles, {w.daemon('late_wakeups')} late "
               f"wake-ups ({w.daemon('late_ns') / 1e3:.0f} us), {w.daemon('underruns')} underruns "
               f"({w.daemon('underrun_bytes')} byte times); class: {f['frames']} frames, "
@@ -155,7 +159,8 @@ def horizon(inf: str, h50: str, rate_bps: int) -> None:
             # of both (design 3.7), so the class is exact on it.
             err, burst = rate_err_pct(f, rate_bps), f["max_burst_at_target_mtu"]
             check(abs(err) <= 0.01 and burst is not None and burst <= 2.0,
-                  f"H=inf: byte clock: rate within 0.01 % ({err:+.4f} %), burstiness {burst} <= 2 MTU")
+                  f"H=inf: byte clock: rate within 0.01 % ({err:+.4f} %), burstiness "
+                  f"{'?' if burst is None else f'{burst:.3f}'} <= 2 MTU")
         else:
             check(share <= 0.10, f"H=50us: PAUSE share {share:.4f} <= 0.10")
 
@@ -167,7 +172,7 @@ TCP_PORTS = {"ecn": [5201], "no-ecn": [5201], "ecn-4": [5201], "ecn-10c": list(r
 
 def tcp(tmp: str) -> None:
     """One table row per scenario; the checks are on "ecn"."""
-    print(f"{'scenario':9} {'classes':>7} {'rate Mbit/s':>11} {'L2 Mbit/s':>9} {'% of rate':>9} "
+    figure(f"{'scenario':9} {'classes':>7} {'rate Mbit/s':>11} {'L2 Mbit/s':>9} {'% of rate':>9} "
           f"{'retrans':>7} {'drops':>6} {'kernel':>6} {'underrun ms':>11} {'CE marks':>8} "
           f"{'backlog KB max/mean':>19} {'threshold KB':>12}")
     for name, ids in TCP_ROWS.items():
@@ -198,7 +203,7 @@ def tcp(tmp: str) -> None:
         thr = c1[ids[0]]["rate_bps"] * 0.004 / 8 / 1e3  # the default 4 ms at the class rate
         pct = l2 / rate * 100
         ce = w.cls(ids, "ce_marked")
-        print(f"{name:9} {len(ids):>7} {rate / 1e6:>11.0f} {l2 / 1e6:>9.1f} {pct:>9.1f} {retrans:>7} "
+        figure(f"{name:9} {len(ids):>7} {rate / 1e6:>11.0f} {l2 / 1e6:>9.1f} {pct:>9.1f} {retrans:>7} "
               f"{drops:>6} {kernel:>6} {underrun_s * 1e3:>11.1f} {ce:>8} {bmax:>9.0f}/{bmean:<9.0f} "
               f"{thr:>12.0f}")
         if name == "ecn":
@@ -251,16 +256,16 @@ def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
     # DEV directly: UDP here, one frame each.
     passed = sum(c["tc_passed"] for c in cls)
     cap = Window(f"{tmp}/cap")
-    print(f"capture: {a['frames']} frames ({a['gap_frames']} PAUSE), {capture_drops(f'{tmp}/capture')} dropped by "
+    figure(f"capture: {a['frames']} frames ({a['gap_frames']} PAUSE), {capture_drops(f'{tmp}/capture')} dropped by "
           f"the capture; daemon in its window: {cap.daemon('underruns')} underruns "
           f"({cap.daemon('underrun_bytes')} byte times, cut out of the byte clock)")
-    print(f"classes judged: {n - len(missing)} of {n} ({emptied} emptied for a while: their mean not "
+    figure(f"classes judged: {n - len(missing)} of {n} ({emptied} emptied for a while: their mean not "
           f"judged); worst rate error {worst_err:.5f} %, worst burst {worst_burst:.3f} MTU at {rate} "
           f"bit/s; {len(bad)} outside the bounds (class, frames, error %, fastest %, burst) {bad[:5]}")
-    print(f"greedy: {flows.get('greedy', {}).get('mean_rate_bps', 0) / 1e6:.1f} Mbit/s (byte clock)")
-    print(f"TC handed over {tc} frames; pacer took {rx} (+ kernel drops {kernel}, unknown tags "
+    figure(f"greedy: {flows.get('greedy', {}).get('mean_rate_bps', 0) / 1e6:.1f} Mbit/s (byte clock)")
+    figure(f"TC handed over {tc} frames; pacer took {rx} (+ kernel drops {kernel}, unknown tags "
           f"{d['unknown_class']}); sent {tx}, drops {drops}, backlog {backlog}")
-    print(f"DEV sent {run.dev_packets} frames (+ {run.dev_dropped} dropped); the pacer counted "
+    figure(f"DEV sent {run.dev_packets} frames (+ {run.dev_dropped} dropped); the pacer counted "
           f"{d['wire_frames']} frames + {d['gap_frames']} gaps, TC passed {passed} unpaced; UMEM "
           f"accounting failures {d['accounting_failures']}")
     if judge:

@@ -56,19 +56,15 @@ window_skip() {
 }
 
 # window_checks VERDICT_ARGS...: runs verdict_pacing.py VERDICT_ARGS, prints
-# its figures and counts each "CHECK 0|1 WHAT" line it prints (psp_check);
-# a verdict that dies is a failure.
+# what it prints ("ok   - " / "FAIL - " lines and figures), every FAIL line
+# counted in PSP_FAILS; a verdict that dies without one is a failure.
 window_checks() {
-    local out ok what
-    out=$(python3 "$VERDICT" "$@") || { psp_check "verdict $1 ran" false; return; }
-    while IFS= read -r line; do
-        if [[ $line == CHECK\ * ]]; then
-            read -r _ ok what <<<"$line"
-            psp_check "$what" test "$ok" = 1
-        else
-            echo "     $line"
-        fi
-    done <<<"$out"
+    local out rc
+    out=$(python3 "$VERDICT" "$@")
+    rc=$?
+    [[ -n $out ]] && echo "$out"
+    PSP_FAILS=$((PSP_FAILS + $(grep -c '^FAIL - ' <<<"$out")))
+    ((rc == 0)) || grep -q '^FAIL - ' <<<"$out" || psp_check "verdict $1 exited $rc" false
 }
 
 # window_one_class NAME SECONDS ANALYZE_CLOCK ATTACH_ARGS...: one judged

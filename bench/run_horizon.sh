@@ -13,7 +13,10 @@
 #    PAUSE frames per second and their share of the wire's time while
 #    sending (daemon counters), real-time and byte-clock burstiness at the
 #    class rate (`pspxdp analyze`; the byte clock is the hybrid one, real
-#    time across idle periods), rate error in real time. Mix rows: the worst
+#    time across idle periods), rate error in real time and on that hybrid
+#    clock (what tests/lab/test_horizon.sh prints but, being this machine's
+#    timing, does not judge), late wake-ups and underruns (daemon counters).
+#    Mix rows: the worst
 #    class among those whose sender offered at least their rate (a sender
 #    that falls short on a busy machine leaves its class idle); every class
 #    is listed after the table.
@@ -31,7 +34,7 @@ while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
@@ -103,8 +106,9 @@ if pid:
     row["pause_per_s"] = d["gap_frames"] / dt
     row["pause_share"] = d["gap_bytes"] / max(1, d["gap_bytes"] + d["wire_frame_bytes"] + d["planned_idle_bytes"])
     row["late_wakeups"] = d["late_wakeups"]
+    row["underruns"] = d["underruns"]
 else:
-    row["pause_per_s"] = row["pause_share"] = row["late_wakeups"] = None
+    row["pause_per_s"] = row["pause_share"] = row["late_wakeups"] = row["underruns"] = None
 # What the sender managed to offer per flow (a busy machine's sender may
 # fall short: such a class is not backlogged and its rate is the sender's).
 try:
@@ -121,6 +125,7 @@ for f in real["flows"]:
     offered = sent.get(port, 0) * (1514 + 4) * 8 / send_s if sent else None
     classes.append({"target": f["target_bps"], "offered": offered, "got": f["mean_rate_bps"] or 0,
                     "err": ((f["mean_rate_bps"] or 0) - f["target_bps"]) / f["target_bps"] * 100,
+                    "err_byte": ((b["mean_rate_bps"] or 0) - f["target_bps"]) / f["target_bps"] * 100,
                     "real": f["max_burst_at_target_mtu"] or 0, "byte": b["max_burst_at_target_mtu"] or 0})
 row["classes"] = classes
 # Judged: the classes whose sender offered at least their rate.
@@ -130,6 +135,7 @@ row["judged"] = f"{len(judged)}/{len(classes)}"
 row["burst_real_mtu"] = max((c["real"] for c in judged), default=None)
 row["burst_byte_mtu"] = max((c["byte"] for c in judged), default=None)
 row["rate_err_pct"] = max((c["err"] for c in judged), key=abs, default=None)
+row["rate_err_byte_pct"] = max((c["err_byte"] for c in judged), key=abs, default=None)
 row["capture_drops"] = real["capture_drops"]
 print(json.dumps(row))
 PY
@@ -207,12 +213,13 @@ f = lambda v, fmt: "-" if v is None else format(v, fmt)
 a = [r for r in rows if r["table"] == "A"]
 if a:
     print("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)")
-    print(f"| load | mode | daemon CPU % | PAUSE/s | PAUSE share | classes judged | burst real MTU | burst byte MTU | rate err % | late wake-ups |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| load | mode | daemon CPU % | PAUSE/s | PAUSE share | classes judged | burst real MTU | burst byte MTU | rate err real % | rate err byte % | late wake-ups | underruns |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in sorted(a, key=lambda r: (r["load"], ["H=inf", "H=50us", "clockless"].index(r["mode"]))):
         print(f"| {r['load']} | {r['mode']} | {f(r['daemon_cpu_pct'], '.1f')} | {f(r['pause_per_s'], '.0f')} | "
               f"{f(r['pause_share'] and r['pause_share'] * 100, '.1f')} % | {r['judged']} | {f(r['burst_real_mtu'], '.2f')} | "
-              f"{f(r['burst_byte_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | {f(r['late_wakeups'], 'd')} |")
+              f"{f(r['burst_byte_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | {f(r['rate_err_byte_pct'], '+.3f')} | "
+              f"{f(r['late_wakeups'], 'd')} | {f(r['underruns'], 'd')} |")
     print("\nA, per class: target -> offered by the sender / got (real time), burst real / byte MTU")
     for r in a:
         print(f"  {r['load']:>4} {r['mode']:<10} " + "; ".join(

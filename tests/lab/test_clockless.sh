@@ -38,7 +38,7 @@ psp_check "clockless: attach --clockless" $N "$PSPXDP" attach $DEV --line-rate 1
 $N "$PSPXDP" status $DEV -j >"$TMP/forced.json"
 psp_check "clockless: detach" $N "$PSPXDP" detach $DEV
 
-window_checks clockless "$TMP/auto" "$TMP/byte" $RATE_BPS
+psp_verdict python3 "$VERDICT" clockless "$TMP/auto" "$TMP/byte" $RATE_BPS
 # shellcheck disable=SC2016 # (python, not shell)
 status_keys='import json, sys; s = json.load(open(sys.argv[1]))
 print(s["clock"], s["clock_reason"].replace(" ", "_"), *(s["daemon"][k] for k in sys.argv[2:]))'
@@ -53,5 +53,4 @@ psp_check "--clock byte: the byte clock, forced ($bclock: $bwhy)" \
     bash -c "[[ '$bclock' == byte && '$bwhy' == forced:_--clock_byte ]]"
 psp_check "--clockless: clockless, forced ($fclock: $fwhy, clockless $fcl, forced $fforced)" \
     bash -c "[[ '$fclock' == clockless && '$fwhy' == forced:_--clock_none && '$fcl' == 1 && '$fforced' == 1 ]]"
-echo "$PSP_FAILS failure(s)"
-[[ $PSP_FAILS -eq 0 ]]
+psp_finish

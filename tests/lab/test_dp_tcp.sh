@@ -53,7 +53,6 @@ sample() { # sample FILE SECONDS
         sleep 0.1
     done
 }
-listening() { $D ss -ltn 2>/dev/null | grep -q ":$1 "; }
 
 # run NAME ECN SECONDS PORT... : one iperf3 client per port (each -P flows
 # taken from $P), servers on the receiving end; the judged window (status
@@ -67,7 +66,7 @@ run() {
         PIDS+=($!)
     done
     for port in "$@"; do
-        psp_wait_for 5 listening $port || psp_check "$name: iperf3 server on $port listens" false
+        psp_check "$name: iperf3 server on $port listens" psp_wait_for 5 psp_listening $DST tcp $port
     done
     window_open "$TMP/$name"
     : >"$TMP/$name.samples"
@@ -94,7 +93,6 @@ run no-ecn 0 $OTHERS 5201
 P=4 run ecn-4 1 $OTHERS 5201
 run ecn-10c 1 $OTHERS $(seq 5211 5220)
 
-window_checks tcp "$TMP"
+psp_verdict python3 "$VERDICT" tcp "$TMP"
 psp_check "detach" $N "$PSPXDP" detach $DEV
-echo "$PSP_FAILS failure(s)"
-[[ $PSP_FAILS -eq 0 ]]
+psp_finish

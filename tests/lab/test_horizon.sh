@@ -55,7 +55,7 @@ why() { window_loaded "$TMP/h-inf" "$TMP/h-inf"; window_loaded "$TMP/h-50us" "$T
 window_retry runs why
 [[ -z $LOADED ]] || window_skip "$LOADED"
 
-window_checks horizon "$TMP/h-inf" "$TMP/h-50us" $RATE_BPS
+psp_verdict python3 "$VERDICT" horizon "$TMP/h-inf" "$TMP/h-50us" $RATE_BPS
 # shellcheck disable=SC2016 # (python, not shell)
 status_keys='import json, sys; s = json.load(open(sys.argv[1])); print(s["clock"], *(s["daemon"][k] for k in sys.argv[2:]))'
 read -r clock cl forced hz <<<"$(python3 -c "$status_keys" "$TMP/h-50us.s1" clockless clock_forced gap_horizon_ns)"
@@ -66,5 +66,4 @@ psp_check "status -j with inf: gap_horizon_ns 2^64-1 ($hz_inf)" test "$hz_inf" =
 psp_check "status text: one clock line with mode, reason, horizon, PAUSE share, late wake-ups" \
     grep -Eq '^clock: byte clock \(forced: --clock byte\), gap horizon 50us, PAUSE [0-9.]+ % of the wire, late wake-ups [0-9]+' \
     "$TMP/h-50us.status"
-echo "$PSP_FAILS failure(s)"
-[[ $PSP_FAILS -eq 0 ]]
+psp_finish

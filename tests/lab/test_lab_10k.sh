@@ -116,7 +116,7 @@ why() {
     window_loaded "$TMP/cap" "$TMP/capture"
 }
 window_retry measure why
-window_checks tenk "$TMP" $CLASSES $RATE_BPS "$([[ -z $LOADED ]] && echo 1 || echo 0)"
+psp_verdict python3 "$VERDICT" tenk "$TMP" $CLASSES $RATE_BPS "$([[ -z $LOADED ]] && echo 1 || echo 0)"
 t_detach=$(date +%s.%N)
 DPID=$(cat /run/pspxdp/$DEV.pid)
 cp /run/pspxdp/$DEV.log "$TMP/daemon.log" # detach removes it
@@ -128,5 +128,4 @@ psp_check "nothing left: no pins, no pacer veths, no run files" bash -c \
     "test ! -e /sys/fs/bpf/pspxdp/$DEV && ! $N ip -br link | grep -q '^psp' && ! ls /run/pspxdp/$DEV.* 2>/dev/null | grep -q ."
 echo "     total $(elapsed) s"
 [[ -z $LOADED ]] || window_skip "$LOADED"
-echo "$PSP_FAILS failure(s)"
-[[ $PSP_FAILS -eq 0 ]]
+psp_finish

@@ -13,7 +13,6 @@ figures; the test retries once, then skips (exit 77). Underruns never make a
 window unjudgeable: the byte clock cuts their time out (design §3.7) and a
 real-time figure gets it put back (underrun_bytes).
 
-  verdict_pacing.py served STATUS CLASS...    exit 0 once every CLASS is served
   verdict_pacing.py settled NAME              exit 0 once NAME's window balances:
       nothing backlogged, and what left DEV (sent + dropped) is what the
       daemon counted (wire + gap frames) plus what TC passed unpaced
@@ -33,6 +32,7 @@ real-time figure gets it put back (underrun_bytes).
 import json
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 Json = dict[str, Any]
@@ -112,7 +112,7 @@ def wire_counts(name: str, w: Window, a: Json, ids: list[str]) -> None:
 
 
 def rate_err_pct(f: Json, rate_bps: int) -> float:
-    return (f["mean_rate_bps"] - rate_bps) / rate_bps * 100 if f["mean_rate_bps"] else -100.0
+    return float((f["mean_rate_bps"] - rate_bps) / rate_bps * 100) if f["mean_rate_bps"] else -100.0
 
 
 def pause_share(w: Window) -> float:
@@ -192,7 +192,7 @@ def tcp(tmp: str) -> None:
         drops = sum(w.cls(ids, k) for k in c1[ids[0]] if k.startswith("drop_"))  # every cause
         kernel = w.daemon("socket_ring_full") + w.daemon("socket_fill_empty")
         backlogs: list[int] = []
-        for line in open(f"{tmp}/{name}.samples"):
+        for line in Path(f"{tmp}/{name}.samples").read_text().splitlines():
             try:
                 s = classes(json.loads(line))
             except ValueError:
@@ -295,7 +295,7 @@ def capture_drops(capture: str) -> int:
     """What psp_capture's tcpdump dropped (it prints it when it stops; a
     pcap file holds no drop counters). Unknown counts as one."""
     try:
-        m = re.search(r"(\d+) packets? dropped by kernel", open(f"{capture}.tcpdump").read())
+        m = re.search(r"(\d+) packets? dropped by kernel", Path(f"{capture}.tcpdump").read_text())
     except OSError:
         return 1
     return int(m.group(1)) if m else 1
@@ -303,15 +303,12 @@ def capture_drops(capture: str) -> int:
 
 def main(argv: list[str]) -> int:
     cmd = argv[1] if len(argv) > 1 else ""
-    if cmd == "served" and len(argv) > 3:
-        c = classes(load(argv[2]))
-        return 0 if all(i in c and c[i]["state"] == "served" for i in argv[3:]) else 1
     if cmd == "settled" and len(argv) == 3:
         w = Window(argv[2])
         return 0 if w.backlog() == 0 and w.balances() else 1
     if cmd == "captured" and len(argv) == 3:
-        w = Window(argv[1 + 1])
-        m = re.findall(r"(\d+) packets? captured", open(f"{argv[2]}.tcpdump").read())
+        w = Window(argv[2])
+        m = re.findall(r"(\d+) packets? captured", Path(f"{argv[2]}.tcpdump").read_text())
         return 0 if m and int(m[-1]) >= w.peer_packets else 1
     if cmd == "loaded" and len(argv) in (3, 4):
         drops = capture_drops(argv[3]) if len(argv) == 4 else 0

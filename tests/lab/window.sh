@@ -8,10 +8,8 @@ VERDICT=${VERDICT:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/verdict_pacing.
 window_served() {
     local secs=$1
     shift
-    psp_wait_for "$secs" _window_served "$@"
-}
-_window_served() {
-    $N "$PSPXDP" status $DEV -j >"$TMP/served.json" 2>/dev/null && python3 "$VERDICT" served "$TMP/served.json" "$@"
+    psp_wait_for "$secs" psp_status_is $DEV \
+        "set('$*'.split()) <= {x['class'] for x in d['classes'] if x['state'] == 'served'}"
 }
 
 # window_open NAME: the counters before the window: NAME.s0 (status -j),
@@ -49,22 +47,9 @@ window_loaded() { python3 "$VERDICT" loaded "$@"; }
 # window_skip WHY: the end of a test whose judged window could not be
 # judged twice: its failures (if any) fail it, else it is skipped (77).
 window_skip() {
-    echo "$PSP_FAILS failure(s)"
-    ((PSP_FAILS == 0)) || exit 1
+    psp_finish || exit 1
     echo "skipped: machine too loaded ($1)"
     exit 77
-}
-
-# window_checks VERDICT_ARGS...: runs verdict_pacing.py VERDICT_ARGS, prints
-# what it prints ("ok   - " / "FAIL - " lines and figures), every FAIL line
-# counted in PSP_FAILS; a verdict that dies without one is a failure.
-window_checks() {
-    local out rc
-    out=$(python3 "$VERDICT" "$@")
-    rc=$?
-    [[ -n $out ]] && echo "$out"
-    PSP_FAILS=$((PSP_FAILS + $(grep -c '^FAIL - ' <<<"$out")))
-    ((rc == 0)) || grep -q '^FAIL - ' <<<"$out" || psp_check "verdict $1 exited $rc" false
 }
 
 # window_one_class NAME SECONDS ANALYZE_CLOCK ATTACH_ARGS...: one judged

@@ -8,7 +8,7 @@
 #include "cli/show.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
-#include "daemon/process.hpp"
+#include "setup/process.hpp"
 #include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
@@ -407,7 +407,7 @@ int run_status(const Args &args) {
     if (!d) return refused(d.failure());
     auto s = take(*d);
     if (!s) return refused(s.failure());
-    const pid_t pid = daemon::running_pid(paths);
+    const pid_t pid = setup::running_pid(paths);
     const bool beating = pspxdp_pacer_alive(&s->st, s->t_ns);
 
     p.boolean("attached", true, (dev + ": attached, ").c_str());

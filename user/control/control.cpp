@@ -18,20 +18,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 
 namespace pspxdp::control {
 
-std::string pin_dir(const std::string &dev) { return std::string(PSPXDP_PIN_ROOT) + "/" + dev; }
-
 std::vector<std::string> attached_devices() {
     std::vector<std::string> out;
-    DIR *d = opendir(PSPXDP_PIN_ROOT);
+    DIR *d = opendir(common::kPinRoot);
     if (!d) return out;
     while (dirent *e = readdir(d)) {
         if (e->d_name[0] == '.' || e->d_type != DT_DIR) continue;
@@ -63,13 +59,23 @@ template <class K, class F> int for_each_key(int fd, F fn) {
 } // namespace
 
 Result<Device> Device::open(const std::string &dev, Access access) {
+    return open_as(dev, access, nullptr);
+}
+
+Result<Device> Device::open_locked(const common::DevLock &held) {
+    if (held.dev().empty()) return err("internal: opening a device under a lock that holds nothing");
+    return open_as(held.dev(), Access::Change, &held);
+}
+
+Result<Device> Device::open_as(const std::string &dev, Access access,
+                               const common::DevLock *held) {
     auto paths = common::paths_for(dev); // refuses a name no device can have
     if (!paths) return paths.failure();
     Device d;
     d.dev_ = dev;
     d.paths_ = *paths;
     d.access_ = access;
-    if (access != Access::Read) {
+    if (access != Access::Read && !held) {
         // Only an attached DEV has a lock file: taking the lock of one that
         // is not attached would leave files behind.
         if (::access(paths->state.c_str(), F_OK) != 0 && errno == ENOENT &&
@@ -265,43 +271,18 @@ Result<Config> Device::config() const {
 Result<void> Device::update_pacer_state(const std::optional<uint32_t> &default_classid,
                                         const std::optional<uint64_t> &line_rate_bps) {
     if (auto r = require_change(); !r) return r;
-    {
-        // The daemon writes its heartbeat in place: write only our fields,
-        // in place too, then the generation that tells it to re-read.
-        if (auto v = common::MapView::of(pacer_state_.get(), sizeof(pspxdp_pacer_state), true)) {
-            auto *st = v->as<pspxdp_pacer_state>();
-            if (default_classid) {
-                __u32 raw = *default_classid;
-                __atomic_store_n(reinterpret_cast<__u32 *>(&st->default_classid), raw,
-                                 __ATOMIC_RELEASE);
-            }
-            if (line_rate_bps) __atomic_store_n(&st->line_rate_bps, *line_rate_bps, __ATOMIC_RELEASE);
-            __atomic_fetch_add(&st->config_gen, 1, __ATOMIC_RELEASE);
-            return {};
-        }
+    // The daemon writes its heartbeat in place: write only our fields, in
+    // place too, then the generation that tells it to re-read.
+    auto v = common::MapView::of(pacer_state_.get(), sizeof(pspxdp_pacer_state), true);
+    if (!v) return err(dev_ + ": " + v.error());
+    auto *st = v->as<pspxdp_pacer_state>();
+    if (default_classid) {
+        __u32 raw = *default_classid;
+        __atomic_store_n(reinterpret_cast<__u32 *>(&st->default_classid), raw, __ATOMIC_RELEASE);
     }
-    // No mmap (cannot happen with pins of this version): a whole-value
-    // update, checked after a heartbeat in case the daemon's write raced it.
-    for (int attempt = 0; attempt < 4; ++attempt) {
-        auto st = state();
-        if (!st) return st.failure();
-        pspxdp_pacer_state s = *st;
-        if (default_classid) s.default_classid = pspxdp_classid_of(*default_classid);
-        if (line_rate_bps) s.line_rate_bps = *line_rate_bps;
-        if (attempt == 0) ++s.config_gen;
-        uint32_t key = 0;
-        if (bpf_map_update_elem(pacer_state_.get(), &key, &s, BPF_ANY) != 0)
-            return err(dev_ + ": write pacer_state: " + errno_text(errno));
-        if (!default_classid && !line_rate_bps) return {};
-        std::this_thread::sleep_for(std::chrono::milliseconds(15));
-        auto again = state();
-        if (!again) return again.failure();
-        if ((!default_classid ||
-             pspxdp_classid_raw(again->default_classid) == *default_classid) &&
-            (!line_rate_bps || again->line_rate_bps == *line_rate_bps))
-            return {};
-    }
-    return err(dev_ + ": pacer_state keeps being overwritten (is the daemon writing it?)");
+    if (line_rate_bps) __atomic_store_n(&st->line_rate_bps, *line_rate_bps, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&st->config_gen, 1, __ATOMIC_RELEASE);
+    return {};
 }
 
 Result<void> Device::write_classes(const std::vector<uint32_t> &ids,

@@ -20,10 +20,6 @@ uint64_t paced_rate(const pspxdp_class_config &c) {
 
 } // namespace
 
-uint64_t bytes_in(uint64_t rate_bps, uint64_t ns) {
-    return uint64_t((unsigned __int128)rate_bps * ns / (8ull * 1'000'000'000));
-}
-
 ClassLimits limits_for(const pspxdp_class_config &c) {
     ClassLimits l;
     const uint64_t rate = paced_rate(c);
@@ -31,15 +27,15 @@ ClassLimits limits_for(const pspxdp_class_config &c) {
         l.limit_bytes = c.limit_bytes;
         l.limit_frames = PSPXDP_MIN_LIMIT_FRAMES;
     } else if (c.limit_ns && rate) {
-        l.limit_bytes = bytes_in(rate, c.limit_ns);
+        l.limit_bytes = bytes_in_ns_floor(c.limit_ns, rate);
         l.limit_frames = PSPXDP_MIN_LIMIT_FRAMES;
     } else {
-        l.limit_bytes = bytes_in(rate, PSPXDP_DEFAULT_LIMIT_NS);
+        l.limit_bytes = bytes_in_ns_floor(PSPXDP_DEFAULT_LIMIT_NS, rate);
         l.limit_frames = PSPXDP_DEFAULT_LIMIT_FRAMES;
     }
     if (rate && c.ce_threshold_ns != PSPXDP_CE_THRESHOLD_OFF)
-        l.ce_bytes = bytes_in(rate, c.ce_threshold_ns ? c.ce_threshold_ns
-                                                      : PSPXDP_DEFAULT_CE_THRESHOLD_NS);
+        l.ce_bytes = bytes_in_ns_floor(
+            c.ce_threshold_ns ? c.ce_threshold_ns : PSPXDP_DEFAULT_CE_THRESHOLD_NS, rate);
     return l;
 }
 

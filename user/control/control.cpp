@@ -40,8 +40,6 @@ std::vector<std::string> attached_devices() {
 
 namespace {
 
-std::string cls(uint32_t raw) { return class_name(raw); }
-
 using common::errno_text;
 
 // Iterates the keys of any map; fn(key) returns false to stop.
@@ -177,21 +175,19 @@ Result<std::vector<ClassSpec>> Device::class_specs() const {
 
 Result<std::vector<ClassInfo>> Device::classes() const {
     std::map<uint32_t, ClassInfo> by_id;
-    const int cfd = class_config_.get();
-    int rc = for_each_key<uint32_t>(cfd, [&](uint32_t key) {
-        ClassInfo ci;
-        ci.classid = key;
-        if (bpf_map_lookup_elem(cfd, &key, &ci.config) == 0) {
-            ci.configured = true;
-            by_id[key] = ci;
-        }
-        return true;
-    });
-    if (rc) return err(dev_ + ": read class_config: " + errno_text(rc));
+    auto configs = common::read_class_configs(class_config_.get());
+    if (!configs) return err(dev_ + ": " + configs.error());
+    for (const auto &e : *configs) {
+        ClassInfo &ci = by_id[e.classid];
+        ci.classid = e.classid;
+        ci.configured = true;
+        ci.config = e.config;
+    }
 
     if (class_stats_.valid()) {
+        // Only classes TC has seen have an entry: few, one by one.
         const int sfd = class_stats_.get();
-        rc = for_each_key<uint32_t>(sfd, [&](uint32_t key) {
+        int rc = for_each_key<uint32_t>(sfd, [&](uint32_t key) {
             pspxdp_class_tc_stats sum{};
             if (!common::percpu_sum(sfd, &key, sum)) return true;
             ClassInfo &ci = by_id[key];
@@ -202,41 +198,31 @@ Result<std::vector<ClassInfo>> Device::classes() const {
         if (rc) return err(dev_ + ": read class_stats: " + errno_text(rc));
     }
 
-    {
-        // pacer_stats[slot], the class on the slot and its state. A
-        // deleted class still draining shows up on its old slot.
-        auto view = common::MapView::of(pacer_stats_.get(),
-                                sizeof(pspxdp_class_counters) * PSPXDP_MAX_CLASSES, false);
-        auto slot_of = [&](uint32_t slot, pspxdp_class_counters &c) {
-            if (view) {
-                c = view->as<pspxdp_class_counters>()[slot];
-                return true;
-            }
-            return bpf_map_lookup_elem(pacer_stats_.get(), &slot, &c) == 0;
-        };
-        for (auto &[id, ci] : by_id) {
-            pspxdp_class_counters c{};
-            if (!ci.configured || !ci.config.slot || ci.config.slot >= PSPXDP_MAX_CLASSES ||
-                !slot_of(ci.config.slot, c) || pspxdp_classid_raw(c.classid) != id)
-                continue;
-            ci.pacer = c;
-            ci.state = c.state;
-            ci.served = c.state == PSPXDP_SLOT_SERVED;
-        }
-        if (view) {
-            const auto *all = view->as<pspxdp_class_counters>();
-            for (uint32_t s = 1; s < PSPXDP_MAX_CLASSES; ++s) {
-                if (all[s].state != PSPXDP_SLOT_DRAINING) continue;
-                const uint32_t id = pspxdp_classid_raw(all[s].classid);
-                ClassInfo &ci = by_id[id];
-                if (ci.configured) continue; // re-added meanwhile
-                ci.classid = id;
-                ci.pacer = all[s];
-                ci.state = all[s].state;
-            }
-        }
+    // pacer_stats[slot], the class on the slot and its state. A deleted
+    // class still draining shows up on its old slot.
+    auto slots = common::PacerStatsView::of(pacer_stats_.get());
+    if (!slots) return err(dev_ + ": " + slots.error());
+    const pspxdp_class_counters *all = slots->all();
+    for (auto &[id, ci] : by_id) {
+        const uint32_t slot = ci.config.slot;
+        if (!ci.configured || !slot || slot >= PSPXDP_MAX_CLASSES ||
+            pspxdp_classid_raw(all[slot].classid) != id)
+            continue;
+        ci.pacer = all[slot];
+        ci.state = all[slot].state;
+        ci.served = all[slot].state == PSPXDP_SLOT_SERVED;
+    }
+    for (uint32_t s = 1; s < PSPXDP_MAX_CLASSES; ++s) {
+        if (all[s].state != PSPXDP_SLOT_DRAINING) continue;
+        const uint32_t id = pspxdp_classid_raw(all[s].classid);
+        ClassInfo &ci = by_id[id];
+        if (ci.configured) continue; // re-added meanwhile
+        ci.classid = id;
+        ci.pacer = all[s];
+        ci.state = all[s].state;
     }
     std::vector<ClassInfo> out;
+    out.reserve(by_id.size());
     for (auto &[id, ci] : by_id) out.push_back(ci);
     return out;
 }
@@ -331,9 +317,9 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
     std::map<uint32_t, uint32_t> slot_of; // configured classes and their slots
     for (const auto &[spec, slot] : *current) slot_of[spec.classid] = slot;
     for (const ClassSpec &spec : specs) {
-        const std::string name = "class " + cls(spec.classid);
+        const std::string name = "class " + format_classid(ClassId::from_raw(spec.classid));
         if ((spec.classid & 0xffff) == 0)
-            return refuse("class id " + cls(spec.classid) + ": minor 0 names a qdisc, not a class");
+            return refuse("class id " + format_classid(ClassId::from_raw(spec.classid)) + ": minor 0 names a qdisc, not a class");
         if (spec.paced() && spec.rate_bps == 0)
             return refuse(name + ": a paced class needs a rate above 0");
         const bool exists = slot_of.count(spec.classid);
@@ -380,11 +366,11 @@ Result<void> Device::class_del(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
     auto exists = class_exists(classid);
     if (!exists) return exists.failure();
-    if (!*exists) return refuse("class " + cls(classid) + " does not exist on " + dev_);
+    if (!*exists) return refuse("class " + format_classid(ClassId::from_raw(classid)) + " does not exist on " + dev_);
     auto st = state();
     if (!st) return st.failure();
     if (pspxdp_classid_raw(st->default_classid) == classid)
-        return refuse("class " + cls(classid) + " is the default class of " + dev_ +
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " is the default class of " + dev_ +
                       " (pspxdp default " + dev_ + " ANOTHER first)");
     auto fl = filters();
     if (!fl) return fl.failure();
@@ -395,7 +381,7 @@ Result<void> Device::class_del(uint32_t classid) {
         if (!used++) first = format_filter(f);
     }
     if (used)
-        return refuse("class " + cls(classid) + " is used by " + std::to_string(used) +
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " is used by " + std::to_string(used) +
                       (used == 1 ? " filter" : " filters") + " (\"" + first +
                       "\"): delete them first");
     if (auto r = delete_classes({classid}); !r) return r;
@@ -407,8 +393,8 @@ Result<void> Device::set_default(uint32_t classid) {
     auto exists = class_exists(classid);
     if (!exists) return exists.failure();
     if (!*exists)
-        return refuse("class " + cls(classid) + " does not exist on " + dev_ +
-                      " (pspxdp class add " + dev_ + " " + cls(classid) + " normal)");
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " does not exist on " + dev_ +
+                      " (pspxdp class add " + dev_ + " " + format_classid(ClassId::from_raw(classid)) + " normal)");
     return update_pacer_state(classid, std::nullopt);
 }
 
@@ -444,13 +430,9 @@ Result<ApplySummary> Device::apply(const Config &c) {
     // The live configuration, with slots.
     std::map<uint32_t, pspxdp_class_config> cur;
     {
-        const int fd = class_config_.get();
-        int rc = for_each_key<uint32_t>(fd, [&](uint32_t key) {
-            pspxdp_class_config v{};
-            if (bpf_map_lookup_elem(fd, &key, &v) == 0) cur[key] = v;
-            return true;
-        });
-        if (rc) return err(dev_ + ": read class_config: " + errno_text(rc));
+        auto all = common::read_class_configs(class_config_.get());
+        if (!all) return err(dev_ + ": " + all.error());
+        for (const auto &e : *all) cur[e.classid] = e.config;
     }
     auto cur_filters = filters();
     if (!cur_filters) return cur_filters.failure();

@@ -285,19 +285,14 @@ Result<PacedSum> paced_sum(const Paths &p) {
     auto fd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
                                                                      common::Access::Read);
     if (!fd) return fd.failure();
+    auto all = common::read_class_configs(fd->get());
+    if (!all) return err(p.pin("class_config") + ": " + all.error());
     PacedSum sum;
-    uint32_t key = 0, next = 0;
-    const uint32_t *prev = nullptr;
-    while (bpf_map_get_next_key(fd->get(), prev, &next) == 0) {
-        key = next;
-        prev = &key;
-        pspxdp_class_config cc{};
-        if (bpf_map_lookup_elem(fd->get(), &key, &cc) == 0 && cc.kind == PSPXDP_CLASS_PACED) {
-            sum.bps += cc.rate_bps;
+    for (const auto &e : *all)
+        if (e.config.kind == PSPXDP_CLASS_PACED) {
+            sum.bps += e.config.rate_bps;
             ++sum.classes;
         }
-    }
-    if (errno != ENOENT) return err("reading " + p.pin("class_config") + ": " + errno_text(errno));
     return sum;
 }
 

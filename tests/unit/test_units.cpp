@@ -229,10 +229,11 @@ TEST_CASE("byte times: ns_for_bytes_floor/_ceil and bytes_in_ns_floor round as n
     CHECK(bytes_in_ns_floor(0, r3) == 0);
     // The two are each other's bounds: ceil(bytes) ns cover the bytes, one ns
     // less does not; floor(bytes) ns never cover more than the bytes.
-    for (uint64_t rate : {1ull, 7ull, 999'999'937ull, 3'000'000'000ull, 100'000'000'000ull,
-                          400'000'000'000ull})
+    for (uint64_t rate :
+         {1ull, 7ull, 999'999'937ull, 3'000'000'000ull, 100'000'000'000ull, 400'000'000'000ull})
         for (uint64_t bytes : {1ull, 2ull, 63ull, 64ull, 1518ull, 1'000'003ull, 2'305'843'009ull}) {
-            const uint64_t up = ns_for_bytes_ceil(bytes, rate), down = ns_for_bytes_floor(bytes, rate);
+            const uint64_t up = ns_for_bytes_ceil(bytes, rate),
+                           down = ns_for_bytes_floor(bytes, rate);
             INFO("rate " << rate << " bytes " << bytes);
             CHECK(up - down <= 1);
             CHECK(bytes_in_ns_floor(up, rate) >= bytes);

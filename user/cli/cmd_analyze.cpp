@@ -66,14 +66,20 @@ Result<void> read_flows_file(const std::string &path, std::vector<std::string> &
                              std::vector<std::string> &targets) {
     auto text = control::read_text(path);
     if (!text) return err("--flows-file " + text.error());
-    auto read = control::for_each_statement(*text, [&](size_t, std::span<const std::string> w) -> Result<void> {
-        std::string rest;
-        for (const auto &x : w.subspan(1)) rest += (rest.empty() ? "" : " ") + x;
-        if (w[0] == "flow") flows.push_back(rest);
-        else if (w[0] == "target") targets.push_back(rest);
-        else return err("\"" + w[0] + "\": expected \"flow NAME=SELECTOR\" or \"target NAME=RATE\"");
-        return {};
-    });
+    auto read = control::for_each_statement(
+        *text, [&](size_t, std::span<const std::string> w) -> Result<void> {
+            std::string rest;
+            for (const auto &x : w.subspan(1))
+                rest += (rest.empty() ? "" : " ") + x;
+            if (w[0] == "flow")
+                flows.push_back(rest);
+            else if (w[0] == "target")
+                targets.push_back(rest);
+            else
+                return err("\"" + w[0] +
+                           "\": expected \"flow NAME=SELECTOR\" or \"target NAME=RATE\"");
+            return {};
+        });
     if (!read) return err("--flows-file " + path + ": " + read.error());
     return {};
 }

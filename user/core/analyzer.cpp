@@ -58,7 +58,8 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
     // Hybrid ticks are byte times too: only where a frame starts differs.
     const bool byte_clock = config.mode != ClockMode::RealTime;
     const bool hybrid = config.mode == ClockMode::Hybrid;
-    const uint64_t threshold_bytes = bytes_in_ns_floor(config.idle_threshold_ns, config.line_rate_bps);
+    const uint64_t threshold_bytes =
+        bytes_in_ns_floor(config.idle_threshold_ns, config.line_rate_bps);
     const uint64_t n = std::max<uint32_t>(config.rate_window_packets, 1);
     // rate_bps = bytes * rate_k / ticks.
     const long double rate_k = byte_clock ? (long double)config.line_rate_bps : 8e9L;
@@ -88,7 +89,8 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
         real_tick = i == 0 ? f.time_ns : std::max(real_tick, f.time_ns);
         uint64_t tick;
         if (hybrid) {
-            const uint64_t r = bytes_in_ns_floor(real_tick - frames[0].time_ns, config.line_rate_bps);
+            const uint64_t r =
+                bytes_in_ns_floor(real_tick - frames[0].time_ns, config.line_rate_bps);
             if (i > 0 && r > wire_clock + threshold_bytes) { // the wire idled
                 ++report.idle_periods;
                 report.idle_bytes += r - wire_clock;

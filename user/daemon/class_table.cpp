@@ -53,8 +53,8 @@ bool ClassTable::reconcile(uint64_t now) {
         const uint32_t slot = e.config.slot;
         if (slot == 0 || slot >= PSPXDP_MAX_CLASSES) {
             // Not the control plane's doing; nothing to serve it with.
-            log_.add("class %s: slot %u out of range: not served", format_classid(ClassId::from_raw(e.classid)).c_str(),
-                 slot);
+            log_.add("class %s: slot %u out of range: not served",
+                     format_classid(ClassId::from_raw(e.classid)).c_str(), slot);
             continue;
         }
         if (slot >= table_.size()) table_.resize(slot + 1);
@@ -67,8 +67,8 @@ bool ClassTable::reconcile(uint64_t now) {
         } else {
             // The slot still holds another class (draining): the control
             // plane never gives out such a slot, so this is a hand-written map.
-            refuse(slot, e.classid, e.config, "its slot still holds class " +
-                                                   format_classid(ClassId::from_raw(c.classid)));
+            refuse(slot, e.classid, e.config,
+                   "its slot still holds class " + format_classid(ClassId::from_raw(c.classid)));
             continue;
         }
         c.seen_gen = gen_;
@@ -118,8 +118,8 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
     log_.add("class %s: %s%s on slot %u%s", format_classid(ClassId::from_raw(classid)).c_str(),
-         rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
-         adopted ? " (taken over, counters continue)" : "");
+             rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
+             adopted ? " (taken over, counters continue)" : "");
 }
 
 void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
@@ -130,13 +130,16 @@ void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
         auto r = engine_.set_rate(c.handle, rate);
         if (!r) {
             if (changed) {
-                log_.add("class %s: rate %s refused, keeping %s: %s", format_classid(ClassId::from_raw(c.classid)).c_str(),
-                     format_rate(rate).c_str(), format_rate(c.rate_bps).c_str(), r.error().c_str());
+                log_.add("class %s: rate %s refused, keeping %s: %s",
+                         format_classid(ClassId::from_raw(c.classid)).c_str(),
+                         format_rate(rate).c_str(), format_rate(c.rate_bps).c_str(),
+                         r.error().c_str());
                 ++maps_.daemon().config_refused;
             }
         } else {
-            log_.add("class %s: rate %s -> %s", format_classid(ClassId::from_raw(c.classid)).c_str(),
-                 format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
+            log_.add("class %s: rate %s -> %s",
+                     format_classid(ClassId::from_raw(c.classid)).c_str(),
+                     format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
             c.rate_bps = rate;
         }
     }
@@ -160,7 +163,8 @@ void ClassTable::refuse(uint32_t slot, uint32_t classid, const pspxdp_class_conf
         c.life = ClassLife::Refused;
     }
     if (!logged) {
-        log_.add("class %s: not served: %s", format_classid(ClassId::from_raw(classid)).c_str(), why.c_str());
+        log_.add("class %s: not served: %s", format_classid(ClassId::from_raw(classid)).c_str(),
+                 why.c_str());
         ++maps_.daemon().config_refused;
     }
 }
@@ -175,8 +179,8 @@ void ClassTable::start_drain(uint32_t slot, uint64_t now) {
     draining_.push_back(slot);
     --served_;
     log_.add("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",
-         format_classid(ClassId::from_raw(c.classid)).c_str(), c.fifo.frames,
-         (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
+             format_classid(ClassId::from_raw(c.classid)).c_str(), c.fifo.frames,
+             (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
 }
 
 uint32_t ClassTable::finish_drains(uint64_t now) {
@@ -193,8 +197,8 @@ uint32_t ClassTable::finish_drains(uint64_t now) {
             continue;
         }
         log_.add("class %s removed: sent %llu frames, dropped %llu when deleted",
-             format_classid(ClassId::from_raw(c.classid)).c_str(), (unsigned long long)pc.tx_frames,
-             (unsigned long long)pc.drop_deleted);
+                 format_classid(ClassId::from_raw(c.classid)).c_str(),
+                 (unsigned long long)pc.tx_frames, (unsigned long long)pc.drop_deleted);
         maps_.set_state(slot, PSPXDP_SLOT_FREE); // the control plane may give it out again
         c = ClassState{};
         draining_[i] = draining_.back();

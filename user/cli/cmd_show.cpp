@@ -151,11 +151,13 @@ Result<Snapshot> take(const control::Device &d) {
     Snapshot s;
     auto st = d.state();
     if (!st) return st.failure();
+    // The heartbeat's age is judged at t_ns: the time it was read, not
+    // after reading 100,000 classes.
+    s.t_ns = common::mono_ns();
     auto classes = d.classes();
     if (!classes) return classes.failure();
     auto counters = d.counters();
     if (!counters) return counters.failure();
-    s.t_ns = common::mono_ns();
     s.st = *st;
     s.classes = std::move(classes.value());
     s.counters = *counters;

@@ -93,7 +93,17 @@ Result<Device> Device::open_as(const std::string &dev, Access access,
         {&d.tc_stats_, "tc_stats", 4, sizeof(pspxdp_tc_counters), Need::Optional},
         {&d.xdp_stats_, "xdp_stats", 4, sizeof(pspxdp_xdp_counters), Need::Optional},
     };
+    // pacer_stats is read whole (PacerStatsView), and a read-only fd cannot
+    // be mapped: a reader who may write the pin (root) opens it writable and
+    // maps it read-only, instead of copying 14 MB in batches on every show
+    // (tens of ms, enough to make a live heartbeat look stale).
+    if (access == Access::Read)
+        if (auto fd = common::open_pinned_map(d.paths_, "pacer_stats", 4,
+                                              sizeof(pspxdp_class_counters),
+                                              common::Access::Write, Need::Required))
+            d.pacer_stats_ = std::move(fd.value());
     for (const Want &w : want) {
+        if (w.fd->valid()) continue;
         auto fd = common::open_pinned_map(d.paths_, w.name, w.key, w.value, how, w.need);
         if (!fd) return fd.failure();
         *w.fd = std::move(fd.value());

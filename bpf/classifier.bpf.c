@@ -45,8 +45,10 @@
  * belongs to the qdisc layer on egress. */
 const volatile bool test_mode = false;
 
-/* Written by the CLI, read by the daemon. Defined here so the loader creates
- * and pins it with BTF (bpftool prints field names); the programs never use it. */
+/* Written by the CLI, read by the daemon and by served_slot() below, which
+ * looks up the slot of the packet's class (the hand-over). Defined here, in
+ * the program that reads it, so the loader creates and pins it with BTF
+ * (bpftool prints field names). */
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);

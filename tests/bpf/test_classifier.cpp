@@ -728,7 +728,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
     PrivateNetns ns;
     const std::string dev = "pspctl" + std::to_string(getpid()); // a valid device name: it becomes a path
 
-    auto missing = Device::open(dev, Access::ChangeLocked);
+    auto missing = Device::open(dev, Access::Change);
     REQUIRE_FALSE(missing);
     CHECK_THAT(missing.error(), Catch::Contains("not attached"));
     AttachedHere here(dev); // the state file attach writes: the control plane acts only on it
@@ -743,8 +743,13 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         st.line_rate_bps = 1000000000ull;
         REQUIRE(bpf_map_update_elem(c.fd(c.skel_->maps.pacer_state), &key, &st, BPF_ANY) == 0);
     }
-    // The test plays attach: it holds the (no) lock and made the pins.
-    auto opened = Device::open(dev, Access::ChangeLocked);
+    // The test plays attach: it made the pins and holds the lock.
+    using pspxdp::common::DevLock;
+    auto paths = pspxdp::common::paths_for(dev);
+    REQUIRE(paths);
+    auto lock = DevLock::acquire(*paths, DevLock::Wait::No, DevLock::Create::No);
+    REQUIRE(lock);
+    auto opened = Device::open_locked(*lock);
     REQUIRE(opened);
     Device &d = opened.value();
     auto rate_of = [&](uint32_t classid) -> uint64_t {

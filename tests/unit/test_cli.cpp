@@ -520,6 +520,27 @@ TEST_CASE("rates against the wire: framing ceiling and the line rate", "[cli][co
     CHECK(control::check_rates({cls(1, 500'000'000), cls(2, 500'000'000)}, G, "eth0", 1500));
 }
 
+TEST_CASE("statement files: one reader, lines counted over comments and blanks", "[cli][config]") {
+    std::vector<std::pair<size_t, std::string>> seen;
+    auto collect = [&](size_t line, std::span<const std::string> words) -> Result<void> {
+        std::string joined;
+        for (const auto &w : words) joined += (joined.empty() ? "" : "|") + w;
+        if (words[0] == "stop") return err("stopped at " + joined);
+        seen.emplace_back(line, joined);
+        return {};
+    };
+    auto r = control::for_each_statement("# head\n\n  a b\t c  # tail\r\n#\nd\r\n   \ne", collect);
+    REQUIRE(r);
+    CHECK(seen == std::vector<std::pair<size_t, std::string>>{{3, "a|b|c"}, {5, "d"}, {7, "e"}});
+    seen.clear();
+    auto stopped = control::for_each_statement("x\n\nstop here\ny\n", collect);
+    REQUIRE_FALSE(stopped);
+    CHECK(stopped.error() == "line 3: stopped at stop|here");
+    CHECK(stopped.exit_code() == 1); // fn's own exit code is kept
+    CHECK(seen.size() == 1);         // nothing after the error is read
+    CHECK(control::for_each_statement("", collect));
+}
+
 TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]") {
     const std::string text = "# a comment\n"
                              "line-rate 1gbit\n"

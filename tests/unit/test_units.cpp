@@ -208,3 +208,48 @@ TEST_CASE("parse_duration_ns: tc time units, exact, unit required", "[units]") {
     CHECK(error("18446744073709551616ns") ==
           "time \"18446744073709551616ns\": too large (over 64 bits of nanoseconds)");
 }
+
+TEST_CASE("byte times: ns_for_bytes_floor/_ceil and bytes_in_ns_floor round as named", "[units]") {
+    // 1 Gbit/s: a byte is exactly 8 ns, so both roundings agree.
+    CHECK(ns_for_bytes_floor(1, 1'000'000'000) == 8);
+    CHECK(ns_for_bytes_ceil(1, 1'000'000'000) == 8);
+    CHECK(ns_for_bytes_floor(0, 1'000'000'000) == 0);
+    CHECK(ns_for_bytes_ceil(0, 1'000'000'000) == 0);
+    // 3 Gbit/s: a byte is 8/3 ns. 3 bytes are exactly 8 ns; one byte either
+    // side is a remainder, rounded down by floor and up by ceil.
+    const uint64_t r3 = 3'000'000'000;
+    CHECK(ns_for_bytes_floor(3, r3) == 8);
+    CHECK(ns_for_bytes_ceil(3, r3) == 8);
+    CHECK(ns_for_bytes_floor(2, r3) == 5); // 5.33
+    CHECK(ns_for_bytes_ceil(2, r3) == 6);
+    CHECK(ns_for_bytes_floor(4, r3) == 10); // 10.67
+    CHECK(ns_for_bytes_ceil(4, r3) == 11);
+    CHECK(bytes_in_ns_floor(8, r3) == 3);
+    CHECK(bytes_in_ns_floor(7, r3) == 2); // 2.625
+    CHECK(bytes_in_ns_floor(0, r3) == 0);
+    // The two are each other's bounds: ceil(bytes) ns cover the bytes, one ns
+    // less does not; floor(bytes) ns never cover more than the bytes.
+    for (uint64_t rate :
+         {1ull, 7ull, 999'999'937ull, 3'000'000'000ull, 100'000'000'000ull, 400'000'000'000ull})
+        for (uint64_t bytes : {1ull, 2ull, 63ull, 64ull, 1518ull, 1'000'003ull, 2'305'843'009ull}) {
+            const uint64_t up = ns_for_bytes_ceil(bytes, rate),
+                           down = ns_for_bytes_floor(bytes, rate);
+            INFO("rate " << rate << " bytes " << bytes);
+            CHECK(up - down <= 1);
+            CHECK(bytes_in_ns_floor(up, rate) >= bytes);
+            CHECK(bytes_in_ns_floor(up - 1, rate) < bytes);
+            CHECK(bytes_in_ns_floor(down, rate) <= bytes);
+        }
+    // Past 64 bits of product (bytes * 8e9 overflows at 2.3e9 bytes): exact
+    // in 128 bits. 2^62 bytes at 8 Gbit/s: 2^62 ns; the remainder case rounds.
+    const uint64_t big = 1ull << 62;
+    CHECK(ns_for_bytes_floor(big, 8'000'000'000) == big);
+    CHECK(ns_for_bytes_ceil(big, 8'000'000'000) == big);
+    CHECK(ns_for_bytes_floor(big + 1, 3 * 8'000'000'000ull) == (big + 1) / 3);
+    CHECK(ns_for_bytes_ceil(big + 1, 3 * 8'000'000'000ull) == (big + 1) / 3 + 1);
+    CHECK(bytes_in_ns_floor(big, 8'000'000'000) == big);
+    // A result past 64 bits saturates.
+    CHECK(ns_for_bytes_floor(UINT64_MAX, 1) == UINT64_MAX);
+    CHECK(ns_for_bytes_ceil(UINT64_MAX, 1) == UINT64_MAX);
+    CHECK(bytes_in_ns_floor(UINT64_MAX, UINT64_MAX) == UINT64_MAX);
+}

@@ -2,6 +2,7 @@
 #include "capture/pcap_trace.hpp"
 #include "cli/command.hpp"
 #include "cli/table.hpp"
+#include "control/config.hpp"
 #include "core/analyzer.hpp"
 #include "core/units.hpp"
 
@@ -9,7 +10,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <unordered_map>
 
 namespace pspxdp::cli {
@@ -50,25 +50,23 @@ Result<std::vector<NamedFlow>> parse_flows(const std::vector<std::string> &specs
 // without thousands of arguments.
 Result<void> read_flows_file(const std::string &path, std::vector<std::string> &flows,
                              std::vector<std::string> &targets) {
-    std::ifstream in(path);
-    if (!in) return err("--flows-file \"" + path + "\": cannot open it");
-    std::string line;
-    for (size_t no = 1; std::getline(in, line); ++no) {
-        line = line.substr(0, line.find('#'));
-        size_t b = line.find_first_not_of(" \t");
-        if (b == std::string::npos) continue;
-        size_t sp = line.find_first_of(" \t", b);
-        std::string word = line.substr(b, sp == std::string::npos ? std::string::npos : sp - b);
-        size_t r = sp == std::string::npos ? sp : line.find_first_not_of(" \t", sp);
-        std::string rest = r == std::string::npos ? "" : line.substr(r);
-        if (word == "flow")
-            flows.push_back(rest);
-        else if (word == "target")
-            targets.push_back(rest);
-        else
-            return err("--flows-file " + path + ":" + std::to_string(no) + ": \"" + word +
-                       "\": expected \"flow NAME=SELECTOR\" or \"target NAME=RATE\"");
-    }
+    auto text = control::read_text(path);
+    if (!text) return err("--flows-file " + text.error());
+    auto read = control::for_each_statement(
+        *text, [&](size_t, std::span<const std::string> w) -> Result<void> {
+            std::string rest;
+            for (const auto &x : w.subspan(1))
+                rest += (rest.empty() ? "" : " ") + x;
+            if (w[0] == "flow")
+                flows.push_back(rest);
+            else if (w[0] == "target")
+                targets.push_back(rest);
+            else
+                return err("\"" + w[0] +
+                           "\": expected \"flow NAME=SELECTOR\" or \"target NAME=RATE\"");
+            return {};
+        });
+    if (!read) return err("--flows-file " + path + ": " + read.error());
     return {};
 }
 

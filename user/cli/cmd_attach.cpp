@@ -21,8 +21,6 @@
 
 namespace pspxdp::cli {
 
-namespace dp = pspxdp::setup;
-
 // Shared with `pspxdp daemon` (command.hpp); the defaults are the daemon's.
 static_assert(kTimeInf == kGapHorizonInf, "--gap-horizon inf is the engine's paper rule");
 Option gap_horizon_option() {
@@ -65,7 +63,7 @@ static int run(const Args &args) {
         config = *c;
     }
 
-    dp::AttachOptions opt;
+    setup::AttachOptions opt;
     opt.dev = dev;
     opt.force = args.flag("force");
     // Tests inject the driver name (the refusal of i40e/ice needs no such NIC).
@@ -100,21 +98,21 @@ static int run(const Args &args) {
     // Checked before anything is created when the line rate is known here
     // (at DEV's MTU; a DEV that does not exist is attach's to refuse).
     if (config && opt.line_rate_bps)
-        if (auto link = dp::get_link(dev))
+        if (auto link = setup::get_link(dev))
             if (auto r = control::check_config(*config, *opt.line_rate_bps, opt.default_classid,
                                                dev, link->mtu);
                 !r)
                 return fail_input("attach: --config " + args.text("config") + ": " + r.error());
 
-    auto att = dp::attach(opt, [](const std::string &w) { warn(w); });
+    auto att = setup::attach(opt, [](const std::string &w) { warn(w); });
     if (!att) return fail("attach: " + att.error());
-    const dp::AttachState &st = att->state;
+    const setup::AttachState &st = att->state;
     if (config) {
-        // Under the lock attach still holds (re-entrant in this process).
-        auto d = control::Device::open(dev, control::Access::ChangeLocked);
+        // Under the lock attach still holds.
+        auto d = control::Device::open_locked(att->lock);
         auto r = d ? d.value().apply(*config) : Result<control::ApplySummary>(d.failure());
         if (!r) {
-            (void)dp::detach(*paths);
+            (void)setup::detach(*paths);
             return fail("attach: --config " + args.text("config") + ": " + r.error() + " (" + dev +
                             " left detached)",
                         r.exit_code());
@@ -136,22 +134,22 @@ static int run(const Args &args) {
         // Our pid in the pidfile before the lock goes: a state file without a
         // live daemon is what a concurrent attach takes for a dead attachment
         // to replace. (daemon::run rewrites it with the same pid.)
-        if (auto r = dp::write_pidfile(*paths, getpid()); !r) return fail("attach: " + r.error());
+        if (auto r = setup::write_pidfile(*paths, getpid()); !r) return fail("attach: " + r.error());
         { common::DevLock release = std::move(att.value().lock); } // detach may run meanwhile
         int rc = daemon::run(dcfg);
-        auto after = dp::probe(*paths);
+        auto after = setup::probe(*paths);
         // Stopped because of its device: the attachment stays (dead, with
         // its classes and filters) for a re-attach, as with a spawned daemon.
         if (after.state && !after.state->stopped.empty()) return rc;
-        if (after.kind == dp::Probe::Kind::NotAttached) return rc; // a detach cleaned up
-        auto d = dp::detach(*paths);
+        if (after.kind == setup::Probe::Kind::NotAttached) return rc; // a detach cleaned up
+        auto d = setup::detach(*paths);
         if (!d) return fail("detach after foreground run: " + d.error());
         for (const auto &n : d->notes) warn(n);
         std::printf("pspxdp: detached from %s\n", dev.c_str());
         return rc;
     }
 
-    auto pid = dp::start_daemon(*paths, st, daemon::to_args(dcfg));
+    auto pid = setup::start_daemon(*paths, st, daemon::to_args(dcfg));
     if (!pid) return fail("attach: " + pid.error());
     std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths->log.c_str());
     return 0;

@@ -58,21 +58,15 @@ int run_class(const Args &args) {
         if (!words.empty()) return fail("class " + verb + ": --file and a class on the command line", 2);
         auto text = control::read_text(args.text("file"));
         if (!text) return fail(text);
-        size_t no = 0;
-        for (std::string_view rest = *text; !rest.empty();) {
-            ++no;
-            const size_t nl = rest.find('\n');
-            std::string_view line = rest.substr(0, nl);
-            rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-            line = line.substr(0, line.find('#'));
-            const auto lw = control::split_words(line);
-            if (lw.empty()) continue;
-            auto spec = control::parse_class_spec(lw);
-            if (!spec)
-                return fail(args.text("file") + ": line " + std::to_string(no) + ": " + spec.error(), 2);
-            specs.push_back(*spec);
-            specs.back().line = no;
-        }
+        auto read = control::for_each_statement(
+            *text, [&](size_t no, std::span<const std::string> lw) -> Result<void> {
+                auto spec = control::parse_class_spec(lw);
+                if (!spec) return refuse(spec.error());
+                specs.push_back(*spec);
+                specs.back().line = no;
+                return {};
+            });
+        if (!read) return fail(args.text("file") + ": " + read.error(), 2);
     } else {
         auto spec = control::parse_class_spec(words);
         if (!spec) return fail(spec);

@@ -92,19 +92,14 @@ int run(const Args &args) {
         auto current = dev.value().filters();
         if (!current) return fail(current);
         std::vector<control::FilterSpec> all = *current;
-        size_t no = 0;
-        for (std::string_view more = *text; !more.empty();) {
-            ++no;
-            const size_t nl = more.find('\n');
-            std::string_view line = more.substr(0, nl);
-            more = nl == std::string_view::npos ? std::string_view() : more.substr(nl + 1);
-            const auto lw = control::split_words(line.substr(0, line.find('#')));
-            if (lw.empty()) continue;
-            auto spec = control::parse_filter(lw);
-            if (!spec)
-                return fail(args.text("file") + ": line " + std::to_string(no) + ": " + spec.error(), 2);
-            all.push_back(*spec);
-        }
+        auto read = control::for_each_statement(
+            *text, [&](size_t, std::span<const std::string> lw) -> Result<void> {
+                auto spec = control::parse_filter(lw);
+                if (!spec) return refuse(spec.error());
+                all.push_back(*spec);
+                return {};
+            });
+        if (!read) return fail(args.text("file") + ": " + read.error(), 2);
         if (auto r = dev.value().replace_filters(all); !r) return fail(r);
         return 0;
     }

@@ -1,21 +1,14 @@
-// pspxdp show / stats / status: a device's classes and counters, like
-// `tc [-s] class show`, in text or JSON from the same calls. Counter names
+// pspxdp show / stats: a device's classes and counters, like `tc [-s] class
+// show`, in text or JSON from the same calls (status prints them too). Counter names
 // come from the X-macro lists of shared.h: one name in text, JSON and bpftool.
 #include "cli/command.hpp"
 #include "common/clock.hpp"
-#include "common/paths.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
-#include "daemon/process.hpp"
-#include "daemon/wire_clock.hpp"
-#include "setup/attach.hpp"
-#include "setup/netlink.hpp"
-#include "setup/loader.hpp"
 
 #include <csignal>
-#include <ctime>
 #include <thread>
 
 namespace pspxdp::cli {
@@ -23,28 +16,6 @@ namespace pspxdp::cli {
 namespace {
 
 void sleep_ns(uint64_t ns) { std::this_thread::sleep_for(std::chrono::nanoseconds(ns)); }
-
-struct Snapshot {
-    uint64_t t_ns = 0;
-    pspxdp_pacer_state st{};
-    std::vector<control::ClassInfo> classes;
-    control::DeviceCounters counters;
-};
-
-Result<Snapshot> take(const control::Device &d) {
-    Snapshot s;
-    auto st = d.state();
-    if (!st) return st.failure();
-    auto classes = d.classes();
-    if (!classes) return classes.failure();
-    auto counters = d.counters();
-    if (!counters) return counters.failure();
-    s.t_ns = common::mono_ns();
-    s.st = *st;
-    s.classes = std::move(classes.value());
-    s.counters = *counters;
-    return s;
-}
 
 const char *kind_name(const control::ClassInfo &c) {
     if (!c.configured) return c.state == PSPXDP_SLOT_DRAINING ? "deleted" : "unconfigured";
@@ -100,61 +71,6 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     p.close_object();
 }
 
-void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
-                  bool stats) {
-    const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
-    uint64_t paced = 0;
-    for (const auto &c : s.classes)
-        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced += c.config.rate_bps;
-    p.string("dev", dev, "dev %s ");
-    p.rate("line_rate", s.st.line_rate_bps);
-    p.rate("paced", paced);
-    p.string("default_class", format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
-             "default %s ");
-    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
-    p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
-    p.u64("config_gen", s.st.config_gen);
-    if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
-    else if (stats) p.null("interval_ns");
-    p.newline();
-    p.open_array("classes");
-    for (const auto &c : s.classes) {
-        const control::ClassInfo *b = nullptr;
-        if (before)
-            for (const auto &x : before->classes)
-                if (x.classid == c.classid) b = &x;
-        print_class(p, c, b, dt, stats);
-    }
-    p.close_array();
-    if (!stats) return;
-    const auto &k = s.counters;
-    if (k.have_daemon) {
-        p.open_object("daemon");
-        p.text("daemon ");
-#define PSPXDP_PRINT_D(name, help) p.u64(#name, k.daemon.name);
-        PSPXDP_DAEMON_COUNTERS(PSPXDP_PRINT_D)
-#undef PSPXDP_PRINT_D
-        p.newline();
-        p.close_object();
-    } else {
-        p.text("daemon: no counters (not running)\n");
-        p.null("daemon");
-    }
-    p.open_object("tc");
-    p.text("tc ");
-#define PSPXDP_PRINT_TC(up, name, help) p.u64(#name, k.tc.name);
-    PSPXDP_TC_COUNTERS(PSPXDP_PRINT_TC)
-    p.newline();
-    p.close_object();
-    p.open_object("xdp");
-    p.text("xdp ");
-#undef PSPXDP_PRINT_TC
-#define PSPXDP_PRINT_XDP(up, name, help) p.u64(#name, k.xdp.name);
-    PSPXDP_XDP_COUNTERS(PSPXDP_PRINT_XDP)
-#undef PSPXDP_PRINT_XDP
-    p.newline();
-    p.close_object();
-}
 
 // Every JSON key of show/stats/status -j and what it means: `pspxdp stats
 // --keys` prints this as the README's table, and the lab test checks that
@@ -230,6 +146,79 @@ volatile sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
 } // namespace
+
+Result<Snapshot> take(const control::Device &d) {
+    Snapshot s;
+    auto st = d.state();
+    if (!st) return st.failure();
+    // The heartbeat's age is judged at t_ns: the time it was read, not
+    // after reading 100,000 classes.
+    s.t_ns = common::mono_ns();
+    auto classes = d.classes();
+    if (!classes) return classes.failure();
+    auto counters = d.counters();
+    if (!counters) return counters.failure();
+    s.st = *st;
+    s.classes = std::move(classes.value());
+    s.counters = *counters;
+    return s;
+}
+
+void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
+                  bool stats) {
+    const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
+    uint64_t paced = 0;
+    for (const auto &c : s.classes)
+        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced += c.config.rate_bps;
+    p.string("dev", dev, "dev %s ");
+    p.rate("line_rate", s.st.line_rate_bps);
+    p.rate("paced", paced);
+    p.string("default_class", format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
+             "default %s ");
+    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+    p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
+    p.u64("config_gen", s.st.config_gen);
+    if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
+    else if (stats) p.null("interval_ns");
+    p.newline();
+    p.open_array("classes");
+    for (const auto &c : s.classes) {
+        const control::ClassInfo *b = nullptr;
+        if (before)
+            for (const auto &x : before->classes)
+                if (x.classid == c.classid) b = &x;
+        print_class(p, c, b, dt, stats);
+    }
+    p.close_array();
+    if (!stats) return;
+    const auto &k = s.counters;
+    if (k.have_daemon) {
+        p.open_object("daemon");
+        p.text("daemon ");
+#define PSPXDP_PRINT_D(name, help) p.u64(#name, k.daemon.name);
+        PSPXDP_DAEMON_COUNTERS(PSPXDP_PRINT_D)
+#undef PSPXDP_PRINT_D
+        p.newline();
+        p.close_object();
+    } else {
+        p.text("daemon: no counters (not running)\n");
+        p.null("daemon");
+    }
+    p.open_object("tc");
+    p.text("tc ");
+#define PSPXDP_PRINT_TC(up, name, help) p.u64(#name, k.tc.name);
+    PSPXDP_TC_COUNTERS(PSPXDP_PRINT_TC)
+    p.newline();
+    p.close_object();
+    p.open_object("xdp");
+    p.text("xdp ");
+#undef PSPXDP_PRINT_TC
+#define PSPXDP_PRINT_XDP(up, name, help) p.u64(#name, k.xdp.name);
+    PSPXDP_XDP_COUNTERS(PSPXDP_PRINT_XDP)
+#undef PSPXDP_PRINT_XDP
+    p.newline();
+    p.close_object();
+}
 
 int show_device(const std::string *dev, const ShowOptions &o) {
     auto d = control::open_device(dev, control::Access::Read);
@@ -328,138 +317,6 @@ const Command kStats = {
     "stats",      "[DEV] [-j] [--watch SECONDS]", "show the classes and counters of a device (tc -s)",
     kShowDetails, kShowOptions,                   0,
     1,            run_stats,
-};
-
-} // namespace pspxdp::cli
-
-namespace pspxdp::cli {
-
-namespace {
-
-// status: one line on the wire's clock (issue 10): the mode and why, the gap
-// horizon, how much of the wire PAUSE frames took, late wake-ups.
-void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
-    const auto &k = s.counters;
-    if (!k.have_daemon) {
-        p.null("clock");
-        p.null("clock_reason");
-        p.null("pause_share");
-        return;
-    }
-    const auto &d = k.daemon;
-    // The driver now (the daemon resolved it at its start; same device).
-    auto link = setup::get_link(dev);
-    daemon::ClockChoice c;
-    c.clockless = d.clockless;
-    c.forced = d.clock_forced;
-    c.driver = link ? link->driver : "";
-    // One line of text, whatever its length; the JSON fields print nothing.
-    std::string line = "clock: " + c.describe();
-    if (!c.clockless) line += ", gap horizon " + daemon::format_gap_horizon(d.gap_horizon_ns);
-    p.string("clock", c.clockless ? "clockless" : "byte", "");
-    p.string("clock_reason", c.reason(), "");
-    const uint64_t wire = d.wire_frame_bytes + d.gap_bytes + d.planned_idle_bytes;
-    if (wire) {
-        const double share = double(d.gap_bytes) / double(wire);
-        p.value("pause_share", share, "", "");
-        line += ", PAUSE " + fixed(100.0 * share, 1) + " % of the wire";
-    } else {
-        p.value("pause_share", nullptr, "", "");
-        line += ", PAUSE - (nothing sent)";
-    }
-    line += ", late wake-ups " + std::to_string(d.late_wakeups);
-    if (d.late_wakeups)
-        line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
-                fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
-    p.text(line); // text() never wraps
-    p.newline();
-}
-
-// status: the attachment (what attach created, the daemon) and then what
-// stats prints, in one object. -j prints a JSON object for any DEV, with
-// "attached": false and "error" when there is nothing to show.
-int run_status(const Args &args) {
-    const std::string dev = args.positional[0];
-    Printer p(args.flag("json"));
-    p.wrap(100, " ");
-    p.open_object();
-    auto refused = [&](const Error &e) {
-        if (p.json()) {
-            p.string("dev", dev);
-            p.boolean("attached", false);
-            p.string("error", e.message);
-            p.close_object();
-            p.print(stdout);
-        }
-        return fail(e);
-    };
-    auto checked = common::paths_for(dev); // refuses a name no device can have
-    if (!checked) return refused(checked.failure());
-    const auto &paths = *checked;
-    // The same verdict, in the same words, as attach and detach give.
-    const setup::Probe probe = setup::probe(paths);
-    using K = setup::Probe::Kind;
-    if (probe.kind == K::NotAttached) return refused(refuse(dev + " is not attached"));
-    if (probe.kind == K::Broken || probe.kind == K::Elsewhere || !probe.state)
-        return refused(refuse(probe.why));
-    const setup::AttachState *as = &*probe.state;
-    auto d = control::Device::open(dev, control::Access::Read);
-    if (!d) return refused(d.failure());
-    auto s = take(*d);
-    if (!s) return refused(s.failure());
-    const pid_t pid = daemon::running_pid(paths);
-    const bool beating = pspxdp_pacer_alive(&s->st, s->t_ns);
-
-    p.boolean("attached", true, (dev + ": attached, ").c_str());
-    p.text("pacer ");
-    p.open_array("pacer_veth");
-    p.string("", as->pacer_a, "%s -> ");
-    p.string("", as->pacer_b, "%s ");
-    p.close_array();
-    p.u64("queues", as->queues, "(%s queues), ");
-    p.bytes("window", as->window_bytes, "window %s");
-    p.boolean("clsact_created", as->clsact_created,
-              as->clsact_created ? "" : ", clsact qdisc not ours");
-    p.newline();
-    // The words scripts grep for: "alive, heartbeat", "daemon: not running".
-    const int64_t age = s->st.heartbeat_ns ? int64_t(s->t_ns - s->st.heartbeat_ns) : 0;
-    const std::string age_text = fixed(double(age) / 1e6, 1) + " ms ago";
-    p.i64("daemon_pid", pid, !pid ? "daemon: not running (TC passes everything unpaced)"
-                                   : "daemon: pid %s, ");
-    if (s->st.heartbeat_ns)
-        p.value("heartbeat_age_ns", age, age_text,
-                !pid ? "" : beating ? "alive, heartbeat %s" : "NOT beating (heartbeat %s): TC passes unpaced");
-    else
-        p.value("heartbeat_age_ns", nullptr, "", pid ? "NOT beating (never beat): TC passes unpaced" : "");
-    p.newline();
-    // Why nothing is paced (the daemon stopped itself, was killed, DEV went):
-    // the one line the user needs, with what to do.
-    if (probe.kind == K::Dead || probe.kind == K::DevGone) {
-        p.string("dead", probe.why, "DEAD: %s");
-        p.newline();
-    } else {
-        p.null("dead");
-    }
-    print_clock(p, dev, *s);
-    print_device(p, dev, *s, nullptr, true);
-    p.close_object();
-    p.print(stdout);
-    return 0;
-}
-
-} // namespace
-
-const Command kStatus = {
-    "status",
-    "DEV [-j]",
-    "show whether DEV is paced: the attachment, the daemon, classes, counters",
-    "What attach created (pacer veth pair, queues, window), the daemon's pid and\n"
-    "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
-    "JSON object for any DEV; \"attached\": false and \"error\" when not attached.",
-    {flag("json", 'j', "print JSON")},
-    1,
-    1,
-    run_status,
 };
 
 } // namespace pspxdp::cli

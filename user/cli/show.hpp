@@ -3,9 +3,11 @@
 #pragma once
 
 #include "cli/output.hpp"
+#include "control/control.hpp"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pspxdp::cli {
 
@@ -16,6 +18,19 @@ struct ShowOptions {
     uint64_t watch_ns = 0;    // print again every watch_ns (0: once)
     uint64_t count = 0;       // with watch: stop after count prints (0: until interrupted)
 };
+
+// One reading of a device: its pacer_state, classes and counters, when.
+struct Snapshot {
+    uint64_t t_ns = 0;
+    pspxdp_pacer_state st{};
+    std::vector<control::ClassInfo> classes;
+    control::DeviceCounters counters;
+};
+Result<Snapshot> take(const control::Device &d);
+// The device's classes (and with stats its counters; rates when before is
+// given: measured from before to s).
+void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
+                  bool stats);
 
 // DEV nullptr: the only attached device.
 int show_device(const std::string *dev, const ShowOptions &o);

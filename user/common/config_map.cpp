@@ -41,6 +41,31 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
     return out;
 }
 
+Result<PacerStatsView> PacerStatsView::of(int fd) {
+    PacerStatsView v;
+    if (auto m = MapView::of(fd, sizeof(pspxdp_class_counters) * PSPXDP_MAX_CLASSES, false)) {
+        v.view_.emplace(std::move(m.value()));
+        return v;
+    }
+    v.copy_.resize(PSPXDP_MAX_CLASSES);
+    constexpr uint32_t kChunk = 16384;
+    std::vector<uint32_t> keys(kChunk);
+    std::vector<pspxdp_class_counters> vals(kChunk);
+    uint32_t token = 0;
+    for (bool first = true;; first = false) {
+        uint32_t n = kChunk;
+        LIBBPF_OPTS(bpf_map_batch_opts, opts);
+        int rc = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, keys.data(),
+                                      vals.data(), &n, &opts);
+        const int e = rc ? errno : 0;
+        if (rc && e != ENOENT) return err("reading pacer_stats: " + errno_text(e));
+        for (uint32_t i = 0; i < n; ++i)
+            if (keys[i] < PSPXDP_MAX_CLASSES) v.copy_[keys[i]] = vals[i];
+        if (rc) break; // ENOENT: that was the last batch
+    }
+    return v;
+}
+
 Result<void> bump_config_gen(int pacer_state_fd) {
     long page = sysconf(_SC_PAGESIZE);
     void *m = mmap(nullptr, size_t(page), PROT_READ | PROT_WRITE, MAP_SHARED, pacer_state_fd, 0);

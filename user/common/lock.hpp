@@ -9,8 +9,8 @@
 // so acquire() checks, once it holds the flock, that the file it locked is
 // still the one at the path, and starts over if not.
 //
-// Re-entrant within a process: attach holds it while it applies a
-// configuration file through the same calls `class set` uses.
+// Re-entrant within a process: an attach that fails after it created things
+// detaches (which locks) under the lock it holds.
 #pragma once
 
 #include "common/paths.hpp"
@@ -35,6 +35,8 @@ class DevLock {
     void swap(DevLock &o) noexcept { dev_.swap(o.dev_); }
     DevLock(const DevLock &) = delete;
     ~DevLock();
+    // The device this lock is held on; empty when it holds nothing.
+    const std::string &dev() const { return dev_; }
 
   private:
     explicit DevLock(std::string dev) : dev_(std::move(dev)) {}

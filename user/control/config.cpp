@@ -61,8 +61,6 @@ const std::string &rate_word(const ClassSpec &c, std::string &buf) {
 
 } // namespace
 
-std::string class_name(uint32_t classid) { return format_classid(ClassId::from_raw(classid)); }
-
 Result<uint32_t> parse_class_id(std::string_view word) {
     auto id = parse_classid(word);
     if (!id) return refuse(id.error());
@@ -165,7 +163,8 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
 }
 
 std::string format_class_spec(const ClassSpec &c) {
-    std::string s = class_name(c.classid) + " " + (c.paced() ? format_rate(c.rate_bps) : "normal");
+    std::string s = format_classid(ClassId::from_raw(c.classid)) + " " +
+                    (c.paced() ? format_rate(c.rate_bps) : "normal");
     if (c.limit_bytes) s += " limit " + format_bytes(c.limit_bytes);
     else if (c.limit_ns) s += " limit " + format_duration(c.limit_ns);
     if (c.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF) s += " ce_threshold off";
@@ -173,50 +172,59 @@ std::string format_class_spec(const ClassSpec &c) {
     return s;
 }
 
-Result<Config> parse_config(std::string_view text) {
-    Config c;
+Result<void> for_each_statement(std::string_view text, const StatementFn &fn) {
     size_t line_no = 0;
-    std::map<uint32_t, size_t> class_line;
     while (!text.empty()) {
         ++line_no;
-        size_t nl = text.find('\n');
+        const size_t nl = text.find('\n');
         std::string_view line = text.substr(0, nl);
         text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-        if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-        const std::vector<std::string> words = split_words(line);
+        const std::vector<std::string> words = split_words(line.substr(0, line.find('#')));
         if (words.empty()) continue;
-        const std::string at = "line " + std::to_string(line_no) + ": ";
-        const std::string &key = words[0];
-        std::span<const std::string> rest(words.data() + 1, words.size() - 1);
-        if (key == "line-rate") {
-            if (rest.size() != 1) return refuse(at + "expected \"line-rate RATE\"");
-            if (c.line_rate_bps) return refuse(at + "line-rate given twice");
-            auto r = parse_rate_bps(rest[0]);
-            if (!r) return refuse(at + "line-rate: " + r.error());
-            c.line_rate_bps = *r;
-        } else if (key == "class") {
-            auto cs = parse_class_spec(rest);
-            if (!cs) return refuse(at + cs.error());
-            if (auto [it, fresh] = class_line.emplace(cs->classid, line_no); !fresh)
-                return refuse(at + "class " + rest[0] + " given twice (first on line " +
-                              std::to_string(it->second) + ")");
-            c.classes.push_back(*cs);
-            c.classes.back().line = line_no;
-        } else if (key == "default") {
-            if (rest.size() != 1) return refuse(at + "expected \"default CLASSID\"");
-            if (c.default_classid) return refuse(at + "default given twice");
-            auto id = parse_class_id(rest[0]);
-            if (!id) return refuse(at + id.error());
-            c.default_classid = *id;
-        } else if (key == "filter") {
-            auto f = parse_filter(rest);
-            if (!f) return refuse(at + f.error());
-            c.filters.push_back(ConfigFilter{*f, line_no});
-        } else {
-            return refuse(at + "unknown statement " + quoted(key) +
-                          " (expected line-rate, class, default or filter)");
-        }
+        if (auto r = fn(line_no, words); !r)
+            return Error{"line " + std::to_string(line_no) + ": " + r.error(), r.exit_code()};
     }
+    return {};
+}
+
+Result<Config> parse_config(std::string_view text) {
+    Config c;
+    std::map<uint32_t, size_t> class_line;
+    auto read = for_each_statement(
+        text, [&](size_t line_no, std::span<const std::string> words) -> Result<void> {
+            const std::string &key = words[0];
+            std::span<const std::string> rest = words.subspan(1);
+            if (key == "line-rate") {
+                if (rest.size() != 1) return refuse("expected \"line-rate RATE\"");
+                if (c.line_rate_bps) return refuse("line-rate given twice");
+                auto r = parse_rate_bps(rest[0]);
+                if (!r) return refuse("line-rate: " + r.error());
+                c.line_rate_bps = *r;
+            } else if (key == "class") {
+                auto cs = parse_class_spec(rest);
+                if (!cs) return refuse(cs.error());
+                if (auto [it, fresh] = class_line.emplace(cs->classid, line_no); !fresh)
+                    return refuse("class " + rest[0] + " given twice (first on line " +
+                                  std::to_string(it->second) + ")");
+                c.classes.push_back(*cs);
+                c.classes.back().line = line_no;
+            } else if (key == "default") {
+                if (rest.size() != 1) return refuse("expected \"default CLASSID\"");
+                if (c.default_classid) return refuse("default given twice");
+                auto id = parse_class_id(rest[0]);
+                if (!id) return refuse(id.error());
+                c.default_classid = *id;
+            } else if (key == "filter") {
+                auto f = parse_filter(rest);
+                if (!f) return refuse(f.error());
+                c.filters.push_back(ConfigFilter{*f, line_no});
+            } else {
+                return refuse("unknown statement " + quoted(key) +
+                              " (expected line-rate, class, default or filter)");
+            }
+            return {};
+        });
+    if (!read) return read.failure();
     return c;
 }
 
@@ -246,7 +254,8 @@ std::string format_config(const Config &c, const std::vector<std::string> &heade
     for (const auto &h : header) s += "# " + h + "\n";
     if (c.line_rate_bps) s += "line-rate " + format_rate(*c.line_rate_bps) + "\n";
     for (const auto &cs : c.classes) s += "class " + format_class_spec(cs) + "\n";
-    if (c.default_classid) s += "default " + class_name(*c.default_classid) + "\n";
+    if (c.default_classid)
+        s += "default " + format_classid(ClassId::from_raw(*c.default_classid)) + "\n";
     for (const auto &f : c.filters) s += "filter " + format_filter(f.spec) + "\n";
     return s;
 }
@@ -261,8 +270,9 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
     std::string w;
     for (const auto &c : classes) {
         if (!c.paced()) continue;
-        const std::string cls =
-            at_line(c.line) + "class " + class_name(c.classid) + ": rate " + quoted(rate_word(c, w));
+        const std::string cls = at_line(c.line) + "class " +
+                                format_classid(ClassId::from_raw(c.classid)) + ": rate " +
+                                quoted(rate_word(c, w));
         if (line_rate_bps == 0)
             return refuse(cls + ": the line rate of " + dev +
                           " is unknown (pspxdp change " + dev + " line-rate RATE)");
@@ -291,14 +301,14 @@ Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t defa
     std::set<uint32_t> ids;
     for (const auto &cs : c.classes) ids.insert(cs.classid);
     if (!ids.count(default_classid))
-        return refuse("default class " + class_name(default_classid) +
-                      " is not among the classes (add \"class " + class_name(default_classid) +
-                      " normal\")");
+        return refuse("default class " + format_classid(ClassId::from_raw(default_classid)) +
+                      " is not among the classes (add \"class " +
+                      format_classid(ClassId::from_raw(default_classid)) + " normal\")");
     std::map<std::string, size_t> seen; // a filter's identity (its words without the class) -> line
     for (const auto &f : c.filters) {
         if (!ids.count(f.spec.classid.raw()))
             return refuse(at_line(f.line) + "filter \"" + format_filter(f.spec) + "\": class " +
-                          class_name(f.spec.classid.raw()) + " is not among the classes");
+                          format_classid(f.spec.classid) + " is not among the classes");
         FilterSpec identity = f.spec;
         identity.classid = ClassId{};
         auto [it, fresh] = seen.emplace(format_filter(identity), f.line);

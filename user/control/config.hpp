@@ -18,6 +18,7 @@
 #include "pspxdp/shared.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,7 +57,6 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
 std::string format_class_spec(const ClassSpec &c);
 // "1:a": minor 0 names a qdisc in tc, not a class; refused.
 Result<uint32_t> parse_class_id(std::string_view word);
-std::string class_name(uint32_t classid);
 
 // A filter of a configuration file: the words of `pspxdp filter add` after
 // DEV (filter_spec.hpp), and the line it came from, for messages.
@@ -71,6 +71,14 @@ struct Config {
     std::vector<ClassSpec> classes;         // the whole set (apply deletes the others)
     std::vector<ConfigFilter> filters;      // the whole set
 };
+
+// The one reader of statement files (configuration files, class and filter
+// --file, analyze --flows-file): one statement a line, '#' starts a comment,
+// blank lines skipped. fn gets each statement's line number (from 1) and
+// words; its first error stops the reading and comes back as "line N: ...",
+// exit code kept.
+using StatementFn = std::function<Result<void>(size_t line, std::span<const std::string> words)>;
+Result<void> for_each_statement(std::string_view text, const StatementFn &fn);
 
 // Errors are "line N: ..." naming the word.
 Result<Config> parse_config(std::string_view text);

@@ -61,10 +61,8 @@ std::string pin_dir(const std::string &dev);
 std::vector<std::string> attached_devices();
 
 enum class Access {
-    Read,          // no lock, pins opened read-only
-    Change,        // takes DEV's lock (waits for it) and checks DEV is attached
-    ChangeLocked,  // the caller holds DEV's lock already (attach --config; the lock
-                   // is re-entrant within a process, so this is Change without the wait)
+    Read,   // no lock, pins opened read-only
+    Change, // takes DEV's lock (waits for it) and checks DEV is attached
 };
 
 // What apply changed.
@@ -82,6 +80,11 @@ class Device {
   public:
     // "eth0 is not attached" (exit 2) if the directory or a required map is missing.
     static Result<Device> open(const std::string &dev, Access access);
+    // For changes under DEV's lock that the caller holds already (attach
+    // --config applies the file under the lock attach took, so no other
+    // command sees DEV attached without its configuration). The Device
+    // does not hold the lock: `held` must outlive it.
+    static Result<Device> open_locked(const common::DevLock &held);
 
     const std::string &name() const { return dev_; }
 
@@ -123,6 +126,8 @@ class Device {
     Result<void> replace_filters(const std::vector<FilterSpec> &specs);
 
   private:
+    static Result<Device> open_as(const std::string &dev, Access access,
+                                  const common::DevLock *held);
     Result<void> require_change() const;
     Result<std::vector<ClassSpec>> class_specs() const;
     // class_config in one batched read (100,000 classes in milliseconds).

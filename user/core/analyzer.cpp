@@ -7,6 +7,8 @@
 // The burstiness queue is kept exactly as well (see FlowState::queue_scaled).
 #include "core/analyzer.hpp"
 
+#include "core/units.hpp"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -56,11 +58,8 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
     // Hybrid ticks are byte times too: only where a frame starts differs.
     const bool byte_clock = config.mode != ClockMode::RealTime;
     const bool hybrid = config.mode == ClockMode::Hybrid;
-    // ns -> byte times at M, exact (128 bits).
-    auto bytes_of_ns = [&](uint64_t ns) {
-        return uint64_t(u128(ns) * config.line_rate_bps / 8'000'000'000ull);
-    };
-    const uint64_t threshold_bytes = bytes_of_ns(config.idle_threshold_ns);
+    const uint64_t threshold_bytes =
+        bytes_in_ns_floor(config.idle_threshold_ns, config.line_rate_bps);
     const uint64_t n = std::max<uint32_t>(config.rate_window_packets, 1);
     // rate_bps = bytes * rate_k / ticks.
     const long double rate_k = byte_clock ? (long double)config.line_rate_bps : 8e9L;
@@ -90,7 +89,8 @@ TraceReport analyze_trace(std::span<const TraceFrame> frames, const AnalyzerConf
         real_tick = i == 0 ? f.time_ns : std::max(real_tick, f.time_ns);
         uint64_t tick;
         if (hybrid) {
-            const uint64_t r = bytes_of_ns(real_tick - frames[0].time_ns);
+            const uint64_t r =
+                bytes_in_ns_floor(real_tick - frames[0].time_ns, config.line_rate_bps);
             if (i > 0 && r > wire_clock + threshold_bytes) { // the wire idled
                 ++report.idle_periods;
                 report.idle_bytes += r - wire_clock;

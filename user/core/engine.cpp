@@ -11,23 +11,7 @@ namespace pspxdp {
 
 namespace {
 
-constexpr uint64_t kNsPerSec = 1'000'000'000ull;
 using u128 = unsigned __int128;
-
-// Byte times a wire of rate M covers in ns: ns * M / 8e9, exact. 64 bits
-// while the product fits (18 s at 1 Gbit/s), 128 bits beyond, saturated.
-uint64_t bytes_in(uint64_t ns, uint64_t line_rate_bps) {
-    uint64_t product;
-    if (!__builtin_mul_overflow(ns, line_rate_bps, &product)) return product / (8 * kNsPerSec);
-    const u128 bytes = u128(ns) * line_rate_bps / (8 * kNsPerSec);
-    return bytes > UINT64_MAX ? UINT64_MAX : uint64_t(bytes);
-}
-
-// ns a wire of rate M needs for `bytes` byte times, rounded up.
-uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
-    u128 num = u128(bytes) * 8 * kNsPerSec;
-    return uint64_t((num + line_rate_bps - 1) / line_rate_bps);
-}
 
 } // namespace
 
@@ -52,7 +36,7 @@ void Engine::update_horizon() {
     else if (cfg_.gap_horizon_ns == kGapHorizonInf)
         horizon_bytes_ = UINT64_MAX;
     else
-        horizon_bytes_ = bytes_in(cfg_.gap_horizon_ns, cfg_.line_rate_bps);
+        horizon_bytes_ = bytes_in_ns_floor(cfg_.gap_horizon_ns, cfg_.line_rate_bps);
 }
 
 void Engine::set_gap_horizon_ns(uint64_t horizon_ns) {
@@ -345,7 +329,7 @@ void Engine::normal_unlink(uint32_t cls) {
 
 uint64_t Engine::wire_position(uint64_t now_ns) const {
     if (!anchored_ || now_ns <= anchor_ns_) return anchored_ ? anchor_g_ : g_;
-    return anchor_g_ + bytes_in(now_ns - anchor_ns_, cfg_.line_rate_bps);
+    return anchor_g_ + bytes_in_ns_floor(now_ns - anchor_ns_, cfg_.line_rate_bps);
 }
 
 void Engine::anchor(uint64_t now_ns) {
@@ -421,7 +405,7 @@ void Engine::relag(uint32_t cls) {
         // kClocklessJitterNs of it, at most half the period (fq's rule for
         // timer drift).
         if (cfg_.clockless)
-            limit -= std::min(limit / 2, bytes_in(kClocklessJitterNs, cfg_.line_rate_bps));
+            limit -= std::min(limit / 2, bytes_in_ns_floor(kClocklessJitterNs, cfg_.line_rate_bps));
     }
     if (g_ - c.clock <= limit) return;
     counters_.lag_clamped_bytes += g_ - limit - c.clock;
@@ -536,7 +520,7 @@ Decision Engine::plan_wait(uint64_t target, uint64_t due, bool planned) {
 
 // The first ns at which the wire position reaches g (g >= the anchor's).
 uint64_t Engine::time_of(uint64_t g) const {
-    return anchor_ns_ + ns_for(g - anchor_g_, cfg_.line_rate_bps);
+    return anchor_ns_ + ns_for_bytes_ceil(g - anchor_g_, cfg_.line_rate_bps);
 }
 
 // The eligible class of earliest (F_k, class) when the heap holds entries:

@@ -36,6 +36,38 @@ Result<uint64_t> parse_duration_ns(std::string_view text, uint64_t bare_unit_ns 
 // 2000000 -> "2ms", 1500000 -> "1500us": parses back to the same number.
 std::string format_duration(uint64_t ns);
 
+// Byte times and nanoseconds on a wire of rate_bps (a byte time: 8 bits at
+// the rate), exact, the rounding in the name: in a byte-exact pacer a floor
+// where a ceiling was meant is a frame one byte time early. 64 bits while
+// the product fits (2.3 s of bytes at any rate; 18 s of ns at 1 Gbit/s), 128
+// beyond; a result past 64 bits saturates at UINT64_MAX. rate_bps > 0.
+inline constexpr uint64_t kBitNsPerByteSec = 8ull * 1'000'000'000; // bits/byte * ns/s
+
+// The ns the wire takes for `bytes`, rounded down: a wait for them that
+// never outlasts them; a duration to print.
+inline uint64_t ns_for_bytes_floor(uint64_t bytes, uint64_t rate_bps) {
+    uint64_t num;
+    if (!__builtin_mul_overflow(bytes, kBitNsPerByteSec, &num)) return num / rate_bps;
+    const unsigned __int128 ns = (unsigned __int128)bytes * kBitNsPerByteSec / rate_bps;
+    return ns > UINT64_MAX ? UINT64_MAX : uint64_t(ns);
+}
+// Rounded up: the first ns by which the wire has sent all `bytes`.
+inline uint64_t ns_for_bytes_ceil(uint64_t bytes, uint64_t rate_bps) {
+    uint64_t num;
+    if (!__builtin_mul_overflow(bytes, kBitNsPerByteSec, &num))
+        return num / rate_bps + (num % rate_bps != 0);
+    const unsigned __int128 wide = (unsigned __int128)bytes * kBitNsPerByteSec;
+    const unsigned __int128 ns = wide / rate_bps + (wide % rate_bps != 0);
+    return ns > UINT64_MAX ? UINT64_MAX : uint64_t(ns);
+}
+// The whole byte times the wire covers in ns, rounded down.
+inline uint64_t bytes_in_ns_floor(uint64_t ns, uint64_t rate_bps) {
+    uint64_t num;
+    if (!__builtin_mul_overflow(ns, rate_bps, &num)) return num / kBitNsPerByteSec;
+    const unsigned __int128 bytes = (unsigned __int128)ns * rate_bps / kBitNsPerByteSec;
+    return bytes > UINT64_MAX ? UINT64_MAX : uint64_t(bytes);
+}
+
 // tc class id "major:minor", both hexadecimal, 16 bits each ("1:1", "1:a",
 // "ffff:ffff"). The raw form is major << 16 | minor, as TC_H_MAKE.
 struct ClassId {

@@ -1,5 +1,6 @@
 #include "daemon/class_queues.hpp"
 
+#include "core/units.hpp"
 #include "datapath/ecn.hpp"
 
 #include <cstring>
@@ -147,7 +148,7 @@ void ClassQueues::expire_drains(uint64_t now) {
         ClassState &c = table_.at(slot);
         if (!c.drain_cut) {
             c.drain_cut = true;
-            if (c.rate_bps) keep_oldest(slot, bytes_in(c.rate_bps, PSPXDP_DELETE_DRAIN_NS));
+            if (c.rate_bps) keep_oldest(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps));
         }
         if (now >= c.drain_deadline_ns && !c.fifo.empty())
             drop_head(slot, c.fifo.frames, &pspxdp_class_counters::drop_deleted);

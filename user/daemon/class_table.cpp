@@ -20,10 +20,6 @@ uint64_t paced_rate(const pspxdp_class_config &c) {
 
 } // namespace
 
-uint64_t bytes_in(uint64_t rate_bps, uint64_t ns) {
-    return uint64_t((unsigned __int128)rate_bps * ns / (8ull * 1'000'000'000));
-}
-
 ClassLimits limits_for(const pspxdp_class_config &c) {
     ClassLimits l;
     const uint64_t rate = paced_rate(c);
@@ -31,15 +27,15 @@ ClassLimits limits_for(const pspxdp_class_config &c) {
         l.limit_bytes = c.limit_bytes;
         l.limit_frames = PSPXDP_MIN_LIMIT_FRAMES;
     } else if (c.limit_ns && rate) {
-        l.limit_bytes = bytes_in(rate, c.limit_ns);
+        l.limit_bytes = bytes_in_ns_floor(c.limit_ns, rate);
         l.limit_frames = PSPXDP_MIN_LIMIT_FRAMES;
     } else {
-        l.limit_bytes = bytes_in(rate, PSPXDP_DEFAULT_LIMIT_NS);
+        l.limit_bytes = bytes_in_ns_floor(PSPXDP_DEFAULT_LIMIT_NS, rate);
         l.limit_frames = PSPXDP_DEFAULT_LIMIT_FRAMES;
     }
     if (rate && c.ce_threshold_ns != PSPXDP_CE_THRESHOLD_OFF)
-        l.ce_bytes = bytes_in(rate, c.ce_threshold_ns ? c.ce_threshold_ns
-                                                      : PSPXDP_DEFAULT_CE_THRESHOLD_NS);
+        l.ce_bytes = bytes_in_ns_floor(
+            c.ce_threshold_ns ? c.ce_threshold_ns : PSPXDP_DEFAULT_CE_THRESHOLD_NS, rate);
     return l;
 }
 
@@ -57,8 +53,8 @@ bool ClassTable::reconcile(uint64_t now) {
         const uint32_t slot = e.config.slot;
         if (slot == 0 || slot >= PSPXDP_MAX_CLASSES) {
             // Not the control plane's doing; nothing to serve it with.
-            log_.add("class %s: slot %u out of range: not served", classid_text(e.classid).c_str(),
-                 slot);
+            log_.add("class %s: slot %u out of range: not served",
+                     format_classid(ClassId::from_raw(e.classid)).c_str(), slot);
             continue;
         }
         if (slot >= table_.size()) table_.resize(slot + 1);
@@ -71,8 +67,8 @@ bool ClassTable::reconcile(uint64_t now) {
         } else {
             // The slot still holds another class (draining): the control
             // plane never gives out such a slot, so this is a hand-written map.
-            refuse(slot, e.classid, e.config, "its slot still holds class " +
-                                                   classid_text(c.classid));
+            refuse(slot, e.classid, e.config,
+                   "its slot still holds class " + format_classid(ClassId::from_raw(c.classid)));
             continue;
         }
         c.seen_gen = gen_;
@@ -121,9 +117,9 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     }
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
-    log_.add("class %s: %s%s on slot %u%s", classid_text(classid).c_str(),
-         rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
-         adopted ? " (taken over, counters continue)" : "");
+    log_.add("class %s: %s%s on slot %u%s", format_classid(ClassId::from_raw(classid)).c_str(),
+             rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
+             adopted ? " (taken over, counters continue)" : "");
 }
 
 void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
@@ -134,13 +130,16 @@ void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
         auto r = engine_.set_rate(c.handle, rate);
         if (!r) {
             if (changed) {
-                log_.add("class %s: rate %s refused, keeping %s: %s", classid_text(c.classid).c_str(),
-                     format_rate(rate).c_str(), format_rate(c.rate_bps).c_str(), r.error().c_str());
+                log_.add("class %s: rate %s refused, keeping %s: %s",
+                         format_classid(ClassId::from_raw(c.classid)).c_str(),
+                         format_rate(rate).c_str(), format_rate(c.rate_bps).c_str(),
+                         r.error().c_str());
                 ++maps_.daemon().config_refused;
             }
         } else {
-            log_.add("class %s: rate %s -> %s", classid_text(c.classid).c_str(),
-                 format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
+            log_.add("class %s: rate %s -> %s",
+                     format_classid(ClassId::from_raw(c.classid)).c_str(),
+                     format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
             c.rate_bps = rate;
         }
     }
@@ -164,7 +163,8 @@ void ClassTable::refuse(uint32_t slot, uint32_t classid, const pspxdp_class_conf
         c.life = ClassLife::Refused;
     }
     if (!logged) {
-        log_.add("class %s: not served: %s", classid_text(classid).c_str(), why.c_str());
+        log_.add("class %s: not served: %s", format_classid(ClassId::from_raw(classid)).c_str(),
+                 why.c_str());
         ++maps_.daemon().config_refused;
     }
 }
@@ -179,8 +179,8 @@ void ClassTable::start_drain(uint32_t slot, uint64_t now) {
     draining_.push_back(slot);
     --served_;
     log_.add("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",
-         classid_text(c.classid).c_str(), c.fifo.frames,
-         (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
+             format_classid(ClassId::from_raw(c.classid)).c_str(), c.fifo.frames,
+             (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
 }
 
 uint32_t ClassTable::finish_drains(uint64_t now) {
@@ -197,8 +197,8 @@ uint32_t ClassTable::finish_drains(uint64_t now) {
             continue;
         }
         log_.add("class %s removed: sent %llu frames, dropped %llu when deleted",
-             classid_text(c.classid).c_str(), (unsigned long long)pc.tx_frames,
-             (unsigned long long)pc.drop_deleted);
+                 format_classid(ClassId::from_raw(c.classid)).c_str(),
+                 (unsigned long long)pc.tx_frames, (unsigned long long)pc.drop_deleted);
         maps_.set_state(slot, PSPXDP_SLOT_FREE); // the control plane may give it out again
         c = ClassState{};
         draining_[i] = draining_.back();

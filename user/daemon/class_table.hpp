@@ -38,8 +38,6 @@ struct ClassLimits {
     uint64_t ce_bytes = UINT64_MAX; // a frame joining a longer backlog gets CE
 };
 ClassLimits limits_for(const pspxdp_class_config &config);
-// L2 bytes rate_bps sends in ns.
-uint64_t bytes_in(uint64_t rate_bps, uint64_t ns);
 
 inline constexpr uint32_t kNotBacklogged = 0xffffffffu;
 

@@ -6,7 +6,7 @@
 #include "core/units.hpp"
 #include "daemon/log.hpp"
 #include "daemon/loop.hpp"
-#include "daemon/process.hpp"
+#include "setup/process.hpp"
 #include "daemon/watch.hpp"
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
@@ -32,34 +32,20 @@ void on_signal(int) {
 
 // One daemon per DEV: a second one would fail on the sockets anyway, but
 // only after clobbering the first one's pidfile.
-bool write_pidfile(const setup::Paths &paths) {
+bool claim_pidfile(const setup::Paths &paths) {
     if (auto r = setup::ensure_run_dir(); !r) {
         logf("%s", r.error().c_str());
         return false;
     }
-    if (pid_t other = running_pid(paths); other && other != getpid()) {
+    if (pid_t other = setup::running_pid(paths); other && other != getpid()) {
         logf("another daemon (pid %d) already runs for %s", int(other), paths.dev.c_str());
         return false;
     }
-    FILE *f = std::fopen(paths.pid.c_str(), "w");
-    if (!f) {
-        logf("writing pidfile %s: %s", paths.pid.c_str(), common::errno_text(errno).c_str());
+    if (auto r = setup::write_pidfile(paths, getpid()); !r) {
+        logf("%s", r.error().c_str());
         return false;
     }
-    std::fprintf(f, "%d\n", int(getpid()));
-    std::fclose(f);
     return true;
-}
-
-// Only our own pidfile: a newer daemon may have replaced it.
-void remove_pidfile(const setup::Paths &paths) {
-    FILE *f = std::fopen(paths.pid.c_str(), "r");
-    int pid = 0;
-    if (f) {
-        if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
-        std::fclose(f);
-    }
-    if (pid == getpid()) unlink(paths.pid.c_str());
 }
 
 // --cpu / --rt. RT throttling (sched_rt_runtime_us, 950 ms of every 1 s by
@@ -135,9 +121,9 @@ int run(const DaemonConfig &cfg) {
     prctl(PR_SET_NAME, "pspxdp");
 
     auto paths = setup::paths_for(cfg.dev);
-    if (cfg.write_pidfile && !write_pidfile(paths)) return 1;
+    if (cfg.write_pidfile && !claim_pidfile(paths)) return 1;
     if (!set_realtime(cfg)) {
-        if (cfg.write_pidfile) remove_pidfile(paths);
+        if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
         return 1;
     }
     int rc;
@@ -167,7 +153,7 @@ int run(const DaemonConfig &cfg) {
         }
     } // the loop's destructor releases the sockets and the UMEM
     const uint64_t released_ns = common::mono_ns() - t0_ns;
-    if (cfg.write_pidfile) remove_pidfile(paths);
+    if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
     logf("exited (%d); sockets and buffer released in %llu ms", rc,
          (unsigned long long)(released_ns / common::kNsPerMs));
     return rc;

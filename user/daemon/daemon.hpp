@@ -7,8 +7,11 @@
 //   class_queues.cpp  each class's FIFO: limits, ECN, overflow, drops, sent
 //   pacer_maps.cpp    the mmapped maps: heartbeat, counters, a dead daemon's leftovers
 //   wire_clock.cpp    which clock paces the wire (byte clock, clockless), the gap horizon
+//   watch.cpp         DEV gone, renamed, moved or its MTU changed: stop or restart
 //   log.cpp           the log
-//   process.cpp       the daemon as a process (spawn, stop), for the CLI
+//
+// The daemon as a process (pidfile, spawn, stop) is setup/process.cpp: the
+// attach library starts and stops it.
 #pragma once
 
 #include "core/engine.hpp"

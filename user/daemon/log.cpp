@@ -1,7 +1,5 @@
 #include "daemon/log.hpp"
 
-#include "core/units.hpp"
-
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -53,10 +51,6 @@ void LogBatch::flush(const char *what) {
     if (more_) logf("... and %zu more %s", more_, what);
     lines_.clear();
     more_ = 0;
-}
-
-std::string classid_text(uint32_t classid) {
-    return format_classid(ClassId::from_raw(classid));
 }
 
 } // namespace pspxdp::daemon

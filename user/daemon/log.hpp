@@ -26,7 +26,4 @@ class LogBatch {
     size_t more_ = 0;
 };
 
-// "1:ffff", for log lines.
-std::string classid_text(uint32_t classid);
-
 } // namespace pspxdp::daemon

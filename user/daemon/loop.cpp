@@ -2,6 +2,7 @@
 
 #include "common/clock.hpp"
 #include "common/text.hpp"
+#include "core/units.hpp"
 #include "daemon/log.hpp"
 #include "setup/netlink.hpp"
 
@@ -44,11 +45,6 @@ constexpr uint64_t kSendMedianStepNs = 50;
 // A batch (schedule()) is at most this many largest frames, and half the
 // window: one sendto()'s worth at the kernel's default TX budget (§4.4).
 constexpr uint64_t kBatchFrames = 32;
-
-// ns a wire of rate M takes for `bytes` byte times.
-uint64_t ns_for(uint64_t bytes, uint64_t line_rate_bps) {
-    return uint64_t((unsigned __int128)bytes * 8 * kNsPerSec / line_rate_bps);
-}
 
 } // namespace
 
@@ -183,9 +179,9 @@ bool Loop::schedule(uint64_t now) {
             uint64_t short_bytes = ahead + batch_bytes_ - window;
             waiting_ = true;
             const uint64_t rate = engine_->config().line_rate_bps;
-            wake_ns_ = now + short_bytes * 8 * kNsPerSec / rate;
+            wake_ns_ = now + ns_for_bytes_floor(short_bytes, rate);
             // The wire has what is ahead queued: a late wake-up eats into it.
-            slack_ns_ = (ahead > short_bytes ? ahead - short_bytes : 0) * 8 * kNsPerSec / rate;
+            slack_ns_ = ns_for_bytes_floor(ahead > short_bytes ? ahead - short_bytes : 0, rate);
             return false;
         }
     }
@@ -267,8 +263,8 @@ void Loop::publish_counts() {
     d.late_wakeups = base_.late_wakeups + e.late_wakeups;
     // The engine counts byte times at the line rate; people read ns.
     const uint64_t rate = engine_->config().line_rate_bps;
-    d.late_ns = base_.late_ns + ns_for(e.late_bytes, rate);
-    d.late_max_ns = std::max<uint64_t>(base_.late_max_ns, ns_for(e.late_max_bytes, rate));
+    d.late_ns = base_.late_ns + ns_for_bytes_floor(e.late_bytes, rate);
+    d.late_max_ns = std::max<uint64_t>(base_.late_max_ns, ns_for_bytes_floor(e.late_max_bytes, rate));
     const auto &p = plane_->counters();
     d.kicks = base_.kicks + p.kicks;
     d.kick_errors = base_.kick_errors + p.kick_errors;

@@ -10,6 +10,7 @@
 #include "common/text.hpp"
 #include "core/units.hpp"
 #include "setup/netlink.hpp"
+#include "setup/ownership.hpp"
 #include "setup/process.hpp"
 
 #include <bpf/bpf.h>

@@ -9,6 +9,7 @@
 #include "common/slots.hpp"
 #include "pspxdp/shared.h"
 #include "setup/netlink.hpp"
+#include "setup/ownership.hpp"
 
 #include "classifier.skel.h"
 #include "redirect.skel.h"
@@ -98,26 +99,6 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     return {};
 }
 
-// Is the qdisc at DEV's clsact slot free of filters pspxdp did not put there?
-Result<bool> clsact_holds_only_ours(uint32_t ifindex) {
-    for (bool egress : {true, false}) {
-        auto fl = list_tc_filters(ifindex, egress);
-        if (!fl) return fl.failure();
-        for (const auto &f : *fl)
-            if (!(egress && f.handle == kTcHandle && f.prio == kTcPriority)) return false;
-    }
-    return true;
-}
-
-std::string prog_name(uint32_t id) {
-    Fd fd(bpf_prog_get_fd_by_id(id));
-    if (!fd.valid()) return {};
-    bpf_prog_info info{};
-    uint32_t len = sizeof(info);
-    if (bpf_obj_get_info_by_fd(fd.get(), &info, &len) != 0) return {};
-    return info.name;
-}
-
 } // namespace
 
 Paths paths_for(const std::string &dev) {
@@ -127,45 +108,6 @@ Paths paths_for(const std::string &dev) {
         std::abort();
     }
     return *p;
-}
-
-const std::vector<MapIdentity> &our_maps() {
-    static const std::vector<MapIdentity> maps = [] {
-        std::vector<MapIdentity> out;
-        auto add = [&](bpf_object *obj) {
-            bpf_map *m;
-            bpf_object__for_each_map(m, obj) {
-                if (bpf_map__is_internal(m)) continue;
-                MapIdentity id{bpf_map__name(m), uint32_t(bpf_map__type(m)),
-                               bpf_map__key_size(m), bpf_map__value_size(m)};
-                bool dup = false;
-                for (const auto &o : out) dup |= o.name == id.name;
-                if (!dup) out.push_back(id);
-            }
-        };
-        // Opened, never loaded: the maps' definitions are all we need.
-        if (classifier_bpf *c = classifier_bpf__open()) {
-            add(c->obj);
-            classifier_bpf__destroy(c);
-        }
-        if (redirect_bpf *r = redirect_bpf__open()) {
-            add(r->obj);
-            redirect_bpf__destroy(r);
-        }
-        return out;
-    }();
-    return maps;
-}
-
-bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info) {
-    if (!info.is_map) return false;
-    for (const auto &m : our_maps()) {
-        if (m.name != file) continue;
-        // The kernel keeps at most BPF_OBJ_NAME_LEN - 1 characters of a name.
-        return info.name == m.name.substr(0, BPF_OBJ_NAME_LEN - 1) && info.type == m.type &&
-               info.key_size == m.key_size && info.value_size == m.value_size;
-    }
-    return false;
 }
 
 uint32_t max_pacer_mtu() {
@@ -194,26 +136,6 @@ void remove_run_files(const Paths &p) {
     rmdir(common::kRunDir);  // only when empty
 }
 
-Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who) {
-    auto fl = list_tc_filters(ifindex, true);
-    if (!fl) return fl.failure();
-    for (const auto &f : *fl) {
-        if (f.prio != kTcPriority) continue;
-        bool ours = f.kind == "bpf" && f.handle == kTcHandle &&
-                    (prog_name(f.bpf_id) == kTcProgName ||
-                     f.bpf_name.starts_with(std::string(kTcProgName) + ":"));
-        if (ours) return Ownership::Ours;
-        if (who) {
-            char h[16];
-            std::snprintf(h, sizeof(h), "%x", f.handle);
-            *who = "a " + f.kind + " filter (handle 0x" + h +
-                   (f.bpf_name.empty() ? "" : ", " + common::quote(f.bpf_name)) + ")";
-        }
-        return Ownership::Foreign;
-    }
-    return Ownership::Absent;
-}
-
 Result<void> remove_tc_filter(uint32_t ifindex) {
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(ifindex), .attach_point = BPF_TC_EGRESS);
     LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kTcHandle, .priority = kTcPriority);
@@ -222,24 +144,6 @@ Result<void> remove_tc_filter(uint32_t ifindex) {
         return err("detaching the TC filter from ifindex " + std::to_string(ifindex) + ": " +
                    libbpf_err(rc));
     return {};
-}
-
-namespace {
-// a_ifindex: a's ifindex when known (the state file's): a pair of the same
-// names made since (ifindexes can be reused) is not ours.
-Ownership veth_pair_owner(const std::string &a, const std::string &b, uint32_t a_ifindex = 0) {
-    auto la = get_link(a);
-    if (!la) return Ownership::Absent;
-    if (la->kind != "veth" || !la->link || (a_ifindex && la->ifindex != a_ifindex))
-        return Ownership::Foreign;
-    auto lb = get_link(la->link);
-    if (!lb || lb->name != b || lb->kind != "veth") return Ownership::Foreign;
-    return Ownership::Ours;
-}
-} // namespace
-
-Ownership pacer_veth_owner(uint32_t dev_ifindex) {
-    return veth_pair_owner(pacer_name_a(dev_ifindex), pacer_name_b(dev_ifindex));
 }
 
 Result<void> remove_pins(const Paths &p, Notes &notes) {
@@ -285,19 +189,14 @@ Result<PacedSum> paced_sum(const Paths &p) {
     auto fd = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config",
                                                                      common::Access::Read);
     if (!fd) return fd.failure();
+    auto all = common::read_class_configs(fd->get());
+    if (!all) return err(p.pin("class_config") + ": " + all.error());
     PacedSum sum;
-    uint32_t key = 0, next = 0;
-    const uint32_t *prev = nullptr;
-    while (bpf_map_get_next_key(fd->get(), prev, &next) == 0) {
-        key = next;
-        prev = &key;
-        pspxdp_class_config cc{};
-        if (bpf_map_lookup_elem(fd->get(), &key, &cc) == 0 && cc.kind == PSPXDP_CLASS_PACED) {
-            sum.bps += cc.rate_bps;
+    for (const auto &e : *all)
+        if (e.config.kind == PSPXDP_CLASS_PACED) {
+            sum.bps += e.config.rate_bps;
             ++sum.classes;
         }
-    }
-    if (errno != ENOENT) return err("reading " + p.pin("class_config") + ": " + errno_text(errno));
     return sum;
 }
 

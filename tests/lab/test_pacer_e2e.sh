@@ -46,7 +46,7 @@ psp_check "class set 1:1 10mbit" $N "$PSPXDP" class set $DEV 1:1 10mbit
 psp_check "filter udp dport 5001" $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1
 psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
-# --- 600 x 1000 B at 10 Mbit/s: ~0.5 s, nothing lost, rate within 5 %
+# --- 600 x 1000 B at 10 Mbit/s: ~0.5 s, nothing lost, never faster than the class
 $D timeout 10 python3 "$TMP/recv.py" 5001 2.5 >"$TMP/r1" &
 psp_check "receiver bound to port 5001" psp_wait_for 10 psp_listening $DST udp 5001
 $N timeout 5 python3 "$TMP/send.py" 10.199.0.2 600 1000
@@ -54,11 +54,11 @@ wait $!
 read -r got rate <"$TMP/r1"
 echo "     10mbit: received $got, rate $rate bit/s"
 psp_check "all 600 datagrams arrived" test "$got" -eq 600
-# Never faster than the class (the pacer's promise); slower only when the
-# daemon is starved of CPU (a loaded 2-vCPU VM): the engine then cuts the
-# stall out of the byte clock instead of bursting to catch up.
+# Never faster than the class (the pacer's promise). How much slower is the
+# machine's: a daemon starved of CPU has the engine cut the stall out of the
+# byte clock instead of bursting to catch up, so the rate above is printed,
+# not floored.
 psp_check "rate <= 10 Mbit/s + 3 %" test "$rate" -lt 10300000
-psp_check "rate >= 10 Mbit/s - 40 % (loaded VM)" test "$rate" -gt 6000000
 $N "$PSPXDP" status $DEV -j >"$TMP/s1"
 psp_check "pacer counted 600 frames on 1:1" python3 -c "
 import json; d = json.load(open('$TMP/s1'))
@@ -67,8 +67,9 @@ drops = sum(v for k, v in c.items() if k.startswith('drop_'))
 assert c['tx_frames'] == 600 and drops == 0 and c['backlog_frames'] == 0, c"
 
 # --- delete a class with a backlog: drained, not lost
-reloads() { $N "$PSPXDP" status $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon"]["config_reloads"])'; }
-RELOADS=$(reloads)
+# daemon_counter NAME: one of the daemon's counters, now.
+daemon_counter() { $N "$PSPXDP" status $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon"][sys.argv[1]])' "$1"; }
+RELOADS=$(daemon_counter config_reloads)
 psp_check "rate change to 2mbit" $N "$PSPXDP" class set $DEV 1:1 2mbit
 psp_check "  ... the daemon took it" psp_wait_for 10 psp_status_is $DEV "d['daemon']['config_reloads'] > $RELOADS"
 $D timeout 10 python3 "$TMP/recv.py" 5001 4 >"$TMP/r2" &
@@ -83,10 +84,11 @@ read -r got rate <"$TMP/r2"
 echo "     2mbit + delete: received $got, rate $rate bit/s"
 psp_check "all 300 queued datagrams drained after delete" test "$got" -eq 300
 psp_check "drained at <= 2 Mbit/s + 3 %" test "$rate" -lt 2060000
-psp_check "drained at >= 2 Mbit/s - 40 % (loaded VM)" test "$rate" -gt 1200000
-# The daemon checks its UMEM accounting every second, silently when it
-# balances: no counter to wait for, so this waits out one period.
-sleep 1.2
+# The daemon checks its UMEM accounting once a second, silently when it
+# balances: a check that started after the drain has judged it.
+CHECKS=$(daemon_counter accounting_checks)
+psp_check "the daemon checked its UMEM accounting after the drain" \
+    psp_wait_for 10 psp_status_is $DEV "d['daemon']['accounting_checks'] > $CHECKS"
 $N "$PSPXDP" status $DEV -j >"$TMP/s2"
 psp_check "UMEM accounting balanced" python3 -c "
 import json; d = json.load(open('$TMP/s2'))['daemon']

@@ -3,7 +3,6 @@
 on its way from the senders to the sinks, and the balance between two.
 
   account.py snap DEV SRC_NS DST_NS > snap.json
-  account.py backlog DEV       frames queued in the pacer now
   account.py balance before.json after.json sent.json... -- sink.json
       prints the balance; exit 1 if frames went missing uncounted
 
@@ -125,18 +124,8 @@ def balance(before: str, after: str, senders: list[str], sinks: list[str]) -> in
     return missing
 
 
-def backlog(dev: str) -> int:
-    total = 0
-    for _, v in values(bpftool_dump(dev, "pacer_stats")):
-        if isinstance(v, dict):
-            total += v.get("backlog_frames", 0)
-    return total
-
-
 if __name__ == "__main__":
-    if sys.argv[1] == "backlog":
-        print(backlog(sys.argv[2]))
-    elif sys.argv[1] == "snap":
+    if sys.argv[1] == "snap":
         print(json.dumps(snap(*sys.argv[2:5])))
     else:
         args = sys.argv[2:]

@@ -63,6 +63,7 @@ churn() {
 phase() {
     local name=$1 secs=$2 kill=${3:-}
     local t0 senders=() cls port kbit kind rss0=0 rss1=0
+    local t_start=$SECONDS
     snap "$name.before"
     $D timeout $((secs + 70)) "$TRAFFIC" sink $PORTS --seconds $((secs + 60)) >"$TMP/$name.sink" &
     local sink=$!
@@ -99,20 +100,27 @@ phase() {
     # Class 1:5 goes at the end of a phase, so every phase starts alike.
     P filter del $DEV proto udp dport 6005 2>/dev/null && P class del $DEV 1:5 2>/dev/null
     CHURN_I=0
-    # The sink stops once the pacer has drained (two empty reads in a row,
-    # at most 30 s) and the sink has read what arrived (its sockets' queues
-    # empty).
-    EMPTY_READS=0
-    drained() {
-        if [[ $(python3 "$HERE/account.py" backlog $DEV) == 0 ]]; then EMPTY_READS=$((EMPTY_READS + 1)); else EMPTY_READS=0; fi
-        ((EMPTY_READS >= 2))
-    }
-    psp_wait_for 30 drained || echo "     $name: account.py still reads a backlog after 30 s (not judged: the balance below is)"
+    # The sink stops once the pacer has drained and the sink has read what
+    # arrived (its sockets' queues empty). The drain's bound is what the
+    # daemon reports it holds: the longest backlog in time at its class's
+    # rate, plus 5 s for a daemon sharing its core (it publishes every 100 ms).
+    local t_sent=$SECONDS drain_s
+    drain_s=$(P status $DEV -j | python3 -c '
+import json, math, sys
+d = json.load(sys.stdin)
+print(5 + math.ceil(max([c["backlog_bytes"] * 8 / c["rate_bps"] for c in d["classes"] if c.get("rate_bps")] + [0])))')
+    psp_check "$name: the pacer drained (within ${drain_s:-5} s: its backlog at its rates + 5 s)" \
+        psp_wait_for "${drain_s:-5}" psp_settled $DEV || P status $DEV -j | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for c in d["classes"]:
+    print("     ", c["class"], c["state"], "backlog", c["backlog_frames"], "rx", c["rx_frames"], "tc", c["tc_frames"], "passed", c["tc_passed"])
+print("     ", {k: d["daemon"][k] for k in ("rx_frames", "socket_ring_full", "socket_fill_empty", "died_in_rings")}, d["xdp"])'
     psp_check "$name: the sink has read everything" \
         psp_wait_for 5 eval "! $D ss -Hlun | awk '\$2 > 0' | grep -q ."
     kill -TERM $sink # timeout passes it on to the sink
     wait $sink
-    psp_wait_for 10 psp_settled $DEV # the daemon publishes the kernel's counts every 100 ms
+    echo "     $name: ${secs} s of traffic took $((t_sent - t_start)) s, the drain and the sink's reads $((SECONDS - t_sent)) s"
     snap "$name.after"
     python3 "$HERE/account.py" balance "$TMP/$name.before.json" "$TMP/$name.after.json" \
         "$TMP/$name".send.* -- "$TMP/$name.sink" >"$TMP/$name.balance"

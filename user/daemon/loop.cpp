@@ -275,6 +275,8 @@ void Loop::publish_counts() {
 void Loop::check_accounting(const char *when) {
     auto a = plane_->check_accounting();
     std::string detail = a.detail + queues_->check_backlogs();
+    // Counted, so a test can wait for a check instead of sleeping out its period.
+    ++maps_->daemon().accounting_checks;
     if (!detail.empty()) {
         ++maps_->daemon().accounting_failures;
         logf("UMEM accounting does not balance (%s): %s", when, detail.c_str());

@@ -227,7 +227,7 @@ psp_capture() {
         -w "$file.pcap" "$@" >/dev/null 2>"$file.tcpdump" &
     PSP_CAPTURE_PID=$!
     PIDS+=($PSP_CAPTURE_PID)
-    psp_wait_for 5 grep -q listening "$file.tcpdump" && return 0
+    psp_wait_for 5 grep -qs listening "$file.tcpdump" && return 0
     echo "tcpdump on $iface did not start: $(cat "$file.tcpdump")" >&2
     return 1
 }

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 
 namespace pspxdp::cli {
@@ -95,6 +96,10 @@ static int run(const Args &args) {
     }
     dcfg.realtime = args.flag("rt");
     dcfg.busy_poll = args.flag("busy-poll");
+    // Absolute: the daemon (and systemctl reload) re-reads it on SIGHUP from
+    // wherever it runs. Standard input cannot be read twice.
+    if (config && args.text("config") != "-")
+        dcfg.config_file = std::filesystem::absolute(args.text("config")).string();
     // Checked before anything is created when the line rate is known here
     // (at DEV's MTU; a DEV that does not exist is attach's to refuse).
     if (config && opt.line_rate_bps)

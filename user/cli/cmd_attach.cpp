@@ -175,6 +175,8 @@ const Command kAttach = {
     "namespace, an ingress qdisc on DEV (a clsact is shared), a foreign filter at\n"
     "egress prio 1, and NICs that drop host-sent PAUSE frames (i40e, ice) unless\n"
     "--force. Needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW.\n"
+    "With --config FILE, SIGHUP to the daemon (systemctl reload) applies FILE again,\n"
+    "all or nothing (as pspxdp apply); a refused file is logged and changes nothing.\n"
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         opt(OptType::Rate, "line-rate", 'r', "RATE", "the wire's rate M")

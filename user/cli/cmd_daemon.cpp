@@ -49,7 +49,8 @@ const Command kDaemon = {
     "daemon",
     "DEV",
     "(internal) the pacer loop that `pspxdp attach` starts",
-    "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT.\n"
+    "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT;\n"
+    "SIGHUP applies --config FILE again.\n"
     "The parameters default to those recorded by `pspxdp attach`.",
     {
         opt(OptType::Rate, "line-rate", 0, "RATE", "override the line rate"),

@@ -86,7 +86,7 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
     for (size_t i = 0; i < shown; ++i)
         class_labels.push_back(dl + ",class=\"" +
                                format_classid(ClassId::from_raw(s.classes[i].classid)) + "\"");
-    const char *in_s = " (seconds)";
+    const char *in_s = "; exposed in seconds";
 
     // Per class, one family per counter; and, device-wide whatever
     // --max-classes left out, the same counters summed over the classes.

@@ -6,7 +6,8 @@
 # up, the configuration is byte for byte unchanged, the daemon alive. The
 # same in --foreground (where SIGHUP used to exit 129 and leave the TC
 # filter), and a device attached without --config logs the SIGHUP and
-# ignores it. Exit 77 = skipped.
+# ignores it. A SIGHUP while another command holds DEV's lock waits for it,
+# the pacer beating meanwhile. Exit 77 = skipped.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
@@ -60,6 +61,25 @@ for mode in spawned foreground; do
         psp_check "... logged, one line" test "$(grep -c "SIGHUP: $TMP/dev.conf refused, configuration unchanged: " "$LOG")" -eq $n
     done
     psp_check "... the same daemon, alive" kill -0 "$PID"
+
+    # A SIGHUP while another command holds DEV's lock: the loop paces on, the
+    # reload waits for the lock and then applies.
+    if [[ $mode == spawned ]]; then
+        conf 150mbit 'class 1:3 30mbit'
+        mkfifo "$TMP/hold"
+        flock "/run/pspxdp/$DEV.lock" cat "$TMP/hold" >/dev/null &
+        HOLDER=$!
+        PIDS+=($HOLDER)
+        psp_check "DEV's lock held by another process" \
+            psp_wait_for 5 bash -c "! flock -n /run/pspxdp/$DEV.lock true"
+        kill -HUP "$PID"
+        psp_check "... SIGHUP meanwhile: the pacer beats, nothing applied yet" psp_status_is $DEV \
+            'd["pacer_alive"] and d["daemon"]["file_reloads"] == 1 and c("1:1")["rate_bps"] == 200000000'
+        echo >"$TMP/hold"
+        wait $HOLDER
+        psp_check "... lock released: applied (file_reloads 2, 1:1 at 150mbit)" psp_wait_for 10 \
+            psp_status_is $DEV 'd["daemon"]["file_reloads"] == 2 and c("1:1")["rate_bps"] == 150000000'
+    fi
 
     if [[ $mode == spawned ]]; then
         psp_check "detach" P detach $DEV

@@ -30,10 +30,14 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 std::string escaped(std::string_view s, bool label) {
     std::string out;
     for (char c : s) {
-        if (c == '\\') out += "\\\\";
-        else if (c == '\n') out += "\\n";
-        else if (label && c == '"') out += "\\\"";
-        else out += c;
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '\n')
+            out += "\\n";
+        else if (label && c == '"')
+            out += "\\\"";
+        else
+            out += c;
     }
     return out;
 }
@@ -61,18 +65,22 @@ struct Family {
 
 Family family(std::string_view group, std::string_view counter, bool gauge) {
     std::string n = "pspxdp_" + std::string(group) + "_";
-    if (ends_with(counter, kNs)) n += std::string(counter.substr(0, counter.size() - kNs.size())) + "_seconds";
-    else n += counter;
+    if (ends_with(counter, kNs))
+        n += std::string(counter.substr(0, counter.size() - kNs.size())) + "_seconds";
+    else
+        n += counter;
     if (!gauge) n += "_total";
     return {n, gauge};
 }
 
-void head(std::string &out, const Family &f, std::string_view help, std::string_view unit_note = {}) {
+void head(std::string &out, const Family &f, std::string_view help,
+          std::string_view unit_note = {}) {
     out += "# HELP " + f.metric + " " + escaped(help, false) + std::string(unit_note) + "\n";
     out += "# TYPE " + f.metric + (f.gauge ? " gauge\n" : " counter\n");
 }
 
-void line(std::string &out, const std::string &name, const std::string &labels, const std::string &v) {
+void line(std::string &out, const std::string &name, const std::string &labels,
+          const std::string &v) {
     out += name + "{" + labels + "} " + v + "\n";
 }
 
@@ -101,14 +109,15 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         const Family sum = family("classes", counter, true);
         head(out, sum, std::string(help) + "; summed over all classes now");
         uint64_t total = 0;
-        for (const auto &c : s.classes) total += get(c);
+        for (const auto &c : s.classes)
+            total += get(c);
         line(out, sum.metric, dl, sample(counter, total));
     };
-#define PSPXDP_PROM(name, help) \
+#define PSPXDP_PROM(name, help)                                                                    \
     per_class(#name, help, [](const control::ClassInfo &c) { return uint64_t(c.pacer.name); });
     PSPXDP_CLASS_COUNTERS(PSPXDP_PROM)
 #undef PSPXDP_PROM
-#define PSPXDP_PROM(name, help) \
+#define PSPXDP_PROM(name, help)                                                                    \
     per_class(#name, help, [](const control::ClassInfo &c) { return uint64_t(c.tc.name); });
     PSPXDP_TC_CLASS_COUNTERS(PSPXDP_PROM)
 #undef PSPXDP_PROM
@@ -133,11 +142,12 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         head(out, n, "classes on the device (configured or seen by TC)");
         line(out, n.metric, dl, std::to_string(s.classes.size()));
         const Family o{"pspxdp_classes_omitted", true};
-        head(out, o, "classes without per-class series here (--max-classes); in the sums all the same");
+        head(out, o,
+             "classes without per-class series here (--max-classes); in the sums all the same");
         line(out, o.metric, dl, std::to_string(s.classes.size() - shown));
         if (shown < s.classes.size())
-            out += "# " + std::to_string(s.classes.size() - shown) + " classes left out (--max-classes " +
-                   std::to_string(max_classes) + ")\n";
+            out += "# " + std::to_string(s.classes.size() - shown) +
+                   " classes left out (--max-classes " + std::to_string(max_classes) + ")\n";
     }
     {
         const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
@@ -153,29 +163,30 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
     const auto &k = s.counters;
     if (k.have_daemon) {
         const Family f{"pspxdp_clock_info", true};
-        head(out, f, "what paces the wire (byte: gap frames; clockless), whether forced, and the gap "
-                     "horizon in seconds");
+        head(out, f,
+             "what paces the wire (byte: gap frames; clockless), whether forced, and the gap "
+             "horizon in seconds");
         line(out, f.metric,
              dl + ",clock=\"" + (k.daemon.clockless ? "clockless" : "byte") + "\",clock_forced=\"" +
                  (k.daemon.clock_forced ? "true" : "false") + "\",gap_horizon_seconds=\"" +
                  sample(kNs, k.daemon.gap_horizon_ns) + "\"",
              "1");
-#define PSPXDP_PROM(name, help)                                                  \
-    {                                                                            \
-        const Family d = family("daemon", #name, is_gauge(#name));               \
-        head(out, d, help, ends_with(#name, kNs) ? in_s : "");                   \
-        line(out, d.metric, dl, sample(#name, k.daemon.name));                     \
+#define PSPXDP_PROM(name, help)                                                                    \
+    {                                                                                              \
+        const Family d = family("daemon", #name, is_gauge(#name));                                 \
+        head(out, d, help, ends_with(#name, kNs) ? in_s : "");                                     \
+        line(out, d.metric, dl, sample(#name, k.daemon.name));                                     \
     }
         PSPXDP_DAEMON_COUNTERS(PSPXDP_PROM)
 #undef PSPXDP_PROM
     } else {
         out += "# no daemon counters: the daemon is not running\n";
     }
-#define PSPXDP_PROM(group, up, name, help)                                       \
-    {                                                                            \
-        const Family d = family(#group, #name, false);                            \
-        head(out, d, help);                                                      \
-        line(out, d.metric, dl, sample(#name, k.group.name));                      \
+#define PSPXDP_PROM(group, up, name, help)                                                         \
+    {                                                                                              \
+        const Family d = family(#group, #name, false);                                             \
+        head(out, d, help);                                                                        \
+        line(out, d.metric, dl, sample(#name, k.group.name));                                      \
     }
 #define PSPXDP_PROM_TC(up, name, help) PSPXDP_PROM(tc, up, name, help)
 #define PSPXDP_PROM_XDP(up, name, help) PSPXDP_PROM(xdp, up, name, help)

@@ -12,13 +12,13 @@
 namespace pspxdp::cli {
 
 struct ShowOptions {
-    bool stats = false;       // counters, as tc -s
+    bool stats = false; // counters, as tc -s
     bool json = false;
-    bool prometheus = false;    // the Prometheus text format (one snapshot, no rates)
-    size_t max_classes = 1000;  // prometheus: per-class series for at most this many
-    uint64_t interval_ns = 0; // measure rates over this before printing (0: none)
-    uint64_t watch_ns = 0;    // print again every watch_ns (0: once)
-    uint64_t count = 0;       // with watch: stop after count prints (0: until interrupted)
+    bool prometheus = false;   // the Prometheus text format (one snapshot, no rates)
+    size_t max_classes = 1000; // prometheus: per-class series for at most this many
+    uint64_t interval_ns = 0;  // measure rates over this before printing (0: none)
+    uint64_t watch_ns = 0;     // print again every watch_ns (0: once)
+    uint64_t count = 0;        // with watch: stop after count prints (0: until interrupted)
 };
 
 // One reading of a device: its pacer_state, classes and counters, when.

@@ -2,6 +2,7 @@
 #include "daemon/daemon.hpp"
 
 #include "common/clock.hpp"
+#include "common/lock.hpp"
 #include "common/pins.hpp"
 #include "control/control.hpp"
 #include "common/text.hpp"
@@ -15,15 +16,16 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <pthread.h>
-#include <thread>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 
 namespace pspxdp::daemon {
@@ -50,25 +52,6 @@ void count_reload(const setup::Paths &paths, __u64 pspxdp_daemon_stats::*counter
     __atomic_fetch_add(&(view->as<pspxdp_daemon_stats>()->*counter), 1, __ATOMIC_RELAXED);
 }
 
-void reload(const DaemonConfig &cfg, const setup::Paths &paths) {
-    if (cfg.config_file.empty()) {
-        logf("SIGHUP ignored: attached without --config, no file to re-read");
-        return;
-    }
-    auto refuse = [&](const std::string &why) {
-        logf("SIGHUP: %s refused, configuration unchanged: %s", cfg.config_file.c_str(), why.c_str());
-        count_reload(paths, &pspxdp_daemon_stats::file_reload_failures);
-    };
-    auto c = control::load_config(cfg.config_file);
-    if (!c) return refuse(c.error());
-    auto d = control::open_device(&cfg.dev, control::Access::Change);
-    if (!d) return refuse(d.error());
-    auto s = d.value().apply(*c);
-    if (!s) return refuse(s.error());
-    logf("SIGHUP: %s applied: %s", cfg.config_file.c_str(), s->text().c_str());
-    count_reload(paths, &pspxdp_daemon_stats::file_reloads);
-}
-
 // SIGHUP is taken by a thread of its own (sigwait; blocked everywhere else),
 // so the loop paces on while the file is read and applied: apply takes DEV's
 // lock and writes class_config, and the loop follows config_gen as after any
@@ -87,7 +70,8 @@ class Reloader {
             sigset_t hup;
             sigemptyset(&hup);
             sigaddset(&hup, SIGHUP);
-            for (int sig = 0; sigwait(&hup, &sig) == 0 && !stop_.load();) reload(cfg, paths);
+            for (int sig = 0; sigwait(&hup, &sig) == 0 && !stop_.load();)
+                reload(cfg, paths);
         });
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
@@ -98,6 +82,41 @@ class Reloader {
     }
 
   private:
+    // DEV's lock without waiting, tried again until it is had or the daemon
+    // stops: a detach holds the lock while it waits for this daemon to exit,
+    // and the exit waits for this thread.
+    Result<common::DevLock> lock(const setup::Paths &paths) {
+        constexpr int kTries = 500; // 20 ms apart: 10 s
+        for (int i = 0;; ++i) {
+            auto l = common::DevLock::acquire(paths, common::DevLock::Wait::No,
+                                              common::DevLock::Create::No);
+            if (l || stop_.load() || i == kTries) return l;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    void reload(const DaemonConfig &cfg, const setup::Paths &paths) {
+        if (cfg.config_file.empty()) {
+            logf("SIGHUP ignored: attached without --config, no file to re-read");
+            return;
+        }
+        auto refuse = [&](const std::string &why) {
+            logf("SIGHUP: %s refused, configuration unchanged: %s", cfg.config_file.c_str(),
+                 why.c_str());
+            count_reload(paths, &pspxdp_daemon_stats::file_reload_failures);
+        };
+        auto c = control::load_config(cfg.config_file);
+        if (!c) return refuse(c.error());
+        auto l = lock(paths);
+        if (!l) return refuse(l.error());
+        auto d = control::Device::open_locked(*l);
+        if (!d) return refuse(d.error());
+        auto s = d.value().apply(*c);
+        if (!s) return refuse(s.error());
+        logf("SIGHUP: %s applied: %s", cfg.config_file.c_str(), s->text().c_str());
+        count_reload(paths, &pspxdp_daemon_stats::file_reloads);
+    }
+
     std::atomic<bool> stop_{false};
     std::thread t_;
 };

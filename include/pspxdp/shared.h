@@ -227,6 +227,8 @@ struct pspxdp_class_counters {
     X(config_refused, "class configurations the daemon could not apply")                           \
     X(config_reloads, "times the daemon re-read its configuration")                                \
     X(accounting_checks, "UMEM accounting checks run (one a second, and at shutdown)")             \
+    X(file_reloads, "SIGHUPs that applied the attach --config file again (changes or none)")       \
+    X(file_reload_failures, "SIGHUPs whose file was refused (logged; nothing changed)")            \
     X(accounting_failures, "UMEM accounting checks that did not balance (a bug)")                  \
     X(restarts, "daemon starts on this attachment after the first")                                \
     X(planned_idles, "times the wire idled by plan (gap horizon, clockless) instead of carrying "   \
@@ -430,7 +432,7 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
 static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 29 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 31 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");

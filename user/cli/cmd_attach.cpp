@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <unistd.h>
 
 namespace pspxdp::cli {
@@ -95,6 +96,10 @@ static int run(const Args &args) {
     }
     dcfg.realtime = args.flag("rt");
     dcfg.busy_poll = args.flag("busy-poll");
+    // Absolute: the daemon (and systemctl reload) re-reads it on SIGHUP from
+    // wherever it runs. Standard input cannot be read twice.
+    if (config && args.text("config") != "-")
+        dcfg.config_file = std::filesystem::absolute(args.text("config")).string();
     // Checked before anything is created when the line rate is known here
     // (at DEV's MTU; a DEV that does not exist is attach's to refuse).
     if (config && opt.line_rate_bps)
@@ -170,6 +175,8 @@ const Command kAttach = {
     "namespace, an ingress qdisc on DEV (a clsact is shared), a foreign filter at\n"
     "egress prio 1, and NICs that drop host-sent PAUSE frames (i40e, ice) unless\n"
     "--force. Needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW.\n"
+    "With --config FILE, SIGHUP to the daemon (systemctl reload) applies FILE again,\n"
+    "all or nothing (as pspxdp apply); a refused file is logged and changes nothing.\n"
     "Then: pspxdp class set DEV 1:1 500mbit; pspxdp filter add ...",
     {
         opt(OptType::Rate, "line-rate", 'r', "RATE", "the wire's rate M")

@@ -24,23 +24,6 @@ int run_save(const Args &args) {
     return 0;
 }
 
-std::string summary(const control::ApplySummary &s) {
-    if (s.nothing()) return "nothing to change";
-    std::string out;
-    auto add = [&](size_t n, const char *what) {
-        if (!n) return;
-        out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + what;
-    };
-    add(s.classes_added, s.classes_added == 1 ? "class added" : "classes added");
-    add(s.classes_changed, s.classes_changed == 1 ? "class changed" : "classes changed");
-    add(s.classes_deleted, s.classes_deleted == 1 ? "class deleted" : "classes deleted");
-    add(s.filters_added, s.filters_added == 1 ? "filter added" : "filters added");
-    add(s.filters_deleted, s.filters_deleted == 1 ? "filter deleted" : "filters deleted");
-    if (s.default_changed) out += (out.empty() ? "" : ", ") + std::string("default class changed");
-    if (s.line_rate_changed) out += (out.empty() ? "" : ", ") + std::string("line rate changed");
-    return out;
-}
-
 int run_apply(const Args &args) {
     const auto &p = args.positional;
     const bool has_dev = p.size() == 2;
@@ -63,7 +46,7 @@ int run_apply(const Args &args) {
     }
     auto s = d.value().apply(*c);
     if (!s) return fail(p.back() + ": " + s.error(), s.exit_code());
-    if (!args.flag("quiet")) std::printf("pspxdp: %s: %s\n", d->name().c_str(), summary(*s).c_str());
+    if (!args.flag("quiet")) std::printf("pspxdp: %s: %s\n", d->name().c_str(), s->text().c_str());
     return 0;
 }
 

@@ -27,6 +27,7 @@ static int run(const Args &args) {
     if (auto c = args.maybe_number("cpu")) cfg.cpu = int(*c);
     cfg.realtime = args.flag("rt");
     cfg.busy_poll = args.flag("busy-poll");
+    if (args.has("config")) cfg.config_file = args.text("config");
     if (auto r = common::need_caps("daemon", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
         return fail(r.error());
     // DEV must be attached here (name, ifindex, network namespace).
@@ -48,7 +49,8 @@ const Command kDaemon = {
     "daemon",
     "DEV",
     "(internal) the pacer loop that `pspxdp attach` starts",
-    "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT.\n"
+    "Runs the pacer of an attached DEV in the foreground until SIGTERM/SIGINT;\n"
+    "SIGHUP applies --config FILE again.\n"
     "The parameters default to those recorded by `pspxdp attach`.",
     {
         opt(OptType::Rate, "line-rate", 0, "RATE", "override the line rate"),
@@ -70,6 +72,8 @@ const Command kDaemon = {
             .by_default(daemon::DaemonConfig{}.spin_ns)
             .bare_unit(0)
             .within(0, 1'000'000'000),
+        opt(OptType::String, "config", 0, "FILE",
+            "the file attach --config applied: SIGHUP applies it again"),
         gap_horizon_option(),
         clock_option(),
         clockless_option(),

@@ -225,6 +225,11 @@ int show_device(const std::string *dev, const ShowOptions &o) {
     if (!d) return fail(d);
     auto prev = take(*d);
     if (!prev) return fail(prev);
+    if (o.prometheus) {
+        const std::string text = format_prometheus(d->name(), *prev, o.max_classes);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return 0;
+    }
     const uint64_t first_wait = o.watch_ns ? o.watch_ns : o.interval_ns;
     if (o.watch_ns) {
         std::signal(SIGINT, on_signal);
@@ -257,7 +262,9 @@ namespace {
 ShowOptions show_options(const Args &args, bool stats) {
     ShowOptions o;
     o.stats = stats || args.flag("stats");
-    o.json = args.flag("json");
+    o.json = args.flag("json") || args.choice("format") == 1;
+    o.prometheus = args.choice("format") == 2;
+    o.max_classes = args.number("max-classes");
     o.interval_ns = args.number("interval");
     if (args.has("watch")) {
         o.watch_ns = args.number("watch");
@@ -290,6 +297,16 @@ const std::vector<Option> kShowOptions = {
         .within(100'000'000, 3600'000'000'000),
     opt(OptType::Integer, "count", 'c', "N", "with --watch: stop after N prints (0: never)")
         .by_default(0),
+    opt(OptType::Choice, "format", 0, nullptr,
+        "text, json (-j) or prometheus: the text exposition format, one snapshot, per-class "
+        "series for --max-classes classes (node_exporter's textfile collector)")
+        .one_of({"text", "json", "prometheus"})
+        .by_default(std::string("text")),
+    opt(OptType::Integer, "max-classes", 0, "N",
+        "--format prometheus: per-class series for the first N classes (device-wide sums cover "
+        "all; pspxdp_classes_omitted counts the rest)")
+        .by_default(1000)
+        .within(0, PSPXDP_MAX_CLASSES),
     flag("keys", 0, "print every JSON key with its meaning (a markdown table) and exit"),
 };
 

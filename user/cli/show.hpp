@@ -12,11 +12,13 @@
 namespace pspxdp::cli {
 
 struct ShowOptions {
-    bool stats = false;       // counters, as tc -s
+    bool stats = false; // counters, as tc -s
     bool json = false;
-    uint64_t interval_ns = 0; // measure rates over this before printing (0: none)
-    uint64_t watch_ns = 0;    // print again every watch_ns (0: once)
-    uint64_t count = 0;       // with watch: stop after count prints (0: until interrupted)
+    bool prometheus = false;   // the Prometheus text format (one snapshot, no rates)
+    size_t max_classes = 1000; // prometheus: per-class series for at most this many
+    uint64_t interval_ns = 0;  // measure rates over this before printing (0: none)
+    uint64_t watch_ns = 0;     // print again every watch_ns (0: once)
+    uint64_t count = 0;        // with watch: stop after count prints (0: until interrupted)
 };
 
 // One reading of a device: its pacer_state, classes and counters, when.
@@ -31,6 +33,10 @@ Result<Snapshot> take(const control::Device &d);
 // given: measured from before to s).
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
                   bool stats);
+
+// s in the Prometheus text exposition format (prometheus.cpp): per-class
+// series for the first max_classes classes, device-wide ones always.
+std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t max_classes);
 
 // DEV nullptr: the only attached device.
 int show_device(const std::string *dev, const ShowOptions &o);

@@ -30,6 +30,22 @@ Result<Config> Device::config() const {
     return c;
 }
 
+std::string ApplySummary::text() const {
+    if (nothing()) return "nothing to change";
+    std::string out;
+    auto add = [&](size_t n, const char *one, const char *many) {
+        if (n) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + (n == 1 ? one : many);
+    };
+    add(classes_added, "class added", "classes added");
+    add(classes_changed, "class changed", "classes changed");
+    add(classes_deleted, "class deleted", "classes deleted");
+    add(filters_added, "filter added", "filters added");
+    add(filters_deleted, "filter deleted", "filters deleted");
+    if (default_changed) out += (out.empty() ? "" : ", ") + std::string("default class changed");
+    if (line_rate_changed) out += (out.empty() ? "" : ", ") + std::string("line rate changed");
+    return out;
+}
+
 Result<ApplySummary> Device::apply(const Config &c) {
     if (auto r = require_change(); !r) return r.failure();
     auto st = state();

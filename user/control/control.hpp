@@ -74,6 +74,8 @@ struct ApplySummary {
         return !classes_added && !classes_changed && !classes_deleted && !filters_added &&
                !filters_deleted && !default_changed && !line_rate_changed;
     }
+    // "2 classes changed, 1 filter added"; "nothing to change".
+    std::string text() const;
 };
 
 class Device {

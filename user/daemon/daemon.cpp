@@ -2,6 +2,9 @@
 #include "daemon/daemon.hpp"
 
 #include "common/clock.hpp"
+#include "common/lock.hpp"
+#include "common/pins.hpp"
+#include "control/control.hpp"
 #include "common/text.hpp"
 #include "core/units.hpp"
 #include "daemon/log.hpp"
@@ -11,14 +14,18 @@
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 
 namespace pspxdp::daemon {
@@ -29,6 +36,90 @@ volatile sig_atomic_t g_stop = 0;
 void on_signal(int) {
     g_stop = 1;
 }
+
+// One of the SIGHUP counters of daemon_stats, through a mapping of its own:
+// the loop's maps come and go with its restarts; the pins stay.
+void count_reload(const setup::Paths &paths, __u64 pspxdp_daemon_stats::*counter) {
+    auto fd = common::open_pinned_map(paths, "daemon_stats", 4, sizeof(pspxdp_daemon_stats),
+                                      common::Access::Write);
+    auto view = fd ? common::MapView::of(fd->get(), sizeof(pspxdp_daemon_stats), true)
+                   : Result<common::MapView>(fd.failure());
+    if (!view) {
+        logf("SIGHUP: not counted: %s", view.error().c_str());
+        return;
+    }
+    // The loop writes the other fields of the same struct meanwhile.
+    __atomic_fetch_add(&(view->as<pspxdp_daemon_stats>()->*counter), 1, __ATOMIC_RELAXED);
+}
+
+// SIGHUP is taken by a thread of its own (sigwait; blocked everywhere else),
+// so the loop paces on while the file is read and applied: apply takes DEV's
+// lock and writes class_config, and the loop follows config_gen as after any
+// `pspxdp apply`.
+class Reloader {
+  public:
+    Reloader(const DaemonConfig &cfg, const setup::Paths &paths) {
+        // SIGTERM/SIGINT blocked in the thread from its start: delivered to
+        // it, their handler would not wake the loop from its sleep.
+        sigset_t stop, old;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &stop, &old);
+        t_ = std::thread([this, &cfg, &paths] {
+            sigset_t hup;
+            sigemptyset(&hup);
+            sigaddset(&hup, SIGHUP);
+            for (int sig = 0; sigwait(&hup, &sig) == 0 && !stop_.load();)
+                reload(cfg, paths);
+        });
+        pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+    ~Reloader() {
+        stop_ = true;
+        pthread_kill(t_.native_handle(), SIGHUP);
+        t_.join();
+    }
+
+  private:
+    // DEV's lock without waiting, tried again until it is had or the daemon
+    // stops: a detach holds the lock while it waits for this daemon to exit,
+    // and the exit waits for this thread.
+    Result<common::DevLock> lock(const setup::Paths &paths) {
+        constexpr int kTries = 500; // 20 ms apart: 10 s
+        for (int i = 0;; ++i) {
+            auto l = common::DevLock::acquire(paths, common::DevLock::Wait::No,
+                                              common::DevLock::Create::No);
+            if (l || stop_.load() || i == kTries) return l;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    void reload(const DaemonConfig &cfg, const setup::Paths &paths) {
+        if (cfg.config_file.empty()) {
+            logf("SIGHUP ignored: attached without --config, no file to re-read");
+            return;
+        }
+        auto refuse = [&](const std::string &why) {
+            logf("SIGHUP: %s refused, configuration unchanged: %s", cfg.config_file.c_str(),
+                 why.c_str());
+            count_reload(paths, &pspxdp_daemon_stats::file_reload_failures);
+        };
+        auto c = control::load_config(cfg.config_file);
+        if (!c) return refuse(c.error());
+        auto l = lock(paths);
+        if (!l) return refuse(l.error());
+        auto d = control::Device::open_locked(*l);
+        if (!d) return refuse(d.error());
+        auto s = d.value().apply(*c);
+        if (!s) return refuse(s.error());
+        logf("SIGHUP: %s applied: %s", cfg.config_file.c_str(), s->text().c_str());
+        count_reload(paths, &pspxdp_daemon_stats::file_reloads);
+    }
+
+    std::atomic<bool> stop_{false};
+    std::thread t_;
+};
 
 // One daemon per DEV: a second one would fail on the sockets anyway, but
 // only after clobbering the first one's pidfile.
@@ -99,6 +190,7 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
     if (cfg.realtime) a.push_back("--rt");
     if (cfg.busy_poll) a.push_back("--busy-poll");
+    if (!cfg.config_file.empty()) a.insert(a.end(), {"--config", cfg.config_file});
     return a;
 }
 
@@ -115,6 +207,11 @@ int run(const DaemonConfig &cfg) {
     sigaction(SIGTERM, &sa, nullptr);
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
+    // Before any thread starts: only the Reloader's sigwait takes SIGHUP.
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &hup, nullptr);
     prctl(PR_SET_TIMERSLACK, 1UL); // sleeps end on time, not up to 50 us late
     // attach execs the daemon through /proc/self/exe: ps, top and perf
     // would call it "exe".
@@ -126,6 +223,7 @@ int run(const DaemonConfig &cfg) {
         if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
         return 1;
     }
+    Reloader reloader(cfg, paths);
     int rc;
     uint64_t t0_ns = common::mono_ns();
     for (bool restarted = false;; restarted = true) {

@@ -52,6 +52,9 @@ struct DaemonConfig {
     int cpu = -1;          // pin to this CPU; -1: anywhere
     bool realtime = false; // SCHED_FIFO at kRealtimePriority, memory locked
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
+    // attach --config FILE, absolute: SIGHUP applies it again (all or
+    // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.
+    std::string config_file;
 };
 
 // SCHED_FIFO priority of --rt: above every normal task, below threaded IRQ
@@ -62,7 +65,8 @@ inline constexpr int kRealtimePriority = 10;
 std::vector<std::string> to_args(const DaemonConfig &cfg);
 
 // Runs until SIGTERM/SIGINT (or a fatal error). Returns the exit code. Logs
-// to stderr, one line per event.
+// to stderr, one line per event. SIGHUP re-reads cfg.config_file (counted in
+// file_reloads / file_reload_failures) and never stops the pacer.
 int run(const DaemonConfig &cfg);
 
 // Asks a running loop (same process, e.g. a signal handler or a test) to stop.

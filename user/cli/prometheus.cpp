@@ -1,0 +1,201 @@
+// pspxdp stats --format prometheus: one snapshot (show.hpp's take) in the
+// Prometheus text exposition format, for node_exporter's textfile collector.
+// Every metric name and HELP comes from the X-macro lists of shared.h: a
+// counter named there is pspxdp_<group>_<name>[_total] here, with _ns
+// counters in seconds (Prometheus' base unit).
+//
+// Not the Printer (output.hpp): text and JSON walk the device class by
+// class, while the exposition format wants every sample of one metric
+// together under its HELP and TYPE, so this walks metric by metric.
+#include "cli/show.hpp"
+#include "core/units.hpp"
+#include "daemon/wire_clock.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace pspxdp::cli {
+
+namespace {
+
+constexpr std::string_view kNs = "_ns";
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// HELP text escapes backslash and newline; label values also the quote.
+std::string escaped(std::string_view s, bool label) {
+    std::string out;
+    for (char c : s) {
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '\n')
+            out += "\\n";
+        else if (label && c == '"')
+            out += "\\\"";
+        else
+            out += c;
+    }
+    return out;
+}
+
+// Counters of shared.h that are not counts but states of now: gauges.
+bool is_gauge(std::string_view name) {
+    return name.substr(0, 8) == "backlog_" || name == "late_max_ns" || name == "clockless" ||
+           name == "clock_forced" || name == "gap_horizon_ns";
+}
+
+// A value in the metric's base unit: ns counters become seconds, and
+// 2^64-1 (gap_horizon_ns inf) +Inf.
+std::string sample(std::string_view name, uint64_t v) {
+    if (!ends_with(name, kNs)) return std::to_string(v);
+    if (v == UINT64_MAX) return "+Inf";
+    char b[40];
+    std::snprintf(b, sizeof b, "%.9f", double(v) / 1e9);
+    return b;
+}
+
+struct Family {
+    std::string metric; // with pspxdp_ and the unit/_total suffix
+    bool gauge;
+};
+
+Family family(std::string_view group, std::string_view counter, bool gauge) {
+    std::string n = "pspxdp_" + std::string(group) + "_";
+    if (ends_with(counter, kNs))
+        n += std::string(counter.substr(0, counter.size() - kNs.size())) + "_seconds";
+    else
+        n += counter;
+    if (!gauge) n += "_total";
+    return {n, gauge};
+}
+
+void head(std::string &out, const Family &f, std::string_view help,
+          std::string_view unit_note = {}) {
+    out += "# HELP " + f.metric + " " + escaped(help, false) + std::string(unit_note) + "\n";
+    out += "# TYPE " + f.metric + (f.gauge ? " gauge\n" : " counter\n");
+}
+
+void line(std::string &out, const std::string &name, const std::string &labels,
+          const std::string &v) {
+    out += name + "{" + labels + "} " + v + "\n";
+}
+
+} // namespace
+
+std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t max_classes) {
+    std::string out;
+    const std::string dl = "dev=\"" + escaped(dev, true) + "\"";
+    const size_t shown = std::min(max_classes, s.classes.size());
+    std::vector<std::string> class_labels;
+    for (size_t i = 0; i < shown; ++i)
+        class_labels.push_back(dl + ",class=\"" +
+                               format_classid(ClassId::from_raw(s.classes[i].classid)) + "\"");
+    const char *in_s = "; exposed in seconds";
+
+    // Per class, one family per counter; and, device-wide whatever
+    // --max-classes left out, the same counters summed over the classes.
+    // The sums are gauges: a deleted class takes its share out of them, which
+    // rate() would read as a counter reset.
+    auto per_class = [&](std::string_view counter, std::string_view help, auto get) {
+        const bool gauge = is_gauge(counter);
+        const Family f = family("class", counter, gauge);
+        head(out, f, help, ends_with(counter, kNs) ? in_s : "");
+        for (size_t i = 0; i < shown; ++i)
+            line(out, f.metric, class_labels[i], sample(counter, get(s.classes[i])));
+        const Family sum = family("classes", counter, true);
+        head(out, sum, std::string(help) + "; summed over all classes now");
+        uint64_t total = 0;
+        for (const auto &c : s.classes)
+            total += get(c);
+        line(out, sum.metric, dl, sample(counter, total));
+    };
+#define PSPXDP_PROM(name, help)                                                                    \
+    per_class(#name, help, [](const control::ClassInfo &c) { return uint64_t(c.pacer.name); });
+    PSPXDP_CLASS_COUNTERS(PSPXDP_PROM)
+#undef PSPXDP_PROM
+#define PSPXDP_PROM(name, help)                                                                    \
+    per_class(#name, help, [](const control::ClassInfo &c) { return uint64_t(c.tc.name); });
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_PROM)
+#undef PSPXDP_PROM
+
+    // Rates as bytes per second (Prometheus' base unit for data is the
+    // byte): directly comparable to rate(pspxdp_class_tx_bytes_total[..]),
+    // which counts the same L2 bytes with FCS.
+    {
+        const Family f{"pspxdp_class_rate_bytes_per_second", true};
+        head(out, f, "the class's configured rate (L2 bytes with FCS); 0: a normal class");
+        for (size_t i = 0; i < shown; ++i) {
+            const auto &c = s.classes[i];
+            const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
+            line(out, f.metric, class_labels[i], sample("", paced ? c.config.rate_bps / 8 : 0));
+        }
+        const Family l{"pspxdp_line_rate_bytes_per_second", true};
+        head(out, l, "the wire's rate M (L2 bytes with FCS)");
+        line(out, l.metric, dl, sample("", s.st.line_rate_bps / 8));
+    }
+    {
+        const Family n{"pspxdp_classes", true};
+        head(out, n, "classes on the device (configured or seen by TC)");
+        line(out, n.metric, dl, std::to_string(s.classes.size()));
+        const Family o{"pspxdp_classes_omitted", true};
+        head(out, o,
+             "classes without per-class series here (--max-classes); in the sums all the same");
+        line(out, o.metric, dl, std::to_string(s.classes.size() - shown));
+        if (shown < s.classes.size())
+            out += "# " + std::to_string(s.classes.size() - shown) +
+                   " classes left out (--max-classes " + std::to_string(max_classes) + ")\n";
+    }
+    {
+        const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+        const Family a{"pspxdp_pacer_alive", true};
+        head(out, a, "1: the daemon's heartbeat is fresh; 0: TC passes traffic unpaced");
+        line(out, a.metric, dl, alive ? "1" : "0");
+        const Family h{"pspxdp_heartbeat_age_seconds", true};
+        head(out, h, "since the daemon's last heartbeat; NaN: it never beat");
+        const uint64_t hb = s.st.heartbeat_ns;
+        line(out, h.metric, dl, hb == 0 ? "NaN" : sample(kNs, s.t_ns > hb ? s.t_ns - hb : 0));
+    }
+
+    const auto &k = s.counters;
+    if (k.have_daemon) {
+        const Family f{"pspxdp_clock_info", true};
+        head(out, f,
+             "what paces the wire (byte: gap frames; clockless), whether forced, and the gap "
+             "horizon in seconds");
+        line(out, f.metric,
+             dl + ",clock=\"" + (k.daemon.clockless ? "clockless" : "byte") + "\",clock_forced=\"" +
+                 (k.daemon.clock_forced ? "true" : "false") + "\",gap_horizon_seconds=\"" +
+                 sample(kNs, k.daemon.gap_horizon_ns) + "\"",
+             "1");
+#define PSPXDP_PROM(name, help)                                                                    \
+    {                                                                                              \
+        const Family d = family("daemon", #name, is_gauge(#name));                                 \
+        head(out, d, help, ends_with(#name, kNs) ? in_s : "");                                     \
+        line(out, d.metric, dl, sample(#name, k.daemon.name));                                     \
+    }
+        PSPXDP_DAEMON_COUNTERS(PSPXDP_PROM)
+#undef PSPXDP_PROM
+    } else {
+        out += "# no daemon counters: the daemon is not running\n";
+    }
+#define PSPXDP_PROM(group, up, name, help)                                                         \
+    {                                                                                              \
+        const Family d = family(#group, #name, false);                                             \
+        head(out, d, help);                                                                        \
+        line(out, d.metric, dl, sample(#name, k.group.name));                                      \
+    }
+#define PSPXDP_PROM_TC(up, name, help) PSPXDP_PROM(tc, up, name, help)
+#define PSPXDP_PROM_XDP(up, name, help) PSPXDP_PROM(xdp, up, name, help)
+    PSPXDP_TC_COUNTERS(PSPXDP_PROM_TC)
+    PSPXDP_XDP_COUNTERS(PSPXDP_PROM_XDP)
+#undef PSPXDP_PROM_TC
+#undef PSPXDP_PROM_XDP
+#undef PSPXDP_PROM
+    return out;
+}
+
+} // namespace pspxdp::cli

@@ -7,7 +7,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  clang llvm
+  clang llvm clang-format
   libbpf-dev libxdp-dev bpftool xdp-tools
   liburing-dev catch2 libpcap-dev nlohmann-json3-dev
   iproute2 ethtool tcpdump iperf3 iputils-ping

@@ -91,14 +91,31 @@ std::string filter_line(unsigned i) {
     const std::string cls = " classid 1:" + std::to_string(1 + i % 16);
     char buf[160];
     switch (i % 8) {
-    case 0: std::snprintf(buf, sizeof buf, "dst 10.%u.%u.0/24", a, b); break;
-    case 1: std::snprintf(buf, sizeof buf, "src 10.%u.%u.7/32 proto tcp dport %u", a, b, 1 + k % 60000); break;
-    case 2: std::snprintf(buf, sizeof buf, "dst 172.16.%u.%u/32 proto udp dport 5000-5099", a, b); break;
-    case 3: std::snprintf(buf, sizeof buf, "dst 2001:db8:%x:%x::/64", a, b); break;
-    case 4: std::snprintf(buf, sizeof buf, "src 2001:db8:%x%02x::/48 proto udp sport %u", a, b, 1 + k % 60000); break;
-    case 5: std::snprintf(buf, sizeof buf, "vlan %u dscp %u", k % 4096, k / 4096 % 64); break;
-    case 6: std::snprintf(buf, sizeof buf, "dst 192.168.%u.%u/32 proto udp dport 53", a, b); break;
-    default: std::snprintf(buf, sizeof buf, "proto tcp sport %u", 1 + k % 65535); break;
+    case 0:
+        std::snprintf(buf, sizeof buf, "dst 10.%u.%u.0/24", a, b);
+        break;
+    case 1:
+        std::snprintf(buf, sizeof buf, "src 10.%u.%u.7/32 proto tcp dport %u", a, b, 1 + k % 60000);
+        break;
+    case 2:
+        std::snprintf(buf, sizeof buf, "dst 172.16.%u.%u/32 proto udp dport 5000-5099", a, b);
+        break;
+    case 3:
+        std::snprintf(buf, sizeof buf, "dst 2001:db8:%x:%x::/64", a, b);
+        break;
+    case 4:
+        std::snprintf(buf, sizeof buf, "src 2001:db8:%x%02x::/48 proto udp sport %u", a, b,
+                      1 + k % 60000);
+        break;
+    case 5:
+        std::snprintf(buf, sizeof buf, "vlan %u dscp %u", k % 4096, k / 4096 % 64);
+        break;
+    case 6:
+        std::snprintf(buf, sizeof buf, "dst 192.168.%u.%u/32 proto udp dport 53", a, b);
+        break;
+    default:
+        std::snprintf(buf, sizeof buf, "proto tcp sport %u", 1 + k % 65535);
+        break;
     }
     return pref + buf + cls;
 }
@@ -132,8 +149,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char **argv) {
     int repeat = 200000, rounds = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
+        if (!std::strcmp(argv[i], "--repeat"))
+            repeat = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--rounds"))
+            rounds = std::atoi(argv[i + 1]);
     }
     if (geteuid() != 0) {
         std::fprintf(stderr, "bench_classifier: needs root (BPF)\n");
@@ -184,8 +203,10 @@ int main(int argc, char **argv) {
         const double write_s = seconds_since(t0);
         auto stored = read_filters(maps);
         const EntryMap entries = build_entries(*stored);
-        std::printf("%8u %7zu %8zu %10.3f", n, shape_table(entries).size(), entries.size(), write_s);
-        for (const Probe &p : probes) std::printf(" | %28u", median_ns(prog, p.pkt, repeat, rounds));
+        std::printf("%8u %7zu %8zu %10.3f", n, shape_table(entries).size(), entries.size(),
+                    write_s);
+        for (const Probe &p : probes)
+            std::printf(" | %28u", median_ns(prog, p.pkt, repeat, rounds));
         std::printf("\n");
         std::fflush(stdout);
     }
@@ -196,7 +217,8 @@ int main(int argc, char **argv) {
     for (const auto &f : *stored) specs.push_back(f.spec);
     auto t0 = std::chrono::steady_clock::now();
     if (auto r = replace_filters(maps, specs); !r) return 1;
-    std::printf("\nreplace 10000 filters by themselves (apply of save): %.3f s\n", seconds_since(t0));
+    std::printf("\nreplace 10000 filters by themselves (apply of save): %.3f s\n",
+                seconds_since(t0));
     auto one = parse_filter(std::vector<std::string>{"dst", "203.0.113.0/24", "classid", "1:1"});
     t0 = std::chrono::steady_clock::now();
     if (auto r = add_filter(maps, *one); !r) return 1;

@@ -198,11 +198,12 @@ int main(int argc, char **argv) {
     double fps = double(frames) / dt;
     double gbit = fps * double(framing.wire_bytes(len)) * 8 / 1e9;
     if (json)
-        std::printf("{\"dev\":\"%s\",\"len\":%u,\"batch\":%u,\"budget\":%u,\"cpu\":%d,\"seconds\":%.3f,"
-                    "\"frames\":%llu,\"fps\":%.0f,\"wire_gbit\":%.3f,\"cpu_pct\":%.1f,"
-                    "\"kicks\":%llu,\"kick_transient\":%llu}\n",
-                    dev.c_str(), len, batch, budget, cpu, dt, (unsigned long long)frames, fps, gbit,
-                    cpu_s / dt * 100, (unsigned long long)kicks, (unsigned long long)transient);
+        std::printf(
+            "{\"dev\":\"%s\",\"len\":%u,\"batch\":%u,\"budget\":%u,\"cpu\":%d,\"seconds\":%.3f,"
+            "\"frames\":%llu,\"fps\":%.0f,\"wire_gbit\":%.3f,\"cpu_pct\":%.1f,"
+            "\"kicks\":%llu,\"kick_transient\":%llu}\n",
+            dev.c_str(), len, batch, budget, cpu, dt, (unsigned long long)frames, fps, gbit,
+            cpu_s / dt * 100, (unsigned long long)kicks, (unsigned long long)transient);
     else
         std::printf("bare AF_XDP TX on %s: %u B frames, %.3f Mpps (%.2f Gbit/s of wire), "
                     "%.0f%% CPU, over %.2f s\n",

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-
 using namespace pspxdp;
 
 namespace {
@@ -75,7 +74,8 @@ template <class Sched> Measurement measure(size_t classes, uint64_t decisions, c
 template <class Sched>
 Measurement median_of(size_t classes, uint64_t decisions, int repeat, const Mode &mode) {
     std::vector<Measurement> runs;
-    for (int i = 0; i < std::max(repeat, 1); ++i) runs.push_back(measure<Sched>(classes, decisions, mode));
+    for (int i = 0; i < std::max(repeat, 1); ++i)
+        runs.push_back(measure<Sched>(classes, decisions, mode));
     std::sort(runs.begin(), runs.end(), [](const Measurement &a, const Measurement &b) {
         return a.ns_per_decision < b.ns_per_decision;
     });
@@ -119,9 +119,10 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::printf("usage: bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]\n"
-                        "                    [--decisions N] [--repeat N] [--cpu N]\n"
-                        "                    [--gap-horizon NS] [--clockless] [--load PERCENT]\n");
+            std::printf(
+                "usage: bench_engine [--json] [--no-scan] [--min-classes N] [--max-classes N]\n"
+                "                    [--decisions N] [--repeat N] [--cpu N]\n"
+                "                    [--gap-horizon NS] [--clockless] [--load PERCENT]\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_engine: unknown argument \"%s\"\n", argv[i]);
@@ -137,8 +138,10 @@ int main(int argc, char **argv) {
     for (size_t n = min_classes; n <= max_classes; n *= 10) {
         Measurement e = median_of<Engine>(n, decisions, repeat, mode);
         // The scan is O(n): keep its total work bounded.
-        uint64_t scan_decisions = std::max<uint64_t>(2'000, std::min<uint64_t>(decisions, 400'000'000 / n));
-        Measurement s = scan ? measure<sim::ReferenceScan>(n, scan_decisions, Mode{}) : Measurement{0, 0, 0};
+        uint64_t scan_decisions =
+            std::max<uint64_t>(2'000, std::min<uint64_t>(decisions, 400'000'000 / n));
+        Measurement s =
+            scan ? measure<sim::ReferenceScan>(n, scan_decisions, Mode{}) : Measurement{0, 0, 0};
         double speedup = s.ns_per_decision / e.ns_per_decision;
         if (json) {
             char buf[256];

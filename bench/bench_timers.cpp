@@ -44,7 +44,7 @@ timespec to_ts(uint64_t ns) {
 }
 
 // The quantiles stored: dense in the tail, where H is chosen.
-constexpr double kQuantiles[] = {0,    0.1,   0.25,   0.5,    0.75,    0.9, 0.95,
+constexpr double kQuantiles[] = {0,    0.1,   0.25,  0.5,    0.75,   0.9, 0.95,
                                  0.99, 0.995, 0.999, 0.9995, 0.9999, 1.0};
 
 struct Method {
@@ -123,8 +123,10 @@ int main(int argc, char **argv) {
         } else if (!std::strcmp(argv[i], "--json") || !std::strcmp(argv[i], "-j")) {
             json = true;
         } else if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::printf("usage: bench_timers [--samples N] [--min-us A] [--max-us B] [--slack-ns S]\n"
-                        "                    [--cpu N] [--only clock_nanosleep|epoll_pwait2|spin] [--json]\n");
+            std::printf(
+                "usage: bench_timers [--samples N] [--min-us A] [--max-us B] [--slack-ns S]\n"
+                "                    [--cpu N] [--only clock_nanosleep|epoll_pwait2|spin] "
+                "[--json]\n");
             return 0;
         } else {
             std::fprintf(stderr, "bench_timers: unknown argument \"%s\"\n", argv[i]);
@@ -132,12 +134,14 @@ int main(int argc, char **argv) {
         }
     }
     if (samples == 0 || min_us > max_us || slack_ns < 1) {
-        std::fprintf(stderr, "bench_timers: need --samples > 0, --min-us <= --max-us, --slack-ns >= 1\n");
+        std::fprintf(stderr,
+                     "bench_timers: need --samples > 0, --min-us <= --max-us, --slack-ns >= 1\n");
         return 2;
     }
     pin_cpu(cpu, "bench_timers");
     // The daemon's setting: without it a sleep may end up to 50 us late by design.
-    if (prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns) != 0) std::perror("bench_timers: PR_SET_TIMERSLACK");
+    if (prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns) != 0)
+        std::perror("bench_timers: PR_SET_TIMERSLACK");
     int epfd = epoll_create1(0);
     if (epfd < 0) {
         std::perror("bench_timers: epoll_create1");
@@ -175,11 +179,12 @@ int main(int argc, char **argv) {
         std::sort(late.begin(), late.end());
         if (json) {
             char buf[512];
-            std::snprintf(buf, sizeof buf,
-                          "%s\n {\"name\":\"%s\",\"what\":\"%s\",\"samples\":%zu,\"sleep_us\":[%llu,%llu],"
-                          "\"slack_ns\":%ld,\"load\":%.2f,\"quantiles\":[",
-                          out.size() > 1 ? "," : "", m.name, m.what, samples,
-                          (unsigned long long)min_us, (unsigned long long)max_us, slack_ns, load);
+            std::snprintf(
+                buf, sizeof buf,
+                "%s\n {\"name\":\"%s\",\"what\":\"%s\",\"samples\":%zu,\"sleep_us\":[%llu,%llu],"
+                "\"slack_ns\":%ld,\"load\":%.2f,\"quantiles\":[",
+                out.size() > 1 ? "," : "", m.name, m.what, samples, (unsigned long long)min_us,
+                (unsigned long long)max_us, slack_ns, load);
             out += buf;
             bool first = true;
             for (double q : kQuantiles) {
@@ -190,11 +195,12 @@ int main(int argc, char **argv) {
             }
             out += "]}";
         } else {
-            std::printf("%-16s %8llu %8llu %8llu %8llu %9llu %9llu %9.0f\n", m.name,
-                        (unsigned long long)quantile(late, 0.5), (unsigned long long)quantile(late, 0.9),
-                        (unsigned long long)quantile(late, 0.99), (unsigned long long)quantile(late, 0.999),
-                        (unsigned long long)quantile(late, 0.9999), (unsigned long long)late.back(),
-                        double(sum / samples));
+            std::printf(
+                "%-16s %8llu %8llu %8llu %8llu %9llu %9llu %9.0f\n", m.name,
+                (unsigned long long)quantile(late, 0.5), (unsigned long long)quantile(late, 0.9),
+                (unsigned long long)quantile(late, 0.99), (unsigned long long)quantile(late, 0.999),
+                (unsigned long long)quantile(late, 0.9999), (unsigned long long)late.back(),
+                double(sum / samples));
             std::fflush(stdout);
         }
     }

@@ -12,5 +12,6 @@ inline void pin_cpu(int cpu, const char *program) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror((std::string(program) + ": sched_setaffinity").c_str());
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+        std::perror((std::string(program) + ": sched_setaffinity").c_str());
 }

@@ -29,14 +29,14 @@
  * fits its MTU), because a packet that carries a tag may never reach DEV:
  * once tagged it goes to the pacer, which drops a bad tag and counts it.
  */
+#include "pspxdp/shared.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/pkt_cls.h>
 #include <stdbool.h>
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_helpers.h>
-#include "pspxdp/shared.h"
 
 /* Set by tests before load: mirror the decision into skb->cb[0] (the slot
  * the packet was handed over on, 0 = passed) and cb[1] (classid). The tag
@@ -102,17 +102,18 @@ static __always_inline void count(__u32 counter) {
     PSPXDP_COUNT(c, counter, PSPXDP_TC_NR_COUNTERS);
 }
 
-#include "parse.h"
 #include "match.h"
+#include "parse.h"
 
 /* What happened to a packet, for class_stats. */
 enum outcome {
-    HANDED_OVER,   /* tagged and redirected into the pacer */
-    PASSED,        /* pacer dead or class not served: untouched */
+    HANDED_OVER,     /* tagged and redirected into the pacer */
+    PASSED,          /* pacer dead or class not served: untouched */
     HANDOVER_FAILED, /* the pacer could not take it: untouched */
 };
 
-static __always_inline void count_class(__u32 classid, __u64 len, __u32 segs, enum outcome outcome) {
+static __always_inline void count_class(__u32 classid, __u64 len, __u32 segs,
+                                        enum outcome outcome) {
     struct pspxdp_class_tc_stats *cs = bpf_map_lookup_elem(&class_stats, &classid);
 
     if (!cs) {

@@ -15,10 +15,10 @@
 #ifndef PSPXDP_BPF_MATCH_H
 #define PSPXDP_BPF_MATCH_H
 
-#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
-#include "pspxdp/shared.h"
 #include "parse.h"
+#include "pspxdp/shared.h"
+#include <bpf/bpf_helpers.h>
+#include <linux/bpf.h>
 
 /* Read by the CLI only (show, save, delete); here so the loader creates and
  * pins it with BTF. */

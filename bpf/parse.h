@@ -19,12 +19,12 @@
 #ifndef PSPXDP_BPF_PARSE_H
 #define PSPXDP_BPF_PARSE_H
 
+#include "pspxdp/shared.h"
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_helpers.h>
-#include "pspxdp/shared.h"
 
 #define PSPXDP_VLAN_MAX 2   /* QinQ: outer 802.1ad + inner 802.1Q */
 #define PSPXDP_V6_EXT_MAX 6 /* extension headers walked before giving up */
@@ -50,8 +50,8 @@ struct flow {
     __u8 has_vlan;  /* vlan is the outer tag (offloaded or in the data) */
     __u16 sport;    /* host order */
     __u16 dport;
-    __u16 vlan;     /* VLAN id of the outer tag, 0..4095 */
-    __u8 dscp;      /* IPv4 TOS >> 2, IPv6 traffic class >> 2 */
+    __u16 vlan; /* VLAN id of the outer tag, 0..4095 */
+    __u8 dscp;  /* IPv4 TOS >> 2, IPv6 traffic class >> 2 */
     __u8 pad;
     __u8 saddr[16]; /* IPv4 uses the first 4 bytes */
     __u8 daddr[16];
@@ -66,8 +66,8 @@ static __always_inline int parse_l4(struct __sk_buff *skb, __u32 l4_off, struct 
     __be16 ports[2];
     __u8 last;
 
-    if (f->l4_proto != IPPROTO_TCP && f->l4_proto != IPPROTO_UDP &&
-        f->l4_proto != IPPROTO_SCTP && f->l4_proto != IPPROTO_UDPLITE)
+    if (f->l4_proto != IPPROTO_TCP && f->l4_proto != IPPROTO_UDP && f->l4_proto != IPPROTO_SCTP &&
+        f->l4_proto != IPPROTO_UDPLITE)
         return PARSE_OK;
     if (load(skb, l4_off, ports, sizeof(ports))) return PSPXDP_TC_TRUNCATED;
     if (f->l4_proto == IPPROTO_TCP) {

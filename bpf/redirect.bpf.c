@@ -13,9 +13,9 @@
  * of the pacer veths themselves (IPv6 ND/MLD) is avoided at the source: set-up
  * disables IPv6 on both (docs/design.md §9.2); anything that still arrives
  * untagged is dropped by the daemon as unknown_class. */
-#include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
 #include "pspxdp/shared.h"
+#include <bpf/bpf_helpers.h>
+#include <linux/bpf.h>
 
 struct {
     __uint(type, BPF_MAP_TYPE_XSKMAP);

@@ -15,7 +15,7 @@
 namespace pspxdp::lab {
 
 class DelayQueue {
-public:
+  public:
     struct Frame {
         uint64_t due_ns;
         std::span<const uint8_t> bytes;
@@ -37,7 +37,7 @@ public:
             // [head, tail) used; free space is [tail, end) and [0, head).
             if (buf_.size() - tail_ < need) {
                 if (head_ < need) return false;
-                wrap_ = tail_;                   // the tail's rest is skipped
+                wrap_ = tail_; // the tail's rest is skipped
                 at = 0;
             }
         } else if (head_ - tail_ < need) {
@@ -80,7 +80,7 @@ public:
         }
     }
 
-private:
+  private:
     struct Header {
         uint64_t due_ns;
         uint32_t len;

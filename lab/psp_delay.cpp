@@ -31,8 +31,8 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -147,7 +147,8 @@ int main(int argc, char **argv) {
             out_if = v;
         } else if (o == "--dst-mac") {
             if (!parse_mac(v, dst_mac)) {
-                std::fprintf(stderr, "psp_delay: --dst-mac \"%s\": expected aa:bb:cc:dd:ee:ff\n", v);
+                std::fprintf(stderr, "psp_delay: --dst-mac \"%s\": expected aa:bb:cc:dd:ee:ff\n",
+                             v);
                 return 2;
             }
             have_mac = true;
@@ -158,7 +159,8 @@ int main(int argc, char **argv) {
             }
         } else if (o == "--buffer") {
             if (!parse_double(v, 4096, 1 << 30, buffer)) {
-                std::fprintf(stderr, "psp_delay: --buffer \"%s\": expected 4096..1073741824 bytes\n", v);
+                std::fprintf(stderr,
+                             "psp_delay: --buffer \"%s\": expected 4096..1073741824 bytes\n", v);
                 return 2;
             }
         } else if (o == "--seconds") {
@@ -168,7 +170,8 @@ int main(int argc, char **argv) {
             }
         } else if (o == "--rt-priority") {
             if (!parse_double(v, 0, 99, rt_priority) || rt_priority != double(int(rt_priority))) {
-                std::fprintf(stderr, "psp_delay: --rt-priority \"%s\": expected 0..99 (0: normal)\n", v);
+                std::fprintf(stderr,
+                             "psp_delay: --rt-priority \"%s\": expected 0..99 (0: normal)\n", v);
                 return 2;
             }
         } else {

@@ -161,13 +161,15 @@ int do_send(int argc, char **argv) {
         } else if (o == "--flow") {
             Flow f;
             if (!parse_flow(v, f)) {
-                std::fprintf(stderr, "psp_traffic: --flow \"%s\": expected DST:PORT:RATE[:START:STOP]\n", v);
+                std::fprintf(
+                    stderr, "psp_traffic: --flow \"%s\": expected DST:PORT:RATE[:START:STOP]\n", v);
                 return 2;
             }
             flows.push_back(f);
         } else if (o == "--size") {
             if (!parse_u64(v, size) || size < sizeof(Stamp) || size > 1472) {
-                std::fprintf(stderr, "psp_traffic: --size \"%s\": expected 16..1472 (one frame)\n", v);
+                std::fprintf(stderr, "psp_traffic: --size \"%s\": expected 16..1472 (one frame)\n",
+                             v);
                 return 2;
             }
         } else if (o == "--seconds") {
@@ -178,7 +180,9 @@ int do_send(int argc, char **argv) {
         } else if (o == "--ports") {
             if (flows.size() != 1 || !parse_u64(v, flows[0].ports) || flows[0].ports < 1 ||
                 flows[0].port + flows[0].ports - 1 > 65535) {
-                std::fprintf(stderr, "psp_traffic: --ports \"%s\": only with DST PORT, ports up to 65535\n", v);
+                std::fprintf(stderr,
+                             "psp_traffic: --ports \"%s\": only with DST PORT, ports up to 65535\n",
+                             v);
                 return 2;
             }
         } else if (o == "--count") {
@@ -207,8 +211,10 @@ int do_send(int argc, char **argv) {
             return 2;
         }
         f.fd = socket(AF_INET, SOCK_DGRAM, 0);
-        if (f.fd < 0 || (f.ports == 1 && connect(f.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
-            std::fprintf(stderr, "psp_traffic: socket to %s: %s\n", f.spec.c_str(), std::strerror(errno));
+        if (f.fd < 0 ||
+            (f.ports == 1 && connect(f.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
+            std::fprintf(stderr, "psp_traffic: socket to %s: %s\n", f.spec.c_str(),
+                         std::strerror(errno));
             return 1;
         }
         f.interval_ns = frame_bits * 1e9 / double(f.rate_bps);
@@ -218,7 +224,8 @@ int do_send(int argc, char **argv) {
     stop_on_signals();
     uint64_t total = 0;
     auto t0 = Clock::now();
-    auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    auto end =
+        t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     while (total < count && !g_stop) {
         auto now = Clock::now();
         if (now >= end) break;
@@ -273,7 +280,8 @@ int do_send(int argc, char **argv) {
                                   {"offered_bps", std::round(double(sent) * frame_bits / secs)},
                                   {"flows", nlohmann::ordered_json::array()}};
     for (const Flow &f : flows) {
-        out["flows"].push_back({{"flow", f.spec}, {"sent", f.sent}, {"blocked", f.blocked}, {"errors", f.errors}});
+        out["flows"].push_back(
+            {{"flow", f.spec}, {"sent", f.sent}, {"blocked", f.blocked}, {"errors", f.errors}});
         close(f.fd);
     }
     std::printf("%s\n", out.dump().c_str());
@@ -290,7 +298,6 @@ struct PortStats {
     bool any = false;
     std::vector<double> owd_us;
 };
-
 
 int do_sink(int argc, char **argv) {
     if (argc < 1) return usage();
@@ -336,13 +343,14 @@ int do_sink(int argc, char **argv) {
         ps.fd = fd;
         fds.push_back(pollfd{fd, POLLIN, 0});
     }
-    auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    auto end = Clock::now() +
+               std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
     static char buf[65536];
     char ctrl[CMSG_SPACE(sizeof(timespec))];
     // A caller that knows the traffic is over (the soak, once the pacer has
     // drained) stops the sink early; it still reads what is queued and prints.
     stop_on_signals();
-    for (bool last = false;; ) {
+    for (bool last = false;;) {
         last = last || Clock::now() >= end || g_stop;
         if (!last && poll(fds.data(), fds.size(), 50) <= 0) continue;
         for (auto &ps : ports) {
@@ -382,7 +390,9 @@ int do_sink(int argc, char **argv) {
         if (stamped) {
             auto &v = ps.owd_us;
             std::sort(v.begin(), v.end());
-            auto q = [&](double p) { return v.empty() ? 0.0 : v[size_t(p * double(v.size() - 1))]; };
+            auto q = [&](double p) {
+                return v.empty() ? 0.0 : v[size_t(p * double(v.size() - 1))];
+            };
             double sum = 0;
             for (double x : v) sum += x;
             // One-way delays in us, rounded to 0.1 us (the receive stamp's worth).

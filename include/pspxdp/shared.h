@@ -16,10 +16,10 @@
  *   daemon_stats  daemon               device-wide counters of the pacer (mmapable)
  *   pacer_state   CLI, daemon -> TC    heartbeat, default class, pacer ifindex, line rate,
  *                                      config generation (mmapable)
- *   tc_stats      TC                   per-CPU counters of unusual events (struct pspxdp_tc_counters)
- *   xdp_stats     XDP                  per-CPU redirect counters (struct pspxdp_xdp_counters)
- *   xsks_map      daemon -> XDP        pacer rx queue -> AF_XDP socket
- *   filter maps   CLI  -> TC           see "Filters" below
+ *   tc_stats      TC                   per-CPU counters of unusual events (struct
+ * pspxdp_tc_counters) xdp_stats     XDP                  per-CPU redirect counters (struct
+ * pspxdp_xdp_counters) xsks_map      daemon -> XDP        pacer rx queue -> AF_XDP socket filter
+ * maps   CLI  -> TC           see "Filters" below
  *
  * The data path: classes are not sockets. The TC program picks a class,
  * looks up its slot (class_config.slot), checks that the daemon serves that
@@ -56,7 +56,7 @@ struct pspxdp_classid {
     __u16 minor;
     __u16 major;
 };
-#define PSPXDP_CLASSID(maj, min) ((((__u32)(maj)) << 16) | ((__u32)(min) & 0xffff))
+#define PSPXDP_CLASSID(maj, min) ((((__u32)(maj)) << 16) | ((__u32)(min)&0xffff))
 PSPXDP_INLINE __u32 pspxdp_classid_raw(struct pspxdp_classid c) {
     return PSPXDP_CLASSID(c.major, c.minor);
 }
@@ -109,8 +109,8 @@ struct pspxdp_tag {
 
 /* pacer_state: ARRAY (mmapable), one entry, key 0. */
 struct pspxdp_pacer_state {
-    __u64 heartbeat_ns;                    /* daemon: CLOCK_MONOTONIC of its last beat (bpf_ktime_get_ns) */
-    __u32 pacer_ifindex;                   /* attach: the pacer veth TC redirects into */
+    __u64 heartbeat_ns;  /* daemon: CLOCK_MONOTONIC of its last beat (bpf_ktime_get_ns) */
+    __u32 pacer_ifindex; /* attach: the pacer veth TC redirects into */
     struct pspxdp_classid default_classid; /* CLI: unclassified traffic goes here */
     /* attach / CLI: the wire's rate M in bit/s (ethtool speed or set by
      * hand). The control plane refuses paced classes summing above it; 0
@@ -156,7 +156,7 @@ PSPXDP_INLINE int pspxdp_pacer_alive(const struct pspxdp_pacer_state *st, __u64 
     X(tc_packets, "packets classified to the class and handed to the pacer (a GSO packet is one)") \
     X(tc_skb_bytes, "skb bytes of those packets (a GSO packet counted whole, no FCS)")             \
     X(tc_frames, "frames those packets become on the wire (GSO segments)")                         \
-    X(tc_passed, "packets classified to the class but passed unpaced: pacer dead or class "       \
+    X(tc_passed, "packets classified to the class but passed unpaced: pacer dead or class "        \
                  "not served")                                                                     \
     X(tc_errors, "packets the hand-over to the pacer failed for (passed unpaced)")
 struct pspxdp_class_tc_stats {
@@ -231,7 +231,7 @@ struct pspxdp_class_counters {
     X(file_reload_failures, "SIGHUPs whose file was refused (logged; nothing changed)")            \
     X(accounting_failures, "UMEM accounting checks that did not balance (a bug)")                  \
     X(restarts, "daemon starts on this attachment after the first")                                \
-    X(planned_idles, "times the wire idled by plan (gap horizon, clockless) instead of carrying "   \
+    X(planned_idles, "times the wire idled by plan (gap horizon, clockless) instead of carrying "  \
                      "gap frames")                                                                 \
     X(planned_idle_bytes, "byte times of those idles (wire time without gap frames)")              \
     X(late_wakeups, "planned idles the daemon woke from after a paced frame's due time")           \
@@ -324,7 +324,7 @@ struct pspxdp_xdp_counters {
 #define PSPXDP_MAX_FILTER_SHAPES 255
 #define PSPXDP_FILTER_SET_SLOTS (PSPXDP_MAX_FILTER_SHAPES + 1) /* + the end slot */
 #define PSPXDP_FILTER_PREF_MIN 1
-#define PSPXDP_FILTER_PREF_MAX 65535    /* tc's preference is 16 bits */
+#define PSPXDP_FILTER_PREF_MAX 65535     /* tc's preference is 16 bits */
 #define PSPXDP_FILTER_PREF_DEFAULT 49152 /* pref when omitted: tc's first auto pref */
 #define PSPXDP_FILTER_SEQ_BITS 48
 #define PSPXDP_FILTER_ORDER(pref, seq) (((__u64)(pref) << PSPXDP_FILTER_SEQ_BITS) | (seq))
@@ -345,9 +345,9 @@ enum pspxdp_filter_field {
 
 /* The shape of an entry: the first 8 bytes of its key. */
 struct pspxdp_filter_shape {
-    __u8 family;     /* 4 or 6 with src/dst; 0 (any packet) without */
-    __u8 fields;     /* enum pspxdp_filter_field bits */
-    __u8 src_plen;   /* prefix lengths, 0..32 / 0..128 */
+    __u8 family;   /* 4 or 6 with src/dst; 0 (any packet) without */
+    __u8 fields;   /* enum pspxdp_filter_field bits */
+    __u8 src_plen; /* prefix lengths, 0..32 / 0..128 */
     __u8 dst_plen;
     __u8 sport_plen; /* port block: the top sport_plen bits are matched, 0..16 */
     __u8 dport_plen;
@@ -386,14 +386,14 @@ struct pspxdp_filter_shape_slot {
 struct pspxdp_filter_state {
     __u32 active_set; /* 0 or 1: the set of filter_shapes the classifier walks */
     __u32 pad;
-    __u64 next_seq;   /* CLI: sequence number of the next filter added */
+    __u64 next_seq; /* CLI: sequence number of the next filter added */
 };
 
 /* filters value: one filter as the user wrote it. */
 struct pspxdp_filter {
     __u32 pref;
     struct pspxdp_classid classid;
-    __u64 seq; /* order of addition, breaks ties between equal prefs */
+    __u64 seq;   /* order of addition, breaks ties between equal prefs */
     __u8 family; /* 4, 6 or 0 (no src/dst) */
     __u8 fields; /* enum pspxdp_filter_field bits */
     __u8 src_plen;
@@ -449,7 +449,8 @@ static_assert(sizeof(struct pspxdp_filter) == 64, "filter layout");
 static_assert(__builtin_offsetof(struct pspxdp_filter, src) == 24, "filter layout");
 static_assert(__builtin_offsetof(struct pspxdp_filter, sport_min) == 56, "filter layout");
 static_assert(sizeof(struct pspxdp_filter_stats) == 2 * 8, "filter_stats layout");
-static_assert(PSPXDP_FILTER_PREF_MAX < (1u << (64 - PSPXDP_FILTER_SEQ_BITS)), "pref fits the order");
+static_assert(PSPXDP_FILTER_PREF_MAX < (1u << (64 - PSPXDP_FILTER_SEQ_BITS)),
+              "pref fits the order");
 static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
 static_assert(sizeof(struct pspxdp_tc_counters) == PSPXDP_TC_NR_COUNTERS * 8, "tc_stats layout");
 static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");

@@ -6,11 +6,11 @@
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <linux/if_ether.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <bpf/libbpf.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -257,7 +257,7 @@ struct V4 {
     const char *src = "10.0.0.1";
     const char *dst = "8.8.8.8";
     uint8_t proto = IPPROTO_UDP;
-    Bytes options;          // multiple of 4
+    Bytes options;           // multiple of 4
     uint16_t frag_field = 0; // flags + offset (host order)
     int version = 4;
     uint8_t tos = 0; // DSCP << 2 | ECN
@@ -332,6 +332,5 @@ inline Bytes cat(Bytes a, const Bytes &b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
 }
-
 
 } // namespace psptest

@@ -15,9 +15,9 @@
 
 #include "classifier.skel.h"
 #include "control/filter.hpp"
-#include "redirect.skel.h"
 #include "fixture.hpp"
 #include "pspxdp/shared.h"
+#include "redirect.skel.h"
 
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
@@ -370,14 +370,13 @@ TEST_CASE("classifier: IPv6 and extension headers", "[bpf][classifier]") {
         REQUIRE_PACED(c.run(pkt6(IPPROTO_HOPOPTS, q)), C3, 3u);
     }
     SECTION("fragment header: first fragment keeps ports, later ones do not") {
-        REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 0, true, udp(1, 5001)))),
-                      C1, 1u);
-        REQUIRE_PACED(
-            c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 185, false, udp(1, 5001)))), C3,
-            3u);
+        REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 0, true, udp(1, 5001)))), C1,
+                      1u);
+        REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 185, false, udp(1, 5001)))),
+                      C3, 3u);
         // A non-first fragment's payload is not walked as headers either.
-        REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT,
-                                 frag6(IPPROTO_DSTOPTS, 185, true, ext(IPPROTO_UDP, 0, udp(1, 5001))))),
+        REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_DSTOPTS, 185, true,
+                                                         ext(IPPROTO_UDP, 0, udp(1, 5001))))),
                       C3, 3u);
         REQUIRE_PACED(c.run(pkt6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 185, false, udp(1, 5001)),
                                  "2001:db8:1::1")),
@@ -412,8 +411,7 @@ TEST_CASE("classifier: VLAN tags", "[bpf][classifier]") {
                             ipv6(IPPROTO_UDP, "2001:dba::1", "2001:db8:1::1", udp(1, 2)))),
                   C1, 1u);
     // Three tags: more than we parse, so default (never the inner rule).
-    REQUIRE_PACED(c.run(cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q, ETH_P_8021Q}), l3)), C3,
-                  3u);
+    REQUIRE_PACED(c.run(cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q, ETH_P_8021Q}), l3)), C3, 3u);
     CHECK(c.tc_counter(PSPXDP_TC_VLAN_DEPTH) == 1);
 }
 
@@ -470,9 +468,9 @@ TEST_CASE("classifier: garbled headers get the default class", "[bpf][classifier
         REQUIRE_PACED(c.run(cat(eth(ETH_P_IP), ipv4(h, l4))), C3, 3u);
     }
     SECTION("IPv6 ethertype with a version 4 header") {
-        REQUIRE_PACED(c.run(cat(eth(ETH_P_IPV6),
-                                ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1::1", l4, 4))),
-                      C3, 3u);
+        REQUIRE_PACED(
+            c.run(cat(eth(ETH_P_IPV6), ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1::1", l4, 4))), C3,
+            3u);
     }
     SECTION("TCP data offset below 5") {
         h.proto = IPPROTO_TCP;
@@ -726,7 +724,8 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         return;
     }
     PrivateNetns ns;
-    const std::string dev = "pspctl" + std::to_string(getpid()); // a valid device name: it becomes a path
+    const std::string dev =
+        "pspctl" + std::to_string(getpid()); // a valid device name: it becomes a path
 
     auto missing = Device::open(dev, Access::Change);
     REQUIRE_FALSE(missing);
@@ -834,8 +833,7 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         for (const auto &ci : *classes)
             CHECK(ci.config.slot == (ci.classid & 0xffff)); // 2:1 -> slot 1, ...
         // One more bit/s of paced rate, in a batch that also lowers nothing: refused whole.
-        std::vector<Spec> more = {{C1, PSPXDP_CLASS_NORMAL, 0},
-                                               {C2, PSPXDP_CLASS_PACED, 1}};
+        std::vector<Spec> more = {{C1, PSPXDP_CLASS_NORMAL, 0}, {C2, PSPXDP_CLASS_PACED, 1}};
         auto over = class_set_many(d, more);
         REQUIRE_FALSE(over);
         CHECK_THAT(over.error(), Catch::Contains("paced rates would sum to"));
@@ -883,8 +881,10 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE(fl);
         REQUIRE(fl->size() == 3);
         // Equal (default) prefs: in the order they were added.
-        CHECK(pspxdp::control::format_filter((*fl)[0]) == "pref 49152 dst 192.168.2.0/24 classid 1:1");
-        CHECK(pspxdp::control::format_filter((*fl)[1]) == "pref 49152 src 2001:db8::/32 classid 1:1");
+        CHECK(pspxdp::control::format_filter((*fl)[0]) ==
+              "pref 49152 dst 192.168.2.0/24 classid 1:1");
+        CHECK(pspxdp::control::format_filter((*fl)[1]) ==
+              "pref 49152 src 2001:db8::/32 classid 1:1");
         CHECK(pspxdp::control::format_filter((*fl)[2]) ==
               "pref 49152 proto udp dport 5001 classid 1:1");
 
@@ -918,9 +918,9 @@ TEST_CASE("control: classes and filters through the pinned maps", "[bpf][control
         REQUIRE_PACED(c.run(udp4("192.168.2.200", 1, 2)), C1, 1u);
         // The default class 1:3 is not configured here: not served.
         REQUIRE_PASSED(c.run(udp4("192.168.2.100", 1, 2)), C3);
-        REQUIRE_PACED(c.run(cat(eth(ETH_P_IPV6),
-                                ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1:2::3", udp(1, 2)))),
-                      C2, 2u);
+        REQUIRE_PACED(
+            c.run(cat(eth(ETH_P_IPV6), ipv6(IPPROTO_UDP, "fd00::1", "2001:db8:1:2::3", udp(1, 2)))),
+            C2, 2u);
 
         auto classes = d.classes();
         REQUIRE(classes);

@@ -17,11 +17,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <map>
 #include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 using namespace psptest;
 using namespace pspxdp::control;
@@ -178,32 +178,35 @@ TEST_CASE("filters: every field alone", "[bpf][filters]") {
         "pref 10 dscp 46 classid 1:9",
     });
     V4 tagged;
-    run_cases(m, {
-        {"v4 src in 10.1/16", udp4("10.1.2.3", "8.8.8.8", 1, 2), "1:1"},
-        {"v4 src outside", udp4("10.2.0.1", "8.8.8.8", 1, 2), kDefault},
-        {"v4 dst in 192.168.7/24", udp4("1.1.1.1", "192.168.7.9", 1, 2), "1:2"},
-        {"v4 dst outside", udp4("1.1.1.1", "192.168.8.1", 1, 2), kDefault},
-        {"v6 src in 2001:db8:a::/48", l4v6(IPPROTO_UDP, udp(1, 2), "2001:db8:a:1::5"), "1:3"},
-        {"v6 dst in 2001:db8:b::/48", l4v6(IPPROTO_UDP, udp(1, 2), "fd00::1", "2001:db8:b:ffff::1"),
-         "1:4"},
-        {"v6 dst just outside", l4v6(IPPROTO_UDP, udp(1, 2), "fd00::1", "2001:db8:c::1"), kDefault},
-        {"v4 GRE", proto4(IPPROTO_GRE), "1:5"},
-        {"v6 GRE (no address: both families)", l4v6(IPPROTO_GRE, udp(1, 2)), "1:5"},
-        {"udp sport 7777", udp4("1.1.1.1", "8.8.8.8", 7777, 1), "1:6"},
-        {"tcp sport 7777", tcp4("1.1.1.1", "8.8.8.8", 7777, 1), "1:6"},
-        {"v6 udp dport 8888", l4v6(IPPROTO_UDP, udp(1, 8888)), "1:7"},
-        {"v6 sctp dport 8888", l4v6(IPPROTO_SCTP, sctp(1, 8888)), "1:7"},
-        {"udp dport 8889", udp4("1.1.1.1", "8.8.8.8", 1, 8889), kDefault},
-        {"vlan 42", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 42), ipv4(tagged, udp(1, 2))), "1:8"},
-        {"vlan 43", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 43), ipv4(tagged, udp(1, 2))), kDefault},
-        {"ARP on vlan 42 (non-IP: the tag alone)", arp_tagged(42), "1:8"},
-        {"dscp 46 (EF)", udp4("1.1.1.1", "8.8.8.8", 1, 2, 46 << 2), "1:9"},
-        {"dscp 46 with ECN CE", udp4("1.1.1.1", "8.8.8.8", 1, 2, 46 << 2 | 3), "1:9"},
-        {"dscp 45", udp4("1.1.1.1", "8.8.8.8", 1, 2, 45 << 2), kDefault},
-        {"v6 traffic class dscp 46",
-         l4v6(IPPROTO_UDP, udp(1, 2), "2001:dba::1", "2001:dbb::1", 46 << 2 | 1), "1:9"},
-        {"nothing", udp4("1.1.1.1", "8.8.8.8", 1, 2), kDefault},
-    });
+    run_cases(
+        m,
+        {
+            {"v4 src in 10.1/16", udp4("10.1.2.3", "8.8.8.8", 1, 2), "1:1"},
+            {"v4 src outside", udp4("10.2.0.1", "8.8.8.8", 1, 2), kDefault},
+            {"v4 dst in 192.168.7/24", udp4("1.1.1.1", "192.168.7.9", 1, 2), "1:2"},
+            {"v4 dst outside", udp4("1.1.1.1", "192.168.8.1", 1, 2), kDefault},
+            {"v6 src in 2001:db8:a::/48", l4v6(IPPROTO_UDP, udp(1, 2), "2001:db8:a:1::5"), "1:3"},
+            {"v6 dst in 2001:db8:b::/48",
+             l4v6(IPPROTO_UDP, udp(1, 2), "fd00::1", "2001:db8:b:ffff::1"), "1:4"},
+            {"v6 dst just outside", l4v6(IPPROTO_UDP, udp(1, 2), "fd00::1", "2001:db8:c::1"),
+             kDefault},
+            {"v4 GRE", proto4(IPPROTO_GRE), "1:5"},
+            {"v6 GRE (no address: both families)", l4v6(IPPROTO_GRE, udp(1, 2)), "1:5"},
+            {"udp sport 7777", udp4("1.1.1.1", "8.8.8.8", 7777, 1), "1:6"},
+            {"tcp sport 7777", tcp4("1.1.1.1", "8.8.8.8", 7777, 1), "1:6"},
+            {"v6 udp dport 8888", l4v6(IPPROTO_UDP, udp(1, 8888)), "1:7"},
+            {"v6 sctp dport 8888", l4v6(IPPROTO_SCTP, sctp(1, 8888)), "1:7"},
+            {"udp dport 8889", udp4("1.1.1.1", "8.8.8.8", 1, 8889), kDefault},
+            {"vlan 42", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 42), ipv4(tagged, udp(1, 2))), "1:8"},
+            {"vlan 43", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 43), ipv4(tagged, udp(1, 2))), kDefault},
+            {"ARP on vlan 42 (non-IP: the tag alone)", arp_tagged(42), "1:8"},
+            {"dscp 46 (EF)", udp4("1.1.1.1", "8.8.8.8", 1, 2, 46 << 2), "1:9"},
+            {"dscp 46 with ECN CE", udp4("1.1.1.1", "8.8.8.8", 1, 2, 46 << 2 | 3), "1:9"},
+            {"dscp 45", udp4("1.1.1.1", "8.8.8.8", 1, 2, 45 << 2), kDefault},
+            {"v6 traffic class dscp 46",
+             l4v6(IPPROTO_UDP, udp(1, 2), "2001:dba::1", "2001:dbb::1", 46 << 2 | 1), "1:9"},
+            {"nothing", udp4("1.1.1.1", "8.8.8.8", 1, 2), kDefault},
+        });
 }
 
 TEST_CASE("filters: conjunctions and port ranges at their edges", "[bpf][filters]") {
@@ -214,23 +217,25 @@ TEST_CASE("filters: conjunctions and port ranges at their edges", "[bpf][filters
         "pref 30 proto udp sport 1024-65535 dport 53 classid 1:3",
         "pref 40 dport 0-65535 classid 1:4",
     });
-    run_cases(m, {
-        {"all three fields, low edge", udp4("1.1.1.1", "10.1.2.3", 9, 5000), "1:1"},
-        {"all three fields, high edge", udp4("1.1.1.1", "10.1.2.3", 9, 5099), "1:1"},
-        {"one below the range", udp4("1.1.1.1", "10.1.2.3", 9, 4999), "1:4"},
-        {"one above the range", udp4("1.1.1.1", "10.1.2.3", 9, 5100), "1:4"},
-        {"inside, every block", udp4("1.1.1.1", "10.1.2.255", 9, 5060), "1:1"},
-        {"tcp, not udp", tcp4("1.1.1.1", "10.1.2.3", 9, 5000), "1:4"},
-        {"dst outside", udp4("1.1.1.1", "10.1.3.3", 9, 5000), "1:4"},
-        {"v6 tcp 443 from 2001:db8::/32", l4v6(IPPROTO_TCP, tcp(9, 443), "2001:db8::1"), "1:2"},
-        {"v6 udp 443", l4v6(IPPROTO_UDP, udp(9, 443), "2001:db8::1"), "1:4"},
-        {"v6 tcp 443 from outside", l4v6(IPPROTO_TCP, tcp(9, 443), "2001:db9::1"), "1:4"},
-        {"sport 1024 dport 53", udp4("1.1.1.1", "8.8.8.8", 1024, 53), "1:3"},
-        {"sport 65535 dport 53", udp4("1.1.1.1", "8.8.8.8", 65535, 53), "1:3"},
-        {"sport 1023 dport 53", udp4("1.1.1.1", "8.8.8.8", 1023, 53), "1:4"},
-        {"port 0", udp4("1.1.1.1", "8.8.8.8", 0, 0), "1:4"},
-        {"ICMP has no ports", proto4(IPPROTO_ICMP), kDefault},
-    });
+    run_cases(
+        m,
+        {
+            {"all three fields, low edge", udp4("1.1.1.1", "10.1.2.3", 9, 5000), "1:1"},
+            {"all three fields, high edge", udp4("1.1.1.1", "10.1.2.3", 9, 5099), "1:1"},
+            {"one below the range", udp4("1.1.1.1", "10.1.2.3", 9, 4999), "1:4"},
+            {"one above the range", udp4("1.1.1.1", "10.1.2.3", 9, 5100), "1:4"},
+            {"inside, every block", udp4("1.1.1.1", "10.1.2.255", 9, 5060), "1:1"},
+            {"tcp, not udp", tcp4("1.1.1.1", "10.1.2.3", 9, 5000), "1:4"},
+            {"dst outside", udp4("1.1.1.1", "10.1.3.3", 9, 5000), "1:4"},
+            {"v6 tcp 443 from 2001:db8::/32", l4v6(IPPROTO_TCP, tcp(9, 443), "2001:db8::1"), "1:2"},
+            {"v6 udp 443", l4v6(IPPROTO_UDP, udp(9, 443), "2001:db8::1"), "1:4"},
+            {"v6 tcp 443 from outside", l4v6(IPPROTO_TCP, tcp(9, 443), "2001:db9::1"), "1:4"},
+            {"sport 1024 dport 53", udp4("1.1.1.1", "8.8.8.8", 1024, 53), "1:3"},
+            {"sport 65535 dport 53", udp4("1.1.1.1", "8.8.8.8", 65535, 53), "1:3"},
+            {"sport 1023 dport 53", udp4("1.1.1.1", "8.8.8.8", 1023, 53), "1:4"},
+            {"port 0", udp4("1.1.1.1", "8.8.8.8", 0, 0), "1:4"},
+            {"ICMP has no ports", proto4(IPPROTO_ICMP), kDefault},
+        });
 }
 
 TEST_CASE("filters: lowest pref wins, equal prefs: the one added first", "[bpf][filters]") {
@@ -242,15 +247,17 @@ TEST_CASE("filters: lowest pref wins, equal prefs: the one added first", "[bpf][
     m.add("dst 172.16.0.0/12 classid 1:5"); // pref 49152
     m.add("dport 443 classid 1:6");         // pref 49152, added later
     m.add("pref 49153 src 0.0.0.0/0 classid 1:7");
-    run_cases(m, {
-        {"pref 50 beats 100 and 200", udp4("9.9.9.9", "10.1.1.1", 1, 80), "1:2"},
-        {"tie at 100: dst added before dport", udp4("9.9.9.9", "10.2.0.1", 1, 80), "1:1"},
-        {"dport 80 alone", udp4("9.9.9.9", "8.8.8.8", 1, 80), "1:3"},
-        {"tie at the default pref: first added", udp4("9.9.9.9", "172.16.0.1", 1, 443), "1:5"},
-        {"dport 443 alone", udp4("9.9.9.9", "8.8.8.8", 1, 443), "1:6"},
-        {"after the default pref", udp4("9.9.9.9", "8.8.8.8", 1, 1), "1:7"},
-        {"v6: src 0.0.0.0/0 is IPv4 only", l4v6(IPPROTO_UDP, udp(1, 1)), kDefault},
-    });
+    run_cases(
+        m,
+        {
+            {"pref 50 beats 100 and 200", udp4("9.9.9.9", "10.1.1.1", 1, 80), "1:2"},
+            {"tie at 100: dst added before dport", udp4("9.9.9.9", "10.2.0.1", 1, 80), "1:1"},
+            {"dport 80 alone", udp4("9.9.9.9", "8.8.8.8", 1, 80), "1:3"},
+            {"tie at the default pref: first added", udp4("9.9.9.9", "172.16.0.1", 1, 443), "1:5"},
+            {"dport 443 alone", udp4("9.9.9.9", "8.8.8.8", 1, 443), "1:6"},
+            {"after the default pref", udp4("9.9.9.9", "8.8.8.8", 1, 1), "1:7"},
+            {"v6: src 0.0.0.0/0 is IPv4 only", l4v6(IPPROTO_UDP, udp(1, 1)), kDefault},
+        });
     SECTION("deleting the first of a tie lets the next win; re-added, it comes last") {
         m.del("pref 100 dst 10.0.0.0/8");
         CHECK(m.classify(udp4("9.9.9.9", "10.2.0.1", 1, 80)) == "1:3");
@@ -288,16 +295,17 @@ TEST_CASE("filters: fragments", "[bpf][filters]") {
     V4 later_elsewhere = later;
     later_elsewhere.dst = "8.8.8.8";
     run_cases(m, {
-        {"v4 first fragment keeps its ports", cat(eth(ETH_P_IP), ipv4(first, udp(1, 5001))), "1:1"},
-        {"v4 later fragment: no ports, the address still counts",
-         cat(eth(ETH_P_IP), ipv4(later, udp(1, 5001))), "1:2"},
-        {"v4 later fragment: proto still counts",
-         cat(eth(ETH_P_IP), ipv4(later_elsewhere, udp(1, 5001))), "1:3"},
-        {"v6 first fragment", l4v6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 0, true, udp(1, 5001))),
-         "1:1"},
-        {"v6 later fragment", l4v6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 185, false, udp(1, 5001))),
-         "1:3"},
-    });
+                     {"v4 first fragment keeps its ports",
+                      cat(eth(ETH_P_IP), ipv4(first, udp(1, 5001))), "1:1"},
+                     {"v4 later fragment: no ports, the address still counts",
+                      cat(eth(ETH_P_IP), ipv4(later, udp(1, 5001))), "1:2"},
+                     {"v4 later fragment: proto still counts",
+                      cat(eth(ETH_P_IP), ipv4(later_elsewhere, udp(1, 5001))), "1:3"},
+                     {"v6 first fragment",
+                      l4v6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 0, true, udp(1, 5001))), "1:1"},
+                     {"v6 later fragment",
+                      l4v6(IPPROTO_FRAGMENT, frag6(IPPROTO_UDP, 185, false, udp(1, 5001))), "1:3"},
+                 });
 }
 
 TEST_CASE("filters: VLAN tags in the data, ICMP", "[bpf][filters]") {
@@ -311,26 +319,32 @@ TEST_CASE("filters: VLAN tags in the data, ICMP", "[bpf][filters]") {
     });
     V4 h;
     const Bytes l3 = ipv4(h, udp(1, 2));
-    run_cases(m, {
-        {"802.1Q 100", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100), l3), "1:1"},
-        {"QinQ outer 200, inner 201", cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 200), l3),
-         "1:2"},
-        {"QinQ outer 100", cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 100), l3), "1:1"},
-        {"QinQ outer 99, inner 100: only the outer counts",
-         cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 99), l3), kDefault},
-        {"three tags: too deep", cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q, ETH_P_8021Q}, 200), l3),
-         kDefault},
-        {"ARP on 200", arp_tagged(200), "1:2"},
-        {"ARP on 100: proto udp needs IP", arp_tagged(100), kDefault},
-        {"priority tag (VLAN id 0)", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 0), l3), "1:5"},
-        {"untagged", cat(eth(ETH_P_IP), l3), kDefault},
-        {"ICMP", proto4(IPPROTO_ICMP), "1:3"},
-        {"ICMPv6", l4v6(58, udp(1, 2)), "1:4"},
-        {"ICMP on vlan 100: proto differs", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100),
-                                               ipv4([] { V4 i; i.proto = IPPROTO_ICMP; return i; }(),
-                                                    udp(1, 2))),
-         "1:3"},
-    });
+    run_cases(
+        m, {
+               {"802.1Q 100", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100), l3), "1:1"},
+               {"QinQ outer 200, inner 201",
+                cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 200), l3), "1:2"},
+               {"QinQ outer 100", cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 100), l3), "1:1"},
+               {"QinQ outer 99, inner 100: only the outer counts",
+                cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q}, 99), l3), kDefault},
+               {"three tags: too deep",
+                cat(eth(ETH_P_IP, {ETH_P_8021AD, ETH_P_8021Q, ETH_P_8021Q}, 200), l3), kDefault},
+               {"ARP on 200", arp_tagged(200), "1:2"},
+               {"ARP on 100: proto udp needs IP", arp_tagged(100), kDefault},
+               {"priority tag (VLAN id 0)", cat(eth(ETH_P_IP, {ETH_P_8021Q}, 0), l3), "1:5"},
+               {"untagged", cat(eth(ETH_P_IP), l3), kDefault},
+               {"ICMP", proto4(IPPROTO_ICMP), "1:3"},
+               {"ICMPv6", l4v6(58, udp(1, 2)), "1:4"},
+               {"ICMP on vlan 100: proto differs",
+                cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100), ipv4(
+                                                           [] {
+                                                               V4 i;
+                                                               i.proto = IPPROTO_ICMP;
+                                                               return i;
+                                                           }(),
+                                                           udp(1, 2))),
+                "1:3"},
+           });
 }
 
 TEST_CASE("filters: garbage matches nothing", "[bpf][filters]") {
@@ -346,15 +360,17 @@ TEST_CASE("filters: garbage matches nothing", "[bpf][filters]") {
     seven = ext(IPPROTO_UDP, 0, seven);
     for (int i = 0; i < 6; ++i) seven = ext(IPPROTO_DSTOPTS, 0, seven);
     run_cases(m, {
-        {"v4", v4, "1:1"},
-        {"v6", l4v6(IPPROTO_UDP, udp(1, 2)), "1:2"},
-        {"v4 truncated in the UDP header", Bytes(v4.begin(), v4.end() - 22), kDefault},
-        {"IP version 5", cat(eth(ETH_P_IP), ipv4(bad_version, udp(1, 2))), kDefault},
-        {"total length beyond the packet", cat(eth(ETH_P_IP), ipv4(bad_len, udp(1, 2))), kDefault},
-        {"seven extension headers", l4v6(IPPROTO_DSTOPTS, seven), kDefault},
-        {"tagged 100 but truncated IP: not even the tag",
-         cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100), Bytes(v4.begin() + 14, v4.end() - 30)), kDefault},
-    });
+                     {"v4", v4, "1:1"},
+                     {"v6", l4v6(IPPROTO_UDP, udp(1, 2)), "1:2"},
+                     {"v4 truncated in the UDP header", Bytes(v4.begin(), v4.end() - 22), kDefault},
+                     {"IP version 5", cat(eth(ETH_P_IP), ipv4(bad_version, udp(1, 2))), kDefault},
+                     {"total length beyond the packet",
+                      cat(eth(ETH_P_IP), ipv4(bad_len, udp(1, 2))), kDefault},
+                     {"seven extension headers", l4v6(IPPROTO_DSTOPTS, seven), kDefault},
+                     {"tagged 100 but truncated IP: not even the tag",
+                      cat(eth(ETH_P_IP, {ETH_P_8021Q}, 100), Bytes(v4.begin() + 14, v4.end() - 30)),
+                      kDefault},
+                 });
 }
 
 // ---------------------------------------------------------------- randomized
@@ -484,10 +500,10 @@ TEST_CASE("filters: tuple-space search agrees with the rules read directly", "[b
                     best = f.pref;
                     expect = pspxdp::format_classid(f.classid);
                 }
-            INFO("round " << round << " packet " << i << ": v" << p.family << " " << p.src
-                          << " -> " << p.dst << " proto " << int(p.proto) << " " << p.sport
-                          << " -> " << p.dport << " vlan " << (p.vlan ? int(*p.vlan) : -1)
-                          << " dscp " << int(p.dscp) << (p.later_fragment ? " later fragment" : ""));
+            INFO("round " << round << " packet " << i << ": v" << p.family << " " << p.src << " -> "
+                          << p.dst << " proto " << int(p.proto) << " " << p.sport << " -> "
+                          << p.dport << " vlan " << (p.vlan ? int(*p.vlan) : -1) << " dscp "
+                          << int(p.dscp) << (p.later_fragment ? " later fragment" : ""));
             REQUIRE(m.classify(p.bytes()) == expect);
         }
     }
@@ -509,7 +525,8 @@ TEST_CASE("filters: replace is a diff; apply(read) writes nothing; refusals chan
         REQUIRE(f);
         std::string out;
         for (const auto &s : *f)
-            out += std::to_string(s.id) + "/" + std::to_string(s.seq) + " " + format_filter(s.spec) + "\n";
+            out += std::to_string(s.id) + "/" + std::to_string(s.seq) + " " +
+                   format_filter(s.spec) + "\n";
         pspxdp_filter_state st{};
         uint32_t key = 0;
         REQUIRE(bpf_map_lookup_elem(m.maps().state, &key, &st) == 0);
@@ -529,7 +546,9 @@ TEST_CASE("filters: replace is a diff; apply(read) writes nothing; refusals chan
         auto r = replace_filters(m.maps(), dup);
         REQUIRE_FALSE(r);
         CHECK(r.exit_code() == 2);
-        CHECK_THAT(r.error(), Catch::Contains("filter 4 \"pref 10 dport 80 classid 1:9\": duplicate of filter 2"));
+        CHECK_THAT(
+            r.error(),
+            Catch::Contains("filter 4 \"pref 10 dport 80 classid 1:9\": duplicate of filter 2"));
         auto a = add_filter(m.maps(), Matcher::spec("pref 10 dport 80 classid 1:9"));
         REQUIRE_FALSE(a);
         CHECK(a.exit_code() == 2);
@@ -615,8 +634,7 @@ TEST_CASE("filters: an offloaded tag (skb->vlan_tci) is the outer one", "[bpf][f
     CHECK(infos->at(1).stats.matched_packets == 1); // vlan 42: the offloaded, outer tag
 }
 
-TEST_CASE("filters: changes are hitless for the traffic of a filter that stays",
-          "[bpf][filters]") {
+TEST_CASE("filters: changes are hitless for the traffic of a filter that stays", "[bpf][filters]") {
     Matcher m;
     // While the filters change under it, a packet for udp dport 80 must
     // always find a filter sending it to 1:1, never the default class: the
@@ -720,12 +738,13 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
     for (uint32_t id : {PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)}) {
         pspxdp_class_config cfg{};
         cfg.kind = PSPXDP_CLASS_NORMAL;
-        REQUIRE(bpf_map_update_elem(bpf_map__fd(m.skel_->maps.class_config), &id, &cfg, BPF_ANY) == 0);
+        REQUIRE(bpf_map_update_elem(bpf_map__fd(m.skel_->maps.class_config), &id, &cfg, BPF_ANY) ==
+                0);
     }
-    for (const char *add : {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1",
-                            "dport 80 classid 1:2",
-                            "src 2001:db8::/32 proto tcp dport 443 prio 5 flowid 1:2",
-                            "pref 10 vlan 7 classid 1:1"}) {
+    for (const char *add :
+         {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1", "dport 80 classid 1:2",
+          "src 2001:db8::/32 proto tcp dport 443 prio 5 flowid 1:2",
+          "pref 10 vlan 7 classid 1:1"}) {
         auto r = cli("filter add " + dev + " " + add);
         INFO(add << ": " << r.err);
         REQUIRE(r.code == 0);
@@ -785,9 +804,10 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
         CHECK(ambiguous.code == 2);
         CHECK_THAT(ambiguous.err, Catch::Contains("names 2 filters (pref 10, 11): add pref N"));
         REQUIRE(cli("filter del " + dev + " pref 10").code == 0);
-        CHECK(cli("filter show " + dev).out == "pref 5 src 2001:db8::/32 proto tcp dport 443 classid 1:2\n"
-                                               "pref 11 vlan 7 classid 1:2\n"
-                                               "pref 49152 dport 80 classid 1:2\n");
+        CHECK(cli("filter show " + dev).out ==
+              "pref 5 src 2001:db8::/32 proto tcp dport 443 classid 1:2\n"
+              "pref 11 vlan 7 classid 1:2\n"
+              "pref 49152 dport 80 classid 1:2\n");
     }
     SECTION("-j: the documented keys; -s: the counters") {
         (void)m.classify(udp4("1.1.1.1", "10.1.2.3", 1, 5001));
@@ -809,7 +829,8 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
         CHECK(doc[0]["matched_packets"] == 0);
         CHECK(doc[0]["src"] == "2001:db8::/32");
         const auto text = cli("filter show " + dev + " -s").out;
-        CHECK_THAT(text, Catch::Contains("pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid "
-                                         "1:1\n  matched_packets 1 matched_skb_bytes "));
+        CHECK_THAT(text,
+                   Catch::Contains("pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid "
+                                   "1:1\n  matched_packets 1 matched_skb_bytes "));
     }
 }

@@ -236,8 +236,7 @@ TEST_CASE("analyzer: the paper's Fig. 3 schedule", "[analyzer]") {
     CHECK(p1.max_burst_bytes == Approx(1500.0).epsilon(1e-12));
 }
 
-TEST_CASE("analyzer: burstiness at a target rate ignores the window's end effects",
-          "[analyzer]") {
+TEST_CASE("analyzer: burstiness at a target rate ignores the window's end effects", "[analyzer]") {
     // A flow paced at exactly M/2 in full frames, every frame on time except
     // the last, which is 3000 byte times late (blocked by other traffic). Its
     // measured mean is then a little below M/2 and the mean-rate queue grows
@@ -297,9 +296,8 @@ TEST_CASE("analyzer hybrid: idle periods in real time, stretches on the byte clo
     // Gap chains of 6 * 1538 byte times; timestamps of every frame but a
     // stretch's first are late by up to 5 us (a receiver's jitter).
     std::mt19937_64 rng(3);
-    std::vector<TraceFrame> trace = horizon_trace(2000, 6 * 1538, [&](size_t i) {
-        return i % 7 == 0 ? 0 : rng() % 5000;
-    });
+    std::vector<TraceFrame> trace =
+        horizon_trace(2000, 6 * 1538, [&](size_t i) { return i % 7 == 0 ? 0 : rng() % 5000; });
 
     // The byte clock closes every idle period: 1518 bytes per 10,766 byte
     // times, seven times the class's rate. Wrong, as expected.
@@ -317,7 +315,8 @@ TEST_CASE("analyzer hybrid: idle periods in real time, stretches on the byte clo
     CHECK(f.max_burst_at_target_bytes == Approx(1518).epsilon(1e-12));
     CHECK(hy.idle_periods == 1999);
     CHECK(hy.idle_bytes == 1999 * (75'900 - 7 * 1538));
-    CHECK(hy.gap_time_share == Approx(6.0 * 1538 * 2000 / (1999 * 75'900.0 + 7 * 1538)).epsilon(1e-12));
+    CHECK(hy.gap_time_share ==
+          Approx(6.0 * 1538 * 2000 / (1999 * 75'900.0 + 7 * 1538)).epsilon(1e-12));
     CHECK(hy.gap_share == Approx(6.0 / 7).epsilon(1e-12)); // of the bytes sent, unchanged
 
     // Real time with that jitter: off by up to 5 us a frame.
@@ -356,7 +355,7 @@ TEST_CASE("analyzer hybrid: frames captured faster than the wire are serialised"
     TraceReport r = analyze_trace(trace, cfg);
     const FlowReport &f = flow_of(r, 0);
     CHECK(f.rate_n_max_bps == Approx(1518e9 / 1538).epsilon(1e-12)); // back to back at M
-    CHECK(f.duration_s == Approx(1e-3).epsilon(1e-12));               // real time across the idle
+    CHECK(f.duration_s == Approx(1e-3).epsilon(1e-12));              // real time across the idle
     CHECK(r.idle_periods == 1);
     CHECK(r.idle_bytes == 125'000 - 10 * 1538);
 

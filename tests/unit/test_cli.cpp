@@ -33,17 +33,22 @@ const Command kTest = {
     nullptr,
     {
         opt(OptType::Rate, "rate", 'r', "RATE", "a rate").by_default(500'000'000),
-        opt(OptType::Bytes, "window", 'w', "BYTES", "a size").by_default(65536).within(1514, 64 << 20),
+        opt(OptType::Bytes, "window", 'w', "BYTES", "a size")
+            .by_default(65536)
+            .within(1514, 64 << 20),
         opt(OptType::Duration, "watch", 0, "SECONDS", "a time in seconds")
             .bare_unit(1'000'000'000)
             .within(100'000'000, 3600'000'000'000),
         opt(OptType::Integer, "count", 'c', "N", "a count").by_default(16).within(1, 1024),
-        opt(OptType::ClassId, "default-class", 'd', "CLASSID", "a class").by_default(ClassId{1, 0xffff}),
+        opt(OptType::ClassId, "default-class", 'd', "CLASSID", "a class")
+            .by_default(ClassId{1, 0xffff}),
         opt(OptType::String, "name", 0, "NAME", "a word"),
-        opt(OptType::Rate, "line-rate", 0, "RATE", "computed at run time").default_is("DEV's speed"),
+        opt(OptType::Rate, "line-rate", 0, "RATE", "computed at run time")
+            .default_is("DEV's speed"),
         flag("json", 'j', "a flag"),
         flag("stats", 's', "another flag"),
-        opt(OptType::Choice, "mode", 0, nullptr, "a choice").one_of({"auto", "byte", "none"})
+        opt(OptType::Choice, "mode", 0, nullptr, "a choice")
+            .one_of({"auto", "byte", "none"})
             .by_default(std::string("auto")),
         opt(OptType::TimeOrInf, "horizon", 0, "TIME|inf", "a time or inf")
             .by_default(50'000)
@@ -116,9 +121,9 @@ TEST_CASE("typed options: values parsed into their types, defaults from the decl
     CHECK_FALSE(d->flag("json"));
     CHECK_FALSE(d->maybe_number("watch"));
     CHECK_FALSE(d->maybe_number("line-rate"));
-    CHECK_THROWS_AS(d->number("watch"), std::logic_error);   // no value, no default
-    CHECK_THROWS_AS(d->number("json"), std::logic_error);    // not a number
-    CHECK_THROWS_AS(d->flag("nosuch"), std::logic_error);    // not declared
+    CHECK_THROWS_AS(d->number("watch"), std::logic_error); // no value, no default
+    CHECK_THROWS_AS(d->number("json"), std::logic_error);  // not a number
+    CHECK_THROWS_AS(d->flag("nosuch"), std::logic_error);  // not declared
 }
 
 TEST_CASE("typed options: a bad value names the option and the word, exit 2", "[cli]") {
@@ -130,8 +135,8 @@ TEST_CASE("typed options: a bad value names the option and the word, exit 2", "[
     CHECK(refused({"-c", "-1"}) == "option --count: \"-1\" is not a whole number");
     CHECK(refused({"--rate", "5xbit"}) == "option --rate: rate \"5xbit\": unknown unit \"xbit\"");
     CHECK(refused({"--watch", "0.01"}) == "option --watch: \"0.01\" is out of range 100ms..3600s");
-    CHECK(refused({"-d", "1"}) ==
-          "option --default-class: class id \"1\": no ':' (expected major:minor in hex, e.g. \"1:a\")");
+    CHECK(refused({"-d", "1"}) == "option --default-class: class id \"1\": no ':' (expected "
+                                  "major:minor in hex, e.g. \"1:a\")");
     CHECK(refused({"--nosuch"}) == "unknown option --nosuch");
     CHECK(refused({"-x"}) == "unknown option -x");
     CHECK(refused({"-sx"}) == "unknown option -sx");
@@ -145,8 +150,10 @@ TEST_CASE("typed options: a choice is one of its words, numbered in their order"
     CHECK(parse({})->choice("mode") == 0); // the default, "auto"
     CHECK(parse({"--mode", "byte"})->choice("mode") == 1);
     CHECK(parse({"--mode=none"})->choice("mode") == 2);
-    CHECK(refused({"--mode", "bytes"}) == "option --mode: \"bytes\" is not one of auto, byte or none");
-    CHECK(refused({"--mode", "Byte"}) == "option --mode: \"Byte\" is not one of auto, byte or none");
+    CHECK(refused({"--mode", "bytes"}) ==
+          "option --mode: \"bytes\" is not one of auto, byte or none");
+    CHECK(refused({"--mode", "Byte"}) ==
+          "option --mode: \"Byte\" is not one of auto, byte or none");
     CHECK(refused({"--mode", ""}) == "option --mode: \"\" is not one of auto, byte or none");
     CHECK(refused({"--mode"}) == "option --mode needs auto|byte|none");
     CHECK(refused({"--mode", "byte", "--mode", "none"}) ==
@@ -169,10 +176,12 @@ TEST_CASE("typed options: a time or inf", "[cli]") {
           "option --horizon: time \"-1us\": negative time (or inf)");
     CHECK(refused({"--horizon", "3601s"}) ==
           "option --horizon: \"3601s\" is out of range 0ns..3600s or inf");
-    CHECK(refused({"--horizon", "2h"}) == "option --horizon: time \"2h\": unknown unit \"h\" (or inf)");
+    CHECK(refused({"--horizon", "2h"}) ==
+          "option --horizon: time \"2h\": unknown unit \"h\" (or inf)");
     // A Duration without a bare unit takes 0, not other bare numbers.
     CHECK(parse({"--nap", "0"})->number("nap") == 0);
-    CHECK(refused({"--nap", "20"}) == "option --nap: time \"20\": no unit (expected e.g. \"10ms\")");
+    CHECK(refused({"--nap", "20"}) ==
+          "option --nap: time \"20\": no unit (expected e.g. \"10ms\")");
 }
 
 TEST_CASE("typed options: a factor is a decimal above 0", "[cli]") {
@@ -198,7 +207,7 @@ TEST_CASE("typed options: a repeatable option keeps every value, typed, in order
     CHECK(refused({"-e", "inf", "-e", "5"}) ==
           "option --each: time \"5\": no unit (expected e.g. \"10ms\") (or inf)");
     CHECK_THROWS_AS(a->numbers("count"), std::logic_error); // not repeatable
-    CHECK_THROWS_AS(a->texts("each"), std::logic_error);     // not words
+    CHECK_THROWS_AS(a->texts("each"), std::logic_error);    // not words
 }
 
 TEST_CASE("--help prints each default from the declared value", "[cli]") {
@@ -264,8 +273,9 @@ TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][cl
         REQUIRE(clock_options(cfg, *d));
         CHECK(cfg.gap_horizon_ns == daemon::DaemonConfig{}.gap_horizon_ns);
         CHECK(cfg.clock == WireClock::Auto);
-        for (auto [word, clock] : {std::pair{"auto", WireClock::Auto}, std::pair{"byte", WireClock::Byte},
-                                   std::pair{"none", WireClock::None}}) {
+        for (auto [word, clock] :
+             {std::pair{"auto", WireClock::Auto}, std::pair{"byte", WireClock::Byte},
+              std::pair{"none", WireClock::None}}) {
             auto a = parse_for(*c, {"eth0", "--clock", word, "--gap-horizon", "inf"});
             REQUIRE(a);
             REQUIRE(clock_options(cfg, *a));
@@ -274,7 +284,8 @@ TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][cl
         }
         auto both = parse_for(*c, {"eth0", "--clock", "byte", "--clockless"});
         REQUIRE(both);
-        CHECK(clock_options(cfg, *both).error() == "--clockless and --clock byte: choose one clock");
+        CHECK(clock_options(cfg, *both).error() ==
+              "--clockless and --clock byte: choose one clock");
         CHECK(refused_by(*c, {"eth0", "--clock", "bytes"}) ==
               "option --clock: \"bytes\" is not one of auto, byte or none");
         CHECK(refused_by(*c, {"eth0", "--gap-horizon", "50"}) ==
@@ -295,7 +306,8 @@ TEST_CASE("attach and daemon: the clock options typed, --queues gone", "[cli][cl
     CHECK(parse_for(kAttach, {"eth0", "-s", "2"})->number("sockets") == 2);
 }
 
-TEST_CASE("daemon: the arguments attach gives it parse back to the same configuration", "[cli][clock]") {
+TEST_CASE("daemon: the arguments attach gives it parse back to the same configuration",
+          "[cli][clock]") {
     daemon::DaemonConfig cfg;
     cfg.sleep_min_ns = 1'500'000; // not whole microseconds of the old flag: exact now
     cfg.spin_ns = 12'345;
@@ -349,11 +361,14 @@ TEST_CASE("analyze: options typed, defaults the analyzer's", "[cli]") {
     CHECK(a->flag("json"));
     CHECK(refused_by(kAnalyze, {"x", "--overhead", "1001"}) ==
           "option --overhead: \"1001\" is out of range 0b..1000b");
-    CHECK(refused_by(kAnalyze, {"x", "--mtu", "45"}) == "option --mtu: \"45\" is out of range 46b..65521b");
+    CHECK(refused_by(kAnalyze, {"x", "--mtu", "45"}) ==
+          "option --mtu: \"45\" is out of range 46b..65521b");
     CHECK(refused_by(kAnalyze, {"x", "--mtu", "1500.5"}) ==
           "option --mtu: size \"1500.5\": not a whole number of bytes");
-    CHECK(refused_by(kAnalyze, {"x", "-n", "0"}) == "option --window: \"0\" is out of range 1..1000000");
-    CHECK(refused_by(kAnalyze, {"x", "-n", "ten"}) == "option --window: \"ten\" is not a whole number");
+    CHECK(refused_by(kAnalyze, {"x", "-n", "0"}) ==
+          "option --window: \"0\" is out of range 1..1000000");
+    CHECK(refused_by(kAnalyze, {"x", "-n", "ten"}) ==
+          "option --window: \"ten\" is not a whole number");
     CHECK(refused_by(kAnalyze, {"x", "--idle-threshold", "20"}) ==
           "option --idle-threshold: time \"20\": no unit (expected e.g. \"10ms\")");
     CHECK(refused_by(kAnalyze, {"x", "-r", "fast"}) ==
@@ -367,8 +382,9 @@ TEST_CASE("simulate: options typed", "[cli]") {
     CHECK(d->number("seconds") == 4'000'000'000);
     CHECK(d->numbers("gap-horizon").empty()); // the run's default list
     CHECK(d->text("sleep-timer") == "clock_nanosleep");
-    auto a = parse_for(kSimulate, {"--horizon", "--scale", "0.01", "--seconds", "0.5",
-                                   "--gap-horizon", "inf", "--gap-horizon", "0", "--gap-horizon", "200us"});
+    auto a =
+        parse_for(kSimulate, {"--horizon", "--scale", "0.01", "--seconds", "0.5", "--gap-horizon",
+                              "inf", "--gap-horizon", "0", "--gap-horizon", "200us"});
     REQUIRE(a);
     CHECK(a->factor("scale") == 0.01);
     CHECK(a->number("seconds") == 500'000'000);
@@ -378,11 +394,13 @@ TEST_CASE("simulate: options typed", "[cli]") {
           "option --scale: \"0\" is out of range: above 0, at most 100");
     CHECK(refused_by(kSimulate, {"--scale", "2x"}) ==
           "option --scale: \"2x\" is not a decimal number (expected e.g. \"0.5\")");
-    CHECK(refused_by(kSimulate, {"--seconds", "0"}) == "option --seconds: \"0\" is out of range 1ms..3600s");
+    CHECK(refused_by(kSimulate, {"--seconds", "0"}) ==
+          "option --seconds: \"0\" is out of range 1ms..3600s");
     CHECK(refused_by(kSimulate, {"--seconds", "2h"}) ==
           "option --seconds: time \"2h\": unknown unit \"h\"");
-    CHECK(refused_by(kSimulate, {"--gap-horizon", "inf,50us"}) ==
-          "option --gap-horizon: time \"inf,50us\": not a number (expected e.g. \"10ms\") (or inf)");
+    CHECK(
+        refused_by(kSimulate, {"--gap-horizon", "inf,50us"}) ==
+        "option --gap-horizon: time \"inf,50us\": not a number (expected e.g. \"10ms\") (or inf)");
     CHECK(refused_by(kSimulate, {"--scale", "1", "--scale", "2"}) ==
           "option --scale given twice (\"1\", \"2\")");
 }
@@ -398,10 +416,11 @@ TEST_CASE("sizes and times, tc style, exact", "[cli][units]") {
     CHECK(parse_bytes("5kbit").error() == "size \"5kbit\": unknown unit \"kbit\"");
     CHECK(*parse_duration_ns("10ms", 1000) == 10'000'000);
     CHECK(*parse_duration_ns("1.5s", 1000) == 1'500'000'000);
-    CHECK(*parse_duration_ns("250", 1000) == 250'000);           // tc: bare = us
+    CHECK(*parse_duration_ns("250", 1000) == 250'000);              // tc: bare = us
     CHECK(*parse_duration_ns("2", 1'000'000'000) == 2'000'000'000); // --watch SECONDS
     CHECK(*parse_duration_ns("7ns", 1000) == 7);
-    CHECK(parse_duration_ns("1.5ns", 1000).error() == "time \"1.5ns\": not a whole number of nanoseconds");
+    CHECK(parse_duration_ns("1.5ns", 1000).error() ==
+          "time \"1.5ns\": not a whole number of nanoseconds");
     CHECK(parse_duration_ns("10m", 1000).error() == "time \"10m\": unknown unit \"m\"");
     CHECK(format_bytes(65536) == "64kb");
     CHECK(format_bytes(1500) == "1500b");
@@ -580,7 +599,8 @@ TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]
           "line 2: class 1:1: rate \"5xbit\": unknown unit \"xbit\"");
     CHECK(bad("qdisc add\n") ==
           "line 1: unknown statement \"qdisc\" (expected line-rate, class, default or filter)");
-    CHECK(bad("class 1:1 normal\nclass 1:1 1mbit\n") == "line 2: class 1:1 given twice (first on line 1)");
+    CHECK(bad("class 1:1 normal\nclass 1:1 1mbit\n") ==
+          "line 2: class 1:1 given twice (first on line 1)");
     CHECK(bad("line-rate 1gbit\nline-rate 2gbit\n") == "line 2: line-rate given twice");
     CHECK(bad("default 1:0\n") == "line 1: class id \"1:0\": minor 0 names a qdisc, not a class");
     CHECK(bad("filter dst 10.0.0.0/8\n") ==
@@ -591,8 +611,8 @@ TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]
         auto r = control::parse_config(t);
         REQUIRE(r);
         auto ok = control::check_config(*r, r->line_rate_bps.value_or(1'000'000'000),
-                                         r->default_classid.value_or(PSPXDP_CLASSID(1, 0xffff)),
-                                         "eth0", 1500);
+                                        r->default_classid.value_or(PSPXDP_CLASSID(1, 0xffff)),
+                                        "eth0", 1500);
         REQUIRE_FALSE(ok);
         return ok.error();
     };

@@ -14,15 +14,13 @@ namespace {
 
 Roster roster_of(uint64_t budget_bps, std::vector<std::pair<HostId, Member>> members) {
     Roster r{budget_bps, {}};
-    for (auto &[host, m] : members)
-        r.members[host] = m;
+    for (auto &[host, m] : members) r.members[host] = m;
     return r;
 }
 
 std::map<HostId, Live> live_with(std::vector<std::pair<HostId, uint64_t>> demands) {
     std::map<HostId, Live> live;
-    for (auto &[host, d] : demands)
-        live[host] = Live{1, 0, d};
+    for (auto &[host, d] : demands) live[host] = Live{1, 0, d};
     return live;
 }
 
@@ -34,17 +32,14 @@ std::vector<long double> model(uint64_t budget_bps, const std::vector<Claim> &cl
                                        claims[i].cap_bps);
     };
     long double lo = 0, hi = 0;
-    for (const Claim &c : claims)
-        hi = std::max<long double>(hi, (long double)c.cap_bps / c.weight);
+    for (const Claim &c : claims) hi = std::max<long double>(hi, (long double)c.cap_bps / c.weight);
     for (int i = 0; i < 200; ++i) {
         long double mid = (lo + hi) / 2, sum = 0;
-        for (size_t k = 0; k < claims.size(); ++k)
-            sum += at(mid, k);
+        for (size_t k = 0; k < claims.size(); ++k) sum += at(mid, k);
         (sum <= budget_bps ? lo : hi) = mid;
     }
     std::vector<long double> out;
-    for (size_t k = 0; k < claims.size(); ++k)
-        out.push_back(at(lo, k));
+    for (size_t k = 0; k < claims.size(); ++k) out.push_back(at(lo, k));
     return out;
 }
 
@@ -133,8 +128,7 @@ TEST_CASE("water_fill: random inputs against the definition", "[cluster]") {
         std::vector<uint64_t> got = water_fill(budget, claims);
         std::vector<long double> want = model(budget, claims);
         uint64_t caps = 0;
-        for (const Claim &c : claims)
-            caps += c.cap_bps;
+        for (const Claim &c : claims) caps += c.cap_bps;
         INFO("round " << round << " budget " << budget << " n " << n);
         REQUIRE(got.size() == n);
         // Exactly the budget, or every cap.
@@ -164,8 +158,7 @@ TEST_CASE("allocate: random groups give all of the budget, floors first", "[clus
             Member m{pick(0, (r.budget_bps - floors) / 3), uint32_t(pick(1, 8)), 0};
             floors += m.floor_bps;
             r.members[host] = m;
-            if (pick(0, 3) != 0)
-                live[host] = Live{1, 0, pick(0, 2) ? pick(0, r.budget_bps) : 0};
+            if (pick(0, 3) != 0) live[host] = Live{1, 0, pick(0, 2) ? pick(0, r.budget_bps) : 0};
         }
         Allocation a = allocate(r, live, 3);
         INFO("round " << round);

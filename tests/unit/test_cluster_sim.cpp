@@ -17,8 +17,7 @@ constexpr uint64_t ms = 1'000'000, s = 1'000'000'000;
 uint64_t rate_at(const std::vector<RateChange> &log, uint64_t t) {
     uint64_t rate = 0;
     for (const RateChange &c : log)
-        if (c.time_ns <= t)
-            rate = c.rate_bps;
+        if (c.time_ns <= t) rate = c.rate_bps;
     return rate;
 }
 
@@ -26,8 +25,7 @@ uint64_t rate_at(const std::vector<RateChange> &log, uint64_t t) {
 uint64_t max_in(const std::vector<RateChange> &log, uint64_t from, uint64_t to) {
     uint64_t top = rate_at(log, from);
     for (const RateChange &c : log)
-        if (c.time_ns > from && c.time_ns <= to)
-            top = std::max(top, c.rate_bps);
+        if (c.time_ns > from && c.time_ns <= to) top = std::max(top, c.rate_bps);
     return top;
 }
 
@@ -44,11 +42,9 @@ class Broken final : public Agent {
     };
     Broken(std::unique_ptr<Agent> real, Flaw flaw) : real_(std::move(real)), flaw_(flaw) {}
     void on_view(uint64_t now, const View &view) override {
-        if (flaw_ != Flaw::raise_before_acks)
-            return real_->on_view(now, view);
+        if (flaw_ != Flaw::raise_before_acks) return real_->on_view(now, view);
         View lie = view;
-        for (auto &[host, live] : lie.live)
-            live.ack_epoch = lie.alloc ? lie.alloc->epoch : 0;
+        for (auto &[host, live] : lie.live) live.ack_epoch = lie.alloc ? lie.alloc->epoch : 0;
         real_->on_view(now, lie);
     }
     void on_lease_granted(uint64_t now, uint64_t lease, uint64_t sent) override {
@@ -60,8 +56,7 @@ class Broken final : public Agent {
     void on_lease_lost(uint64_t now, uint64_t lease) override { real_->on_lease_lost(now, lease); }
     void on_demand(uint64_t now, uint64_t demand) override { real_->on_demand(now, demand); }
     void on_timer(uint64_t now) override {
-        if (flaw_ != Flaw::outlive_lease)
-            real_->on_timer(now);
+        if (flaw_ != Flaw::outlive_lease) real_->on_timer(now);
     }
     void leave(uint64_t now) override { real_->leave(now); }
     uint64_t lease() const override { return real_->lease(); }
@@ -89,14 +84,12 @@ Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory,
     Totals t;
     for (int i = 0; i < runs; ++i) {
         SimConfig c = random_faults(first_seed + uint64_t(i), 5, 40 * s);
-        if (late_ns != 0)
-            c.max_timer_late_ns = late_ns;
+        if (late_ns != 0) c.max_timer_late_ns = late_ns;
         SimResult r = simulate_cluster(c, factory);
         CheckReport report = check_budget(c.budget_bps, r.logs);
         t.violations += report.violations.size();
         t.changes += report.changes;
-        if (report.max_sum_bps * 10 >= c.budget_bps * 9)
-            ++t.busy_runs;
+        if (report.max_sum_bps * 10 >= c.budget_bps * 9) ++t.busy_runs;
         if (!report.violations.empty())
             UNSCOPED_INFO("seed " << c.seed << ": " << report.violations.size()
                                   << " violations, the first at " << report.violations[0].start_ns
@@ -167,8 +160,7 @@ TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster
     SimConfig c = steady_group(4);
     c.end_ns = 10 * s;
     SimResult r = simulate_checked(c);
-    for (const auto &log : r.logs)
-        CHECK(rate_at(log, 1 * s) == 250'000'000);
+    for (const auto &log : r.logs) CHECK(rate_at(log, 1 * s) == 250'000'000);
     REQUIRE(r.store.roster);
     CHECK(r.store.roster->members.size() == 4);
     CHECK(r.store.live.size() == 4);
@@ -180,14 +172,12 @@ TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster
 TEST_CASE("cluster sim: a demand change converges within a second", "[cluster]") {
     SimConfig c = steady_group(4);
     c.end_ns = 20 * s;
-    c.demands.push_back({0, 10 * s, 100'000'000});        // h0 needs little
+    c.demands.push_back({0, 10 * s, 100'000'000});      // h0 needs little
     c.demands.push_back({0, 15 * s, 2 * c.budget_bps}); // then all again
     SimResult r = simulate_checked(c);
     CHECK(rate_at(r.logs[0], 11 * s) == 100'000'000);
-    for (size_t i = 1; i < 4; ++i)
-        CHECK(rate_at(r.logs[i], 11 * s) == 300'000'000);
-    for (const auto &log : r.logs)
-        CHECK(rate_at(log, 16 * s) == 250'000'000);
+    for (size_t i = 1; i < 4; ++i) CHECK(rate_at(r.logs[i], 11 * s) == 300'000'000);
+    for (const auto &log : r.logs) CHECK(rate_at(log, 16 * s) == 250'000'000);
 }
 
 TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others wait for its lease",
@@ -199,8 +189,7 @@ TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others 
     CHECK(rate_at(r.logs[0], 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
     uint64_t expiry = 0;
     for (const auto &e : r.expiries)
-        if (e.host == "h0" && e.time_ns > 10 * s)
-            expiry = e.time_ns;
+        if (e.host == "h0" && e.time_ns > 10 * s) expiry = e.time_ns;
     REQUIRE(expiry > 10 * s);
     CHECK(expiry <= 10 * s + c.timing.lease_ttl_ns + c.max_delay_ns);
     for (size_t i = 1; i < 4; ++i) {
@@ -210,8 +199,7 @@ TEST_CASE("cluster sim: a host cut off from etcd falls to its floor; the others 
         CHECK(rate_at(r.logs[i], expiry + 1 * s) == (i == 3 ? 316'666'666u : 316'666'667u));
     }
     // Healed: back to equal shares.
-    for (const auto &log : r.logs)
-        CHECK(rate_at(log, 22 * s) == 250'000'000);
+    for (const auto &log : r.logs) CHECK(rate_at(log, 22 * s) == 250'000'000);
 }
 
 TEST_CASE("cluster sim: a killed host's share goes to the others within the TTL", "[cluster]") {
@@ -221,8 +209,7 @@ TEST_CASE("cluster sim: a killed host's share goes to the others within the TTL"
     for (size_t i = 1; i < 4; ++i)
         CHECK(rate_at(r.logs[i], 10 * s + c.timing.lease_ttl_ns + 500 * ms) > 300'000'000);
     // Restarted, it gets its share back.
-    for (const auto &log : r.logs)
-        CHECK(rate_at(log, 32 * s) == 250'000'000);
+    for (const auto &log : r.logs) CHECK(rate_at(log, 32 * s) == 250'000'000);
 }
 
 TEST_CASE("cluster sim: with etcd down every host holds its floor, then recovers", "[cluster]") {

@@ -34,16 +34,14 @@ Bytes eth(uint16_t type, std::vector<uint16_t> tpids = {}) {
 // One's complement sum of 16-bit words: 0xffff over a correct IPv4 header.
 uint16_t ones_sum(const uint8_t *p, size_t len) {
     uint32_t s = 0;
-    for (size_t i = 0; i + 1 < len; i += 2)
-        s += uint32_t(p[i] << 8 | p[i + 1]);
-    while (s >> 16)
-        s = (s & 0xffff) + (s >> 16);
+    for (size_t i = 0; i + 1 < len; i += 2) s += uint32_t(p[i] << 8 | p[i + 1]);
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
     return uint16_t(s);
 }
 
 Bytes ipv4(uint8_t tos, bool fix_checksum = true) {
-    Bytes h = {0x45, tos, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 64, 6, 0, 0,
-               10,   0,   0,    1,    10,   0,    0,    2};
+    Bytes h = {0x45, tos, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 64, 6,
+               0,    0,   10,   0,    0,    1,    10,   0,    0,  2};
     if (fix_checksum) {
         uint16_t c = uint16_t(~ones_sum(h.data(), h.size()));
         h[10] = uint8_t(c >> 8);
@@ -195,7 +193,9 @@ TEST_CASE("frame FIFOs: intrusive, in order, any number interleaved", "[fifo]") 
     std::vector<uint32_t> free_frames(64);
     std::iota(free_frames.begin(), free_frames.end(), 0);
     uint64_t seed = 12345;
-    auto rnd = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+    auto rnd = [&] {
+        return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33;
+    };
     for (int step = 0; step < 20000; ++step) {
         uint32_t k = uint32_t(rnd() % 5);
         if (!free_frames.empty() && rnd() % 2) {
@@ -213,8 +213,7 @@ TEST_CASE("frame FIFOs: intrusive, in order, any number interleaved", "[fifo]") 
         }
         REQUIRE(q[k].frames == model[k].size());
         uint64_t bytes = 0;
-        for (uint32_t f : model[k])
-            bytes += f + 1;
+        for (uint32_t f : model[k]) bytes += f + 1;
         REQUIRE(q[k].bytes == bytes);
     }
 }
@@ -222,15 +221,13 @@ TEST_CASE("frame FIFOs: intrusive, in order, any number interleaved", "[fifo]") 
 TEST_CASE("frame FIFOs: truncate keeps the oldest, hands back the rest in order", "[fifo]") {
     FrameTable t(16);
     FrameFifo q;
-    for (uint32_t f : {3u, 7u, 1u, 9u, 4u})
-        q.push(t, f, 10);
+    for (uint32_t f : {3u, 7u, 1u, 9u, 4u}) q.push(t, f, 10);
     uint32_t rest = q.truncate_after(t, 7, 2, 20);
     CHECK(q.frames == 2);
     CHECK(q.bytes == 20);
     CHECK(q.tail == 7);
     std::vector<uint32_t> cut;
-    for (uint32_t f = rest; f != kNoFrame; f = t[f].next)
-        cut.push_back(f);
+    for (uint32_t f = rest; f != kNoFrame; f = t[f].next) cut.push_back(f);
     CHECK(cut == std::vector<uint32_t>{1, 9, 4});
     q.push(t, 5, 10); // still a working FIFO
     CHECK(q.pop(t, 10) == 3);
@@ -266,7 +263,9 @@ std::map<uint32_t, uint32_t> one_by_one(std::vector<Backlog> b, uint64_t need) {
 
 TEST_CASE("overflow: the batch equals dropping one at a time from the longest", "[overflow]") {
     uint64_t seed = 99;
-    auto rnd = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+    auto rnd = [&] {
+        return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33;
+    };
     for (int round = 0; round < 2000; ++round) {
         std::vector<Backlog> b;
         size_t n = 1 + rnd() % 12;
@@ -313,8 +312,7 @@ TEST_CASE("overflow: a class within its share loses nothing", "[overflow]") {
     std::vector<Backlog> c = {{1, 10}, {2, 300}, {3, 200}, {4, 5}};
     cuts = plan_overflow(c, 200);
     std::map<uint32_t, uint32_t> m;
-    for (auto &x : cuts)
-        m[x.id] = x.frames;
+    for (auto &x : cuts) m[x.id] = x.frames;
     CHECK(m.size() == 2);
     CHECK(m[2] == 150); // 300 -> 150
     CHECK(m[3] == 50);  // 200 -> 150

@@ -79,8 +79,10 @@ TEST_CASE("Fig. 3 of the paper, exactly (overhead 0)", "[engine][paper]") {
         uint64_t g_after;
     };
     const Step expected[] = {
-        {Action::Frame, p1, 1500, 1500}, {Action::Frame, p2, 1500, 3000},
-        {Action::Frame, p1, 1500, 4500}, {Action::Gap, 0, 1500, 6000},
+        {Action::Frame, p1, 1500, 1500},
+        {Action::Frame, p2, 1500, 3000},
+        {Action::Frame, p1, 1500, 4500},
+        {Action::Gap, 0, 1500, 6000},
     };
     std::map<int, uint64_t> share; // 0: P1, 1: P2, 2: gap, in byte times
     for (int i = 0; i < 4000; ++i) {
@@ -141,8 +143,8 @@ TEST_CASE("the paper's experiments, at least as good as the paper", "[engine][pa
 
 TEST_CASE("a single class from 1 kbit/s to 99 % of the ceiling keeps its rate", "[engine]") {
     const double ceiling = double(kGbit) * 1518 / 1538;
-    for (uint64_t rate : {uint64_t(1000), uint64_t(100'000), 37 * kMbit, 777 * kMbit,
-                          935 * kMbit, 950 * kMbit, uint64_t(ceiling * 0.99)}) {
+    for (uint64_t rate : {uint64_t(1000), uint64_t(100'000), 37 * kMbit, 777 * kMbit, 935 * kMbit,
+                          950 * kMbit, uint64_t(ceiling * 0.99)}) {
         SimConfig cfg;
         cfg.engine.line_rate_bps = kGbit;
         cfg.max_class_frames = rate < kMbit ? 6 : 20'000;
@@ -214,7 +216,8 @@ TEST_CASE("random class sets, frame sizes and on/off backlogs keep every bound",
     std::mt19937_64 rng(0x5053503031ull); // seeded: failures reproduce
     for (int round = 0; round < 40; ++round) {
         SimConfig cfg;
-        cfg.engine.line_rate_bps = std::uniform_int_distribution<uint64_t>(100, 10'000)(rng) * kMbit;
+        cfg.engine.line_rate_bps =
+            std::uniform_int_distribution<uint64_t>(100, 10'000)(rng) * kMbit;
         cfg.engine.window_bytes = std::uniform_int_distribution<uint64_t>(4'000, 200'000)(rng);
         cfg.seed = rng();
         const int n = std::uniform_int_distribution<int>(1, 40)(rng);
@@ -241,8 +244,8 @@ TEST_CASE("random class sets, frame sizes and on/off backlogs keep every bound",
         double load = std::uniform_real_distribution<double>(0.05, 0.95)(rng);
         for (int i = 0; i < n; ++i) {
             auto &s = cfg.sources[i];
-            s.rate_bps = std::max<uint64_t>(1000, uint64_t(load * cfg.engine.line_rate_bps *
-                                                          weight[i] / wire_load));
+            s.rate_bps = std::max<uint64_t>(
+                1000, uint64_t(load * cfg.engine.line_rate_bps * weight[i] / wire_load));
             if (!s.greedy) s.offered_bps = s.rate_bps * 2;
         }
         int normals = std::uniform_int_distribution<int>(0, 2)(rng);
@@ -270,14 +273,15 @@ TEST_CASE("random class sets, frame sizes and on/off backlogs keep every bound",
             if (sim.sent[i] < 3) continue;
             INFO("class " << i << " rate " << s.rate_bps << " sizes " << s.min_len << ".."
                           << s.max_len << (s.greedy ? " greedy" : " on/off"));
-            double burst = burst_at_rate_bytes(sim.trace, f, i, s.rate_bps, cfg.engine.line_rate_bps);
+            double burst =
+                burst_at_rate_bytes(sim.trace, f, i, s.rate_bps, cfg.engine.line_rate_bps);
             CHECK(burst <= 2 * mtu);
             if (s.greedy) {
                 // Exact up to end effects: one period of a full frame plus one
                 // frame of blocking at either end of the run.
                 const FlowReport &fl = flow(rep, i);
-                double period_bytes = mtu + f.max_gap_wire_bytes() * double(s.rate_bps) /
-                                                cfg.engine.line_rate_bps;
+                double period_bytes =
+                    mtu + f.max_gap_wire_bytes() * double(s.rate_bps) / cfg.engine.line_rate_bps;
                 double bound = 2 * period_bytes / double(fl.l2_bytes);
                 CHECK(std::fabs(fl.mean_rate_bps - double(s.rate_bps)) / double(s.rate_bps) <=
                       bound);
@@ -443,11 +447,10 @@ TEST_CASE("more_gaps() takes exactly the gaps next() would give", "[engine]") {
         const int n = std::uniform_int_distribution<int>(1, slow ? 3 : 12)(rng);
         for (int i = 0; i < n; ++i) {
             uint64_t left = cfg.line_rate_bps / 2 - sum;
-            uint64_t rate =
-                slow ? std::uniform_int_distribution<uint64_t>(10'000, 5 * kMbit)(rng)
-                : (i % 4 == 3 || left < 10'000)
-                    ? 0
-                    : std::uniform_int_distribution<uint64_t>(10'000, left)(rng) / 4;
+            uint64_t rate = slow ? std::uniform_int_distribution<uint64_t>(10'000, 5 * kMbit)(rng)
+                            : (i % 4 == 3 || left < 10'000)
+                                ? 0
+                                : std::uniform_int_distribution<uint64_t>(10'000, left)(rng) / 4;
             sum += rate;
             uint32_t ca = a.add_class(rate).value(), cb = b.add_class(rate).value();
             REQUIRE(ca == cb);

@@ -62,7 +62,8 @@ const FlowReport &flow(const TraceReport &r, uint32_t id) {
 
 } // namespace
 
-TEST_CASE("horizon: the wire idles beyond H and the frame starts at its due time", "[engine][horizon]") {
+TEST_CASE("horizon: the wire idles beyond H and the frame starts at its due time",
+          "[engine][horizon]") {
     EngineConfig cfg;
     cfg.line_rate_bps = kGbit;
     cfg.gap_horizon_ns = 50 * kUs; // 6250 byte times
@@ -114,7 +115,8 @@ TEST_CASE("horizon: the wire idles beyond H and the frame starts at its due time
     CHECK(d.wake_ns == t0 + (3 * kPeriod20 - 6250) * 8); // caught up: no lateness carried
 }
 
-TEST_CASE("horizon: a wake-up many periods late catches up one frame, not more", "[engine][horizon]") {
+TEST_CASE("horizon: a wake-up many periods late catches up one frame, not more",
+          "[engine][horizon]") {
     EngineConfig cfg;
     cfg.gap_horizon_ns = 50 * kUs;
     Engine e(cfg);
@@ -196,7 +198,8 @@ TEST_CASE("decisions tell the caller how late it may come back", "[engine][horiz
     }
 }
 
-TEST_CASE("horizon, perfect timer: every frame exactly on time, gaps only within H", "[engine][horizon]") {
+TEST_CASE("horizon, perfect timer: every frame exactly on time, gaps only within H",
+          "[engine][horizon]") {
     SimConfig cfg = one_class(20 * kMbit, 50 * kUs, false, 0.5);
     SimResult sim = simulate(cfg);
     TraceReport r = judge(cfg, sim);
@@ -209,7 +212,8 @@ TEST_CASE("horizon, perfect timer: every frame exactly on time, gaps only within
     CHECK(r.gap_time_share == Approx(6250.0 / kPeriod20).epsilon(1e-3));
 }
 
-TEST_CASE("horizon: lateness up to H costs nothing, beyond H at most one frame", "[engine][horizon]") {
+TEST_CASE("horizon: lateness up to H costs nothing, beyond H at most one frame",
+          "[engine][horizon]") {
     SECTION("30 us late every time, H = 50 us: exact, and fewer gap frames") {
         SimConfig cfg = one_class(20 * kMbit, 50 * kUs, false, 0.5);
         const LatenessTable late = constant(30 * kUs);
@@ -224,7 +228,9 @@ TEST_CASE("horizon: lateness up to H costs nothing, beyond H at most one frame",
     SECTION("a heavy tail up to 3 ms (five periods): counted, burst still <= 2 MTU") {
         SimConfig cfg = one_class(20 * kMbit, 50 * kUs, false, 4);
         const LatenessTable late{
-            "tail", "", {{0, 0}, {0.5, 20 * kUs}, {0.9, 60 * kUs}, {0.99, 400 * kUs}, {1, 3'000 * kUs}}};
+            "tail",
+            "",
+            {{0, 0}, {0.5, 20 * kUs}, {0.9, 60 * kUs}, {0.99, 400 * kUs}, {1, 3'000 * kUs}}};
         cfg.wake.sleep = &late;
         SimResult sim = simulate(cfg);
         TraceReport r = judge(cfg, sim);
@@ -280,7 +286,8 @@ TEST_CASE("clockless: no gap frame, every frame at its real-time start", "[engin
             CHECK(flow(r, 0).mean_rate_bps == Approx(double(rate)).epsilon(1e-6));
         }
     }
-    SECTION("the 5-class mix and a greedy normal class, measured timers, spinning before due times") {
+    SECTION(
+        "the 5-class mix and a greedy normal class, measured timers, spinning before due times") {
         SimConfig cfg = horizon_scenarios(0.3).back().config;
         REQUIRE(cfg.sources.size() == 6);
         cfg.engine.clockless = true;
@@ -294,16 +301,19 @@ TEST_CASE("clockless: no gap frame, every frame at its real-time start", "[engin
         CHECK(r.gap_frames == 0);
         for (uint32_t i = 0; i < 5; ++i) {
             const FlowReport &f = flow(r, i);
-            INFO("class " << i << ": " << f.mean_rate_bps << " bit/s, burst " << f.max_burst_at_target_mtu);
+            INFO("class " << i << ": " << f.mean_rate_bps << " bit/s, burst "
+                          << f.max_burst_at_target_mtu);
             CHECK(f.max_burst_at_target_bytes <= 2 * kMtu);
             CHECK(std::fabs(f.mean_rate_bps - double(cfg.sources[i].rate_bps)) /
-                      double(cfg.sources[i].rate_bps) < 0.005);
+                      double(cfg.sources[i].rate_bps) <
+                  0.005);
         }
         CHECK(flow(r, 5).frames > 0); // the normal class fills what is left
     }
 }
 
-TEST_CASE("clockless: a frame sent late restarts its class from the send (late_release)", "[engine][horizon]") {
+TEST_CASE("clockless: a frame sent late restarts its class from the send (late_release)",
+          "[engine][horizon]") {
     // 500 Mbit/s on 1 Gbit/s: a period of 3036 byte times (24,288 ns), a
     // frame of 1538 (12,304 ns). The first frame is decided at 0 but its
     // sendto() returns only at 100 us (the daemon was preempted).
@@ -341,7 +351,8 @@ TEST_CASE("clockless: a frame sent late restarts its class from the send (late_r
     }
 }
 
-TEST_CASE("late_release changes nothing on the byte clock (the NIC serialises)", "[engine][horizon]") {
+TEST_CASE("late_release changes nothing on the byte clock (the NIC serialises)",
+          "[engine][horizon]") {
     EngineConfig cfg;
     Engine e(cfg);
     const uint32_t p = e.add_class(500 * kMbit).value();
@@ -360,8 +371,10 @@ TEST_CASE("issue 10's goal at 20 Mbit/s, with this machine's timers", "[engine][
     const HorizonScenario sc = horizon_scenarios(4)[1];
     REQUIRE(sc.name == "1 class 20Mbit");
     WakeModel wake{&measured_sleep(), &measured_spin(), 0, 0};
-    const HorizonRow paper = run_horizon(sc, HorizonMode{"paper", kGapHorizonInf, false, 50 * kUs}, wake);
-    const HorizonRow hz = run_horizon(sc, HorizonMode{"default", kDefaultGapHorizonNs, false, 50 * kUs}, wake);
+    const HorizonRow paper =
+        run_horizon(sc, HorizonMode{"paper", kGapHorizonInf, false, 50 * kUs}, wake);
+    const HorizonRow hz =
+        run_horizon(sc, HorizonMode{"default", kDefaultGapHorizonNs, false, 50 * kUs}, wake);
     INFO("PAUSE " << hz.gap_time_share << ", burst " << hz.worst_burst_mtu << " MTU, rate error "
                   << hz.worst_rate_error_pct << " %, " << hz.emitted_per_s << " vs "
                   << paper.emitted_per_s << " descriptors/s");

@@ -32,7 +32,8 @@ struct Node {
     uint32_t gen = 0;
 };
 
-void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_blocks, uint64_t max_dist) {
+void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_blocks,
+                            uint64_t max_dist) {
     std::mt19937_64 rng(seed);
     const size_t n = 200;
     std::vector<Node> nodes(n);
@@ -44,15 +45,26 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
     for (int step = 0; step < 20000; ++step) {
         const uint32_t cls = uint32_t(rng() % n);
         switch (rng() % 8) {
-        case 0: case 1: case 2: case 3:
+        case 0:
+        case 1:
+        case 2:
+        case 3:
             if (!in[cls]) {
                 // Keys above G: mostly close, some equal to others, some far.
                 uint64_t dist;
                 switch (rng() % 4) {
-                case 0: dist = 1 + rng() % 200; break;
-                case 1: dist = 1 + rng() % 5000; break;
-                case 2: dist = 1 + rng() % max_dist; break;
-                default: dist = model.empty() ? 1 : model.begin()->first - g; break;
+                case 0:
+                    dist = 1 + rng() % 200;
+                    break;
+                case 1:
+                    dist = 1 + rng() % 5000;
+                    break;
+                case 2:
+                    dist = 1 + rng() % max_dist;
+                    break;
+                default:
+                    dist = model.empty() ? 1 : model.begin()->first - g;
+                    break;
                 }
                 nodes[cls].clock = g + dist;
                 wheel.insert(nodes.data(), cls);
@@ -79,7 +91,9 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
             std::vector<std::pair<uint64_t, uint32_t>> got;
             while (g < to) {
                 g = jump ? to : std::min(to, g + 4000);
-                wheel.advance(nodes.data(), g, [&](uint32_t c) { got.push_back({nodes[c].clock, c}); });
+                wheel.advance(nodes.data(), g, [&](uint32_t c) {
+                    got.push_back({nodes[c].clock, c});
+                });
             }
             std::vector<std::pair<uint64_t, uint32_t>> want;
             while (!model.empty() && model.begin()->first <= g) {
@@ -281,9 +295,9 @@ class ModelEngine {
             if (c.clock < jump_to_) {
                 limit -= cfg_.framing.max_gap_wire_bytes();
                 if (cfg_.clockless)
-                    limit -= std::min<uint64_t>(
-                        limit / 2, uint64_t((unsigned __int128)kClocklessJitterNs * cfg_.line_rate_bps /
-                                            8'000'000'000ull));
+                    limit -= std::min<uint64_t>(limit / 2,
+                                                uint64_t((unsigned __int128)kClocklessJitterNs *
+                                                         cfg_.line_rate_bps / 8'000'000'000ull));
             }
             if (g_ - c.clock > limit) {
                 counters.lag_clamped_bytes += g_ - limit - c.clock;
@@ -363,7 +377,8 @@ class ModelEngine {
             due_ = due;
         }
         uint64_t wake = time_of(target);
-        return Decision{Action::Wait, 0, 0, wake, due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake};
+        return Decision{Action::Wait, 0, 0, wake,
+                        due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake};
     }
 
   private:
@@ -468,7 +483,8 @@ struct Coverage {
 void engine_against_model(uint64_t seed, Coverage &cov) {
     std::mt19937_64 rng(seed);
     EngineConfig cfg;
-    const uint64_t lines[] = {10'000'000, 1'000'000'000, 10'000'000'000, 100'000'000'000, kMaxLineRateBps};
+    const uint64_t lines[] = {10'000'000, 1'000'000'000, 10'000'000'000, 100'000'000'000,
+                              kMaxLineRateBps};
     cfg.line_rate_bps = lines[rng() % 5];
     if (rng() % 4 == 0) cfg.framing = Framing::didactic();
     if (rng() % 8 == 0) cfg.framing.mtu_bytes = 9000;
@@ -478,9 +494,12 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     // or no gaps at all. Idling needs real time to end.
     auto random_horizon = [&]() -> uint64_t {
         switch (rng() % 3) {
-        case 0: return rng() % 20'000;
-        case 1: return rng() % 5'000'000;
-        default: return kGapHorizonInf;
+        case 0:
+            return rng() % 20'000;
+        case 1:
+            return rng() % 5'000'000;
+        default:
+            return kGapHorizonInf;
         }
     };
     cfg.gap_horizon_ns = random_horizon();
@@ -488,8 +507,11 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     // The normal-frame rule in its three regimes: never held (the paper's),
     // the default, and tight (held often, starvation guard exercised).
     switch (rng() % 3) {
-    case 0: cfg.normal_block_bytes = UINT64_MAX; break;
-    case 1: break;
+    case 0:
+        cfg.normal_block_bytes = UINT64_MAX;
+        break;
+    case 1:
+        break;
     case 2:
         cfg.normal_block_bytes = rng() % 300;
         cfg.normal_starve_bytes = rng() % 5000;
@@ -505,17 +527,23 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
         if (room == 0 || rng() % 6 == 0) return 0; // normal
         if (uniform && uniform_rate <= room) return uniform_rate;
         switch (rng() % 4) {
-        case 0: return 1 + rng() % std::min<uint64_t>(room, 100'000); // very slow
-        case 1: return 1 + rng() % std::max<uint64_t>(1, room / 50);
-        default: return 1 + rng() % room;
+        case 0:
+            return 1 + rng() % std::min<uint64_t>(room, 100'000); // very slow
+        case 1:
+            return 1 + rng() % std::max<uint64_t>(1, room / 50);
+        default:
+            return 1 + rng() % room;
         }
     };
     auto random_len = [&]() -> uint32_t {
         if (uniform) return 1514;
         switch (rng() % 4) {
-        case 0: return 60;
-        case 1: return cfg.framing.max_frame_len();
-        default: return 1 + uint32_t(rng() % cfg.framing.max_frame_len());
+        case 0:
+            return 60;
+        case 1:
+            return cfg.framing.max_frame_len();
+        default:
+            return 1 + uint32_t(rng() % cfg.framing.max_frame_len());
         }
     };
 
@@ -625,12 +653,14 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     cov.underruns += c.underrun_resyncs;
     cov.idle_resyncs += c.idle_resyncs;
     if (e.config().clockless) cov.clockless_frames += c.frames;
-    if (!e.config().clockless && e.config().gap_horizon_ns != kGapHorizonInf) cov.horizon_frames += c.frames;
+    if (!e.config().clockless && e.config().gap_horizon_ns != kGapHorizonInf)
+        cov.horizon_frames += c.frames;
 }
 
 } // namespace
 
-TEST_CASE("the pending wheel hands over exactly the keys the byte clock passed", "[engine][wheel]") {
+TEST_CASE("the pending wheel hands over exactly the keys the byte clock passed",
+          "[engine][wheel]") {
     for (uint64_t seed = 1; seed <= 12; ++seed) {
         SECTION("seed " + std::to_string(seed)) {
             // Default framing's span; a mid tier of 2^17 blocks, and a short

@@ -16,7 +16,9 @@ using namespace pspxdp::control;
 
 namespace {
 
-pspxdp::Result<FilterSpec> parse(const std::string &text) { return parse_filter(split_words(text)); }
+pspxdp::Result<FilterSpec> parse(const std::string &text) {
+    return parse_filter(split_words(text));
+}
 
 FilterSpec spec(const std::string &text) {
     auto s = parse(text);
@@ -75,7 +77,8 @@ TEST_CASE("filter words: any order, aliases, defaults", "[control][filter]") {
     CHECK(format_filter(b) == "pref 49152 src fe80::1/128 classid 1:2");
     CHECK(b.family() == 6);
     CHECK(spec("vlan 5 classid 1:1").family() == 0); // no address: both families and non-IP
-    CHECK(format_filter(spec("dport 5000-5000 classid 1:1")) == "pref 49152 dport 5000 classid 1:1");
+    CHECK(format_filter(spec("dport 5000-5000 classid 1:1")) ==
+          "pref 49152 dport 5000 classid 1:1");
     CHECK(spec("preference 9 dscp 1 classid 1:1").pref == 9);
 }
 
@@ -173,7 +176,8 @@ TEST_CASE("filter del words: fields, pref, classid", "[control][filter]") {
 
 TEST_CASE("identity: fields and pref, not the class", "[control][filter]") {
     CHECK(same_identity(spec("pref 5 dport 80 classid 1:1"), spec("pref 5 dport 80 classid 1:2")));
-    CHECK_FALSE(same_identity(spec("pref 5 dport 80 classid 1:1"), spec("pref 6 dport 80 classid 1:1")));
+    CHECK_FALSE(
+        same_identity(spec("pref 5 dport 80 classid 1:1"), spec("pref 6 dport 80 classid 1:1")));
     CHECK_FALSE(same_identity(spec("dport 80 classid 1:1"), spec("dport 80-81 classid 1:1")));
     CHECK_FALSE(same_identity(spec("dport 80 classid 1:1"), spec("sport 80 classid 1:1")));
 }
@@ -181,18 +185,21 @@ TEST_CASE("identity: fields and pref, not the class", "[control][filter]") {
 TEST_CASE("port ranges: the minimal aligned blocks", "[control][filter]") {
     CHECK(port_blocks({80, 80}) == std::vector<PortBlock>{{80, 16}});
     CHECK(port_blocks({0, 65535}) == std::vector<PortBlock>{{0, 0}});
-    CHECK(port_blocks({1024, 65535}) ==
-          std::vector<PortBlock>{{1024, 6}, {2048, 5}, {4096, 4}, {8192, 3}, {16384, 2}, {32768, 1}});
+    CHECK(
+        port_blocks({1024, 65535}) ==
+        std::vector<PortBlock>{{1024, 6}, {2048, 5}, {4096, 4}, {8192, 3}, {16384, 2}, {32768, 1}});
     // 5000-5099: 5000-5007, 5008-5023, 5024-5055, 5056-5087, 5088-5095, 5096-5099.
-    CHECK(port_blocks({5000, 5099}) == std::vector<PortBlock>{
-                                           {5000, 13}, {5008, 12}, {5024, 11}, {5056, 11}, {5088, 13}, {5096, 14}});
+    CHECK(port_blocks({5000, 5099}) ==
+          std::vector<PortBlock>{
+              {5000, 13}, {5008, 12}, {5024, 11}, {5056, 11}, {5088, 13}, {5096, 14}});
     CHECK(port_blocks({1, 65534}).size() == 30); // the worst case: 2 * 16 - 2
     CHECK(port_blocks({65535, 65535}) == std::vector<PortBlock>{{65535, 16}});
 
     // Against the trie cover on edge and random ranges: the same blocks, and
     // they cover exactly the range.
     std::mt19937 rng(20051111);
-    std::vector<PortRange> ranges = {{0, 0}, {0, 1}, {1, 2}, {0, 65534}, {1, 65535}, {32767, 32768}};
+    std::vector<PortRange> ranges = {{0, 0},     {0, 1},     {1, 2},
+                                     {0, 65534}, {1, 65535}, {32767, 32768}};
     for (int i = 0; i < 3000; ++i) {
         uint16_t a = uint16_t(rng()), b = uint16_t(rng());
         if (i % 3 == 0) b = uint16_t(a + rng() % 300); // short ranges too
@@ -206,7 +213,7 @@ TEST_CASE("port ranges: the minimal aligned blocks", "[control][filter]") {
         CHECK(blocks == ref);
         uint32_t next = r.min;
         for (const PortBlock &b : blocks) {
-            CHECK(b.value == next); // contiguous, ascending
+            CHECK(b.value == next);                              // contiguous, ascending
             CHECK((b.value & ((1u << (16 - b.plen)) - 1)) == 0); // aligned
             next = uint32_t(b.value) + (1u << (16 - b.plen));
         }
@@ -215,14 +222,16 @@ TEST_CASE("port ranges: the minimal aligned blocks", "[control][filter]") {
 }
 
 TEST_CASE("expansion: entries, shapes and masks", "[control][filter]") {
-    StoredFilter f{3, 7, spec("pref 10 dst 10.1.2.0/24 proto udp sport 80-81 dport 5000-5099 classid 1:1")};
+    StoredFilter f{
+        3, 7, spec("pref 10 dst 10.1.2.0/24 proto udp sport 80-81 dport 5000-5099 classid 1:1")};
     const auto entries = expand(f);
     REQUIRE(entries.size() == 1 * 6); // sport: one block of 2 ports; dport: 6 blocks
     CHECK(entry_count(f.spec) == entries.size());
     std::set<std::pair<int, int>> shapes;
     for (const auto &[k, v] : entries) {
         CHECK(k.shape.family == 4);
-        CHECK(k.shape.fields == (PSPXDP_FF_DST | PSPXDP_FF_PROTO | PSPXDP_FF_SPORT | PSPXDP_FF_DPORT));
+        CHECK(k.shape.fields ==
+              (PSPXDP_FF_DST | PSPXDP_FF_PROTO | PSPXDP_FF_SPORT | PSPXDP_FF_DPORT));
         CHECK(k.shape.dst_plen == 24);
         CHECK(k.shape.src_plen == 0);
         CHECK(k.shape.sport_plen == 15);
@@ -253,7 +262,8 @@ TEST_CASE("expansion: entries, shapes and masks", "[control][filter]") {
     CHECK(shapes.size() == 4); // dport blocks of 8, 16, 32, 4 ports
 
     // A shape table: one slot per shape, ascending best order.
-    StoredFilter g{4, 1, spec("pref 5 dst 10.1.2.0/24 proto udp sport 80-81 dport 5000-5007 classid 1:2")};
+    StoredFilter g{
+        4, 1, spec("pref 5 dst 10.1.2.0/24 proto udp sport 80-81 dport 5000-5007 classid 1:2")};
     StoredFilter h{5, 2, spec("pref 20 vlan 7 classid 1:3")};
     const std::vector<StoredFilter> all = {f, g, h};
     const EntryMap map = build_entries(all);

@@ -58,8 +58,8 @@ TEST_CASE("build_pause_frame: refuses lengths out of bounds", "[framing]") {
         auto f = build_pause_frame(kMac, len, eth);
         INFO(len);
         REQUIRE_FALSE(f.ok());
-        CHECK(f.error() == "PAUSE frame of " + std::to_string(len) +
-                               " bytes: length must be in [60, 1514]");
+        CHECK(f.error() ==
+              "PAUSE frame of " + std::to_string(len) + " bytes: length must be in [60, 1514]");
     }
 }
 

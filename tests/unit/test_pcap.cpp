@@ -77,7 +77,7 @@ Bytes ipv6(const char *src, const char *dst, uint8_t proto, uint16_t sport, uint
 
 struct Packet {
     Bytes bytes;
-    uint32_t len;     // on the wire (>= bytes.size(): the rest was not captured)
+    uint32_t len; // on the wire (>= bytes.size(): the rest was not captured)
     uint64_t time_ns;
 };
 
@@ -149,18 +149,18 @@ TEST_CASE("pcap: flows, lengths and times read back", "[pcap]") {
 
     const uint64_t t0 = 1'700'000'000'123'456'789ull;
     std::vector<Packet> packets = {
-        frame(ipv4({}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001), t0, 1514),      // 0
-        frame(ipv4({}, "10.9.0.1", "10.9.0.3", 6, 33000, 80), t0 + 1),           // 1
-        frame(ipv6("2001:db8::1", "2001:db8::2", 17, 4000, 5001), t0 + 2),       // 2
-        frame(ipv4({0x8100}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001), t0 + 3),   // 3
+        frame(ipv4({}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001), t0, 1514),          // 0
+        frame(ipv4({}, "10.9.0.1", "10.9.0.3", 6, 33000, 80), t0 + 1),              // 1
+        frame(ipv6("2001:db8::1", "2001:db8::2", 17, 4000, 5001), t0 + 2),          // 2
+        frame(ipv4({0x8100}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001), t0 + 3),      // 3
         frame(ipv4({0x88a8, 0x8100}, "10.9.0.1", "10.9.0.2", 17, 9, 5001), t0 + 4), // 4
-        frame(*pause, t0 + 5),                                                   // 5
-        frame(arp, t0 + 6),                                                      // 6
-        frame(ipv4({}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001, 185), t0 + 7),    // 7 fragment
-        frame(ipv6("2001:db9::1", "2001:db9::2", 17, 1, 5001, true), t0 + 8),    // 8
-        frame(ipv4({}, "10.8.0.1", "10.8.0.2", 17, 4000, 5002), t0 + 9),         // 9
-        Packet{big, 1514, t0 + 10},                                              // 10 cut short
-        frame(ipv6("2001:db9::1", "2001:db9::2", 6, 1, 5001), t0 + 11),          // 11 tcp
+        frame(*pause, t0 + 5),                                                      // 5
+        frame(arp, t0 + 6),                                                         // 6
+        frame(ipv4({}, "10.9.0.1", "10.9.0.2", 17, 4000, 5001, 185), t0 + 7),       // 7 fragment
+        frame(ipv6("2001:db9::1", "2001:db9::2", 17, 1, 5001, true), t0 + 8),       // 8
+        frame(ipv4({}, "10.8.0.1", "10.8.0.2", 17, 4000, 5002), t0 + 9),            // 9
+        Packet{big, 1514, t0 + 10},                                                 // 10 cut short
+        frame(ipv6("2001:db9::1", "2001:db9::2", 6, 1, 5001), t0 + 11),             // 11 tcp
     };
     // Packet 0 is a 1514 B frame of which only 100 B were captured (snaplen):
     // the trace must carry the length on the wire, not the captured one.
@@ -176,8 +176,8 @@ TEST_CASE("pcap: flows, lengths and times read back", "[pcap]") {
         REQUIRE(trace.ok());
         const auto &fr = trace->frames;
         REQUIRE(fr.size() == packets.size());
-        const uint32_t expected_flow[] = {0, 2, 1, 0, 0, kFlowGap, kFlowOther, 2, 3,
-                                          kFlowOther, kFlowOther, kFlowOther};
+        const uint32_t expected_flow[] = {0,          2, 1, 0,          0,          kFlowGap,
+                                          kFlowOther, 2, 3, kFlowOther, kFlowOther, kFlowOther};
         for (size_t i = 0; i < fr.size(); ++i) {
             INFO("packet " << i);
             CHECK(fr[i].flow == expected_flow[i]);

@@ -88,8 +88,7 @@ TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
           "of bit/s");
     CHECK(rate_error("18446744073709551616") ==
           "rate \"18446744073709551616\": too large (over 64 bits of bit/s)");
-    CHECK(rate_error("18446745tbit") ==
-          "rate \"18446745tbit\": too large (over 64 bits of bit/s)");
+    CHECK(rate_error("18446745tbit") == "rate \"18446745tbit\": too large (over 64 bits of bit/s)");
     CHECK(rate_error("99999999999999999999999999999gbit") ==
           "rate \"99999999999999999999999999999gbit\": too large (over 64 bits of bit/s)");
     CHECK(rate_error("mbit") == "rate \"mbit\": not a number (expected e.g. \"500mbit\")");

@@ -12,13 +12,15 @@
 using namespace pspxdp;
 using namespace pspxdp::daemon;
 
-TEST_CASE("--clock auto picks clockless on virtual drivers and on PAUSE-dropping NICs only", "[cli][clock]") {
+TEST_CASE("--clock auto picks clockless on virtual drivers and on PAUSE-dropping NICs only",
+          "[cli][clock]") {
     for (const char *v : {"veth", "virtio_net", "tun", "vmxnet3", "hv_netvsc", "ena", "gve"}) {
         INFO(v);
         auto c = resolve_wire_clock(WireClock::Auto, v);
         CHECK(c.clockless);
         CHECK(!c.forced);
-        CHECK(c.describe() == std::string("clockless (auto: driver ") + v + " has no serialising clock)");
+        CHECK(c.describe() ==
+              std::string("clockless (auto: driver ") + v + " has no serialising clock)");
     }
     for (const char *nic : {"e1000e", "igb", "ixgbe", "mlx5_core", "r8169", ""}) {
         INFO(nic);
@@ -29,7 +31,8 @@ TEST_CASE("--clock auto picks clockless on virtual drivers and on PAUSE-dropping
         INFO(nic);
         auto c = resolve_wire_clock(WireClock::Auto, nic);
         CHECK(c.clockless);
-        CHECK(c.describe() == std::string("clockless (auto: driver ") + nic + " drops host-sent PAUSE frames)");
+        CHECK(c.describe() ==
+              std::string("clockless (auto: driver ") + nic + " drops host-sent PAUSE frames)");
         CHECK(!resolve_wire_clock(WireClock::Byte, nic).clockless); // --clock byte is obeyed
     }
     auto forced = resolve_wire_clock(WireClock::Byte, "veth");

@@ -172,8 +172,8 @@ struct ProtoName {
     uint8_t number;
 };
 constexpr ProtoName kProtoNames[] = {
-    {"tcp", kProtoTcp}, {"udp", kProtoUdp},    {"sctp", kProtoSctp}, {"udplite", kProtoUdpLite},
-    {"icmp", 1},        {"icmp6", 58},         {"ipv6-icmp", 58},    {"gre", 47},
+    {"tcp", kProtoTcp}, {"udp", kProtoUdp}, {"sctp", kProtoSctp}, {"udplite", kProtoUdpLite},
+    {"icmp", 1},        {"icmp6", 58},      {"ipv6-icmp", 58},    {"gre", 47},
     {"esp", 50},        {"ah", 51},
 };
 

@@ -56,7 +56,7 @@ uint32_t classify_frame(std::span<const FlowSelector> selectors, const uint8_t *
 
 struct PcapTrace {
     std::vector<TraceFrame> frames;
-    uint64_t short_frames = 0; // captured too short to read up to the L4 ports
+    uint64_t short_frames = 0;    // captured too short to read up to the L4 ports
     bool nanosecond_file = false; // the file's own resolution (times are ns either way)
     // The capture's own drop counters (pcap_stats). Savefiles carry none:
     // then available is false and note says why.
@@ -67,7 +67,6 @@ struct PcapTrace {
 
 // Reads an Ethernet (DLT_EN10MB) pcap file. Errors are one line naming the
 // file: missing or unreadable, not a capture, another link type, truncated.
-Result<PcapTrace> read_pcap_trace(const std::string &path,
-                                  std::span<const FlowSelector> selectors);
+Result<PcapTrace> read_pcap_trace(const std::string &path, std::span<const FlowSelector> selectors);
 
 } // namespace pspxdp

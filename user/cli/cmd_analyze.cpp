@@ -55,8 +55,7 @@ Result<void> read_flows_file(const std::string &path, std::vector<std::string> &
     auto read = control::for_each_statement(
         *text, [&](size_t, std::span<const std::string> w) -> Result<void> {
             std::string rest;
-            for (const auto &x : w.subspan(1))
-                rest += (rest.empty() ? "" : " ") + x;
+            for (const auto &x : w.subspan(1)) rest += (rest.empty() ? "" : " ") + x;
             if (w[0] == "flow")
                 flows.push_back(rest);
             else if (w[0] == "target")
@@ -102,8 +101,7 @@ int run(const Args &args) {
     auto flows = parse_flows(flow_specs);
     if (!flows) return fail_input("analyze: " + flows.error());
     std::unordered_map<std::string, uint32_t> flow_index;
-    for (size_t i = 0; i < flows->size(); ++i)
-        flow_index.emplace((*flows)[i].name, uint32_t(i));
+    for (size_t i = 0; i < flows->size(); ++i) flow_index.emplace((*flows)[i].name, uint32_t(i));
 
     // --target NAME=RATE: also judge flow NAME at exactly RATE.
     for (const std::string &t : target_specs) {
@@ -194,15 +192,15 @@ int run(const Args &args) {
                                    ? nlohmann::ordered_json(trace->dropped_frames)
                                    : nlohmann::ordered_json(nullptr);
         out["capture_drops_note"] = trace->drop_stats_note;
-        std::printf("%s\n",
-                    out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
-                        .c_str());
+        std::printf(
+            "%s\n",
+            out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
         return 0;
     }
 
-    std::printf("%s: %llu frames, %s s on the %s", path.c_str(),
-                (unsigned long long)report.frames, fixed(report.duration_s, 6).c_str(),
-                hybrid ? "hybrid clock (real time across idle periods) at "
+    std::printf("%s: %llu frames, %s s on the %s", path.c_str(), (unsigned long long)report.frames,
+                fixed(report.duration_s, 6).c_str(),
+                hybrid       ? "hybrid clock (real time across idle periods) at "
                 : byte_clock ? "byte clock at "
                              : "capture clock");
     if (byte_clock)
@@ -308,7 +306,8 @@ const Command kAnalyze = {
             .repeat(),
         opt(OptType::String, "flows-file", 0, "FILE",
             "more --flow/--target, one \"flow NAME=SELECTOR\" or \"target NAME=RATE\" a line"),
-        opt(OptType::Bytes, "overhead", 0, "BYTES", "framing overhead per frame: FCS, preamble, IFG")
+        opt(OptType::Bytes, "overhead", 0, "BYTES",
+            "framing overhead per frame: FCS, preamble, IFG")
             .by_default(uint64_t(Framing{}.overhead_bytes))
             .within(0, 1000),
         // 46 is the smallest MTU whose full frame (MTU + 14) is a legal 60 B.

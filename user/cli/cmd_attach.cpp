@@ -9,13 +9,13 @@
 #include "core/units.hpp"
 #include "daemon/daemon.hpp"
 #include "datapath/xsk.hpp"
+#include "pspxdp/shared.h"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
 #include "setup/process.hpp"
-#include "pspxdp/shared.h"
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
@@ -46,7 +46,8 @@ Option clock_option() {
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
     return daemon::set_clock_options(cfg, args.number("gap-horizon"),
-                                     daemon::WireClock(args.choice("clock")), args.flag("clockless"));
+                                     daemon::WireClock(args.choice("clock")),
+                                     args.flag("clockless"));
 }
 
 static int run(const Args &args) {
@@ -90,7 +91,8 @@ static int run(const Args &args) {
     if (auto c = args.maybe_number("cpu")) {
         const long cpus = sysconf(_SC_NPROCESSORS_CONF);
         if (*c >= uint64_t(std::max(cpus, 1L)))
-            return fail_input("attach: --cpu " + std::to_string(*c) + ": this machine has CPUs 0.." +
+            return fail_input("attach: --cpu " + std::to_string(*c) +
+                              ": this machine has CPUs 0.." +
                               std::to_string(std::max(cpus, 1L) - 1));
         dcfg.cpu = int(*c);
     }
@@ -139,7 +141,8 @@ static int run(const Args &args) {
         // Our pid in the pidfile before the lock goes: a state file without a
         // live daemon is what a concurrent attach takes for a dead attachment
         // to replace. (daemon::run rewrites it with the same pid.)
-        if (auto r = setup::write_pidfile(*paths, getpid()); !r) return fail("attach: " + r.error());
+        if (auto r = setup::write_pidfile(*paths, getpid()); !r)
+            return fail("attach: " + r.error());
         { common::DevLock release = std::move(att.value().lock); } // detach may run meanwhile
         int rc = daemon::run(dcfg);
         auto after = setup::probe(*paths);

@@ -22,9 +22,12 @@ int run_class(const Args &args) {
     const std::string verb = p[0];
     using Put = control::Device::Put;
     Put how = Put::Set;
-    if (verb == "add") how = Put::Add;
-    else if (verb == "change") how = Put::Change;
-    else if (verb == "set" || verb == "replace") how = Put::Set;
+    if (verb == "add")
+        how = Put::Add;
+    else if (verb == "change")
+        how = Put::Change;
+    else if (verb == "set" || verb == "replace")
+        how = Put::Set;
     else if (verb != "del" && verb != "delete" && verb != "show" && verb != "list")
         return fail("class: unknown action \"" + verb + "\" (add, set, change, del, show)", 2);
 
@@ -55,7 +58,8 @@ int run_class(const Args &args) {
     if (args.has("file")) {
         // Any number of classes in one change (one batch write, one
         // config_gen): checked whole first, nothing written if a line is wrong.
-        if (!words.empty()) return fail("class " + verb + ": --file and a class on the command line", 2);
+        if (!words.empty())
+            return fail("class " + verb + ": --file and a class on the command line", 2);
         auto text = control::read_text(args.text("file"));
         if (!text) return fail(text);
         auto read = control::for_each_statement(

@@ -1,8 +1,8 @@
 // pspxdp filter add|del|show: conjunctive filters (control/filter*.hpp).
 #include "cli/command.hpp"
 #include "control/config.hpp"
-#include "core/quote.hpp"
 #include "control/control.hpp"
+#include "core/quote.hpp"
 #include "core/units.hpp"
 
 #include <nlohmann/json.hpp>
@@ -119,7 +119,8 @@ int run(const Args &args) {
 
 const Command kFilter = {
     "filter",
-    "add [DEV] [pref N] FIELD... classid X:Y | del [DEV] (FIELD... | pref N) | show [DEV] [-s] [-j]",
+    "add [DEV] [pref N] FIELD... classid X:Y | del [DEV] (FIELD... | pref N) | show [DEV] [-s] "
+    "[-j]",
     "steer traffic of an attached device into classes",
     "FIELDs (any combination, at least one; src and dst of one family):\n"
     "  src PREFIX | dst PREFIX      IPv4 or IPv6, e.g. 10.1.2.0/24, 2001:db8::/32\n"

@@ -2,9 +2,9 @@
 // show`, in text or JSON from the same calls (status prints them too). Counter names
 // come from the X-macro lists of shared.h: one name in text, JSON and bpftool.
 #include "cli/command.hpp"
-#include "common/clock.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
+#include "common/clock.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
 
@@ -24,9 +24,12 @@ const char *kind_name(const control::ClassInfo &c) {
 
 const char *state_name(const control::ClassInfo &c) {
     switch (c.state) {
-    case PSPXDP_SLOT_SERVED: return c.served ? "served" : "unserved";
-    case PSPXDP_SLOT_DRAINING: return "draining";
-    default: return "unserved";
+    case PSPXDP_SLOT_SERVED:
+        return c.served ? "served" : "unserved";
+    case PSPXDP_SLOT_DRAINING:
+        return "draining";
+    default:
+        return "unserved";
     }
 }
 
@@ -53,8 +56,8 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     p.string("state", state_name(c), "%s ");
     if (stats) {
         if (before && dt_ns)
-            p.measured_rate("measured_rate",
-                            double(c.pacer.tx_bytes - before->pacer.tx_bytes) * 8e9 / double(dt_ns));
+            p.measured_rate("measured_rate", double(c.pacer.tx_bytes - before->pacer.tx_bytes) *
+                                                 8e9 / double(dt_ns));
         else
             p.null("measured_rate_bps");
         p.newline();
@@ -70,7 +73,6 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     p.newline();
     p.close_object();
 }
-
 
 // Every JSON key of show/stats/status -j and what it means: `pspxdp stats
 // --keys` prints this as the README's table, and the lab test checks that
@@ -89,21 +91,26 @@ std::vector<KeyDoc> key_docs() {
         {"", "interval_ns", "stats: what the measured rates are measured over"},
         {"", "classes", "one object per class, by class id"},
         {"classes[]", "class", "\"major:minor\" (hex)"},
-        {"classes[]", "kind", "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
+        {"classes[]", "kind",
+         "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
         {"classes[]", "rate_bps", "paced: the rate, L2 bit/s with FCS; 0 for normal"},
         {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
         {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
-        {"classes[]", "ce_threshold_ns", "ECN CE above this backlog (time at the rate); 0: the default"},
+        {"classes[]", "ce_threshold_ns",
+         "ECN CE above this backlog (time at the rate); 0: the default"},
         {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
         {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
-        {"classes[]", "state", "served (the pacer has it), draining (deleted, queue emptying), unserved"},
-        {"classes[]", "measured_rate_bps", "stats: tx_bytes over the interval, bit/s; null without one"},
+        {"classes[]", "state",
+         "served (the pacer has it), draining (deleted, queue emptying), unserved"},
+        {"classes[]", "measured_rate_bps",
+         "stats: tx_bytes over the interval, bit/s; null without one"},
     };
 #define PSPXDP_DOC(name, help) k.push_back({"classes[]", #name, help});
     PSPXDP_CLASS_COUNTERS(PSPXDP_DOC)
     PSPXDP_TC_CLASS_COUNTERS(PSPXDP_DOC)
 #undef PSPXDP_DOC
-    k.push_back({"", "daemon", "stats: the daemon's device-wide counters; null when it is not running"});
+    k.push_back(
+        {"", "daemon", "stats: the daemon's device-wide counters; null when it is not running"});
 #define PSPXDP_DOC(name, help) k.push_back({"daemon", #name, help});
     PSPXDP_DAEMON_COUNTERS(PSPXDP_DOC)
 #undef PSPXDP_DOC
@@ -124,12 +131,17 @@ std::vector<KeyDoc> key_docs() {
         {"status", "clsact_created", "attach created DEV's clsact qdisc (detach removes it)"},
         {"status", "daemon_pid", "the daemon's pid; 0: not running"},
         {"status", "heartbeat_age_ns", "since the daemon's last heartbeat; null: never beat"},
-        {"status", "dead", "why DEV is not paced (daemon stopped or killed, DEV gone) and what to do; null when alive"},
-        {"status", "clock", "what paces the wire: byte (gap frames) or clockless; null: no daemon counters"},
-        {"status", "clock_reason", "why: forced (--clock) or auto from DEV's driver; null with clock"},
-        {"status", "pause_share", "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
-                                  "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
-                                  "nothing sent"},
+        {"status", "dead",
+         "why DEV is not paced (daemon stopped or killed, DEV gone) and what to do; null when "
+         "alive"},
+        {"status", "clock",
+         "what paces the wire: byte (gap frames) or clockless; null: no daemon counters"},
+        {"status", "clock_reason",
+         "why: forced (--clock) or auto from DEV's driver; null with clock"},
+        {"status", "pause_share",
+         "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
+         "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
+         "nothing sent"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;
@@ -173,13 +185,17 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     p.string("dev", dev, "dev %s ");
     p.rate("line_rate", s.st.line_rate_bps);
     p.rate("paced", paced);
-    p.string("default_class", format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
+    p.string("default_class",
+             format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
              "default %s ");
     const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
-    p.boolean("pacer_alive", alive, alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
+    p.boolean("pacer_alive", alive,
+              alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
     p.u64("config_gen", s.st.config_gen);
-    if (stats && dt) p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
-    else if (stats) p.null("interval_ns");
+    if (stats && dt)
+        p.value("interval_ns", dt, fixed(double(dt) / 1e6, 1) + "ms", "interval %s ");
+    else if (stats)
+        p.null("interval_ns");
     p.newline();
     p.open_array("classes");
     for (const auto &c : s.classes) {
@@ -325,15 +341,25 @@ const char *kShowDetails =
 } // namespace
 
 const Command kShow = {
-    "show",    "[DEV] [-s] [-j]", "show the classes of an attached device (tc class show)",
-    kShowDetails, kShowOptions,   0,
-    1,         run_show,
+    "show",
+    "[DEV] [-s] [-j]",
+    "show the classes of an attached device (tc class show)",
+    kShowDetails,
+    kShowOptions,
+    0,
+    1,
+    run_show,
 };
 
 const Command kStats = {
-    "stats",      "[DEV] [-j] [--watch SECONDS]", "show the classes and counters of a device (tc -s)",
-    kShowDetails, kShowOptions,                   0,
-    1,            run_stats,
+    "stats",
+    "[DEV] [-j] [--watch SECONDS]",
+    "show the classes and counters of a device (tc -s)",
+    kShowDetails,
+    kShowOptions,
+    0,
+    1,
+    run_stats,
 };
 
 } // namespace pspxdp::cli

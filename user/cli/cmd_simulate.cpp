@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace pspxdp::cli {
@@ -23,7 +23,8 @@ static_assert(kTimeInf == kGapHorizonInf, "--gap-horizon inf is the engine's pap
 int run_horizon_table(const Args &args, bool json) {
     const double seconds = double(args.number("seconds")) / 1e9;
     std::vector<uint64_t> horizons = args.numbers("gap-horizon");
-    if (horizons.empty()) horizons.assign(std::begin(kDefaultHorizonsNs), std::end(kDefaultHorizonsNs));
+    if (horizons.empty())
+        horizons.assign(std::begin(kDefaultHorizonsNs), std::end(kDefaultHorizonsNs));
 
     // Lateness: this machine's table compiled in, another bench_timers
     // --json output, or none.
@@ -75,7 +76,9 @@ int run_horizon_table(const Args &args, bool json) {
         if (!only.empty() && scenario.name.find(only) == std::string::npos) continue;
         any = true;
         for (const auto &mode : sim::horizon_modes(horizons)) {
-            if (!json) std::fprintf(stderr, "simulating %s, %s ...\n", scenario.name.c_str(), mode.name.c_str());
+            if (!json)
+                std::fprintf(stderr, "simulating %s, %s ...\n", scenario.name.c_str(),
+                             mode.name.c_str());
             sim::HorizonRow r = sim::run_horizon(scenario, mode, wake);
             const double line = double(scenario.config.engine.line_rate_bps);
             t.row();
@@ -115,7 +118,8 @@ int run(const Args &args) {
     const bool json = args.flag("json");
     if (args.flag("horizon")) return run_horizon_table(args, json);
     for (const char *opt : {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers"})
-        if (args.has(opt)) return fail_input(std::string("simulate: --") + opt + " needs --horizon");
+        if (args.has(opt))
+            return fail_input(std::string("simulate: --") + opt + " needs --horizon");
     const double scale = args.factor("scale");
     Table t({{"scenario", "scenario", false},
              {"class", "class", false},
@@ -160,8 +164,9 @@ int run(const Args &args) {
     }
     if (!any) return fail_input("simulate: no scenario matches \"" + only + "\"");
     if (!json)
-        std::printf("pspxdp engine on a simulated 1 Gbit/s Ethernet wire (24 B framing overhead),\n"
-                    "judged on the byte clock; max burst in MTU = 1518 B (L2 size of a full frame).\n\n");
+        std::printf(
+            "pspxdp engine on a simulated 1 Gbit/s Ethernet wire (24 B framing overhead),\n"
+            "judged on the byte clock; max burst in MTU = 1518 B (L2 size of a full frame).\n\n");
     t.print(stdout, json);
     return 0;
 }
@@ -194,7 +199,8 @@ const Command kSimulate = {
             .by_default(4'000'000'000)
             .bare_unit(1'000'000'000)
             .within(1'000'000, 3600'000'000'000),
-        opt(OptType::String, "lateness", 0, "FILE", "wake-up lateness tables from bench_timers --json"),
+        opt(OptType::String, "lateness", 0, "FILE",
+            "wake-up lateness tables from bench_timers --json"),
         opt(OptType::String, "sleep-timer", 0, "NAME", "which table of FILE a sleep follows")
             .by_default(std::string("clock_nanosleep")),
         flag("perfect-timers", 0, "no wake-up lateness at all"),

@@ -103,13 +103,16 @@ int run_status(const Args &args) {
     // The words scripts grep for: "alive, heartbeat", "daemon: not running".
     const int64_t age = s->st.heartbeat_ns ? int64_t(s->t_ns - s->st.heartbeat_ns) : 0;
     const std::string age_text = fixed(double(age) / 1e6, 1) + " ms ago";
-    p.i64("daemon_pid", pid, !pid ? "daemon: not running (TC passes everything unpaced)"
-                                   : "daemon: pid %s, ");
+    p.i64("daemon_pid", pid,
+          !pid ? "daemon: not running (TC passes everything unpaced)" : "daemon: pid %s, ");
     if (s->st.heartbeat_ns)
         p.value("heartbeat_age_ns", age, age_text,
-                !pid ? "" : beating ? "alive, heartbeat %s" : "NOT beating (heartbeat %s): TC passes unpaced");
+                !pid      ? ""
+                : beating ? "alive, heartbeat %s"
+                          : "NOT beating (heartbeat %s): TC passes unpaced");
     else
-        p.value("heartbeat_age_ns", nullptr, "", pid ? "NOT beating (never beat): TC passes unpaced" : "");
+        p.value("heartbeat_age_ns", nullptr, "",
+                pid ? "NOT beating (never beat): TC passes unpaced" : "");
     p.newline();
     // Why nothing is paced (the daemon stopped itself, was killed, DEV went):
     // the one line the user needs, with what to do.

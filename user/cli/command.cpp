@@ -3,8 +3,8 @@
 #include "core/quote.hpp"
 
 #include <cctype>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -50,8 +50,7 @@ Option Option::one_of(std::vector<const char *> words) const {
     return changed(*this, [&](Option &o) { o.choices = std::move(words); });
 }
 
-Option opt(OptType type, const char *name, char short_name, const char *metavar,
-           const char *help) {
+Option opt(OptType type, const char *name, char short_name, const char *metavar, const char *help) {
     Option o;
     o.name = name;
     o.type = type;
@@ -84,11 +83,16 @@ std::string format_factor(double v) {
 // A number of o's type as the user would write it.
 std::string format_number(const Option &o, uint64_t v) {
     switch (o.type) {
-    case OptType::Rate: return format_rate(v);
-    case OptType::Bytes: return format_bytes(v);
-    case OptType::Duration: return format_duration(v);
-    case OptType::TimeOrInf: return v == kTimeInf ? "inf" : format_duration(v);
-    default: return std::to_string(v);
+    case OptType::Rate:
+        return format_rate(v);
+    case OptType::Bytes:
+        return format_bytes(v);
+    case OptType::Duration:
+        return format_duration(v);
+    case OptType::TimeOrInf:
+        return v == kTimeInf ? "inf" : format_duration(v);
+    default:
+        return std::to_string(v);
     }
 }
 
@@ -119,11 +123,16 @@ std::string metavar_of(const Option &o) {
 
 const char *unit_name(uint64_t ns) {
     switch (ns) {
-    case 1: return "ns";
-    case 1'000: return "us";
-    case 1'000'000: return "ms";
-    case 1'000'000'000: return "s";
-    default: return "?";
+    case 1:
+        return "ns";
+    case 1'000:
+        return "us";
+    case 1'000'000:
+        return "ms";
+    case 1'000'000'000:
+        return "s";
+    default:
+        return "?";
     }
 }
 
@@ -145,8 +154,10 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
     const std::string word = quote(text);
     uint64_t v = 0;
     switch (o.type) {
-    case OptType::Flag: return OptValue{true};
-    case OptType::String: return OptValue{std::string(text)};
+    case OptType::Flag:
+        return OptValue{true};
+    case OptType::String:
+        return OptValue{std::string(text)};
     case OptType::ClassId: {
         auto c = parse_classid(text);
         if (!c) return refuse(c.error());
@@ -158,8 +169,8 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
         return refuse(word + " is not one of " + choice_list(o, ", ", " or "));
     case OptType::Factor: {
         double d = 0;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d,
-                                         std::chars_format::fixed);
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), d, std::chars_format::fixed);
         if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
             !std::isfinite(d))
             return refuse(word + " is not a decimal number (expected e.g. \"0.5\")");
@@ -184,9 +195,9 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
         [[fallthrough]];
     case OptType::Duration: {
         // A bare 0 is zero in any unit: it needs none even where others do.
-        auto r = text == "0" ? Result<uint64_t>(uint64_t(0)) : parse_duration_ns(text, o.bare_unit_ns);
-        if (!r)
-            return refuse(r.error() + (o.type == OptType::TimeOrInf ? " (or inf)" : ""));
+        auto r =
+            text == "0" ? Result<uint64_t>(uint64_t(0)) : parse_duration_ns(text, o.bare_unit_ns);
+        if (!r) return refuse(r.error() + (o.type == OptType::TimeOrInf ? " (or inf)" : ""));
         v = *r;
         break;
     }
@@ -206,11 +217,16 @@ std::string format_default(const Option &o) {
     return std::visit(
         [&](const auto &v) -> std::string {
             using V = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<V, uint64_t>) return format_number(o, v);
-            else if constexpr (std::is_same_v<V, double>) return format_factor(v);
-            else if constexpr (std::is_same_v<V, ClassId>) return format_classid(v);
-            else if constexpr (std::is_same_v<V, std::string>) return v;
-            else return "";
+            if constexpr (std::is_same_v<V, uint64_t>)
+                return format_number(o, v);
+            else if constexpr (std::is_same_v<V, double>)
+                return format_factor(v);
+            else if constexpr (std::is_same_v<V, ClassId>)
+                return format_classid(v);
+            else if constexpr (std::is_same_v<V, std::string>)
+                return v;
+            else
+                return "";
         },
         o.fallback);
 }
@@ -244,7 +260,8 @@ std::optional<uint64_t> Args::maybe_number(std::string_view name) const {
 
 uint64_t Args::number(std::string_view name) const {
     auto n = maybe_number(name);
-    if (!n) throw std::logic_error("option --" + std::string(name) + " has no value and no default");
+    if (!n)
+        throw std::logic_error("option --" + std::string(name) + " has no value and no default");
     return *n;
 }
 
@@ -397,9 +414,11 @@ struct TypeNote {
     const char *text;
 };
 constexpr TypeNote kTypeNotes[] = {
-    {OptType::Rate, "RATE", "bit/s as tc writes them: 64kbit, 500mbit, 1gbit (kbps, mbps, gbps: bytes/s)"},
+    {OptType::Rate, "RATE",
+     "bit/s as tc writes them: 64kbit, 500mbit, 1gbit (kbps, mbps, gbps: bytes/s)"},
     {OptType::Bytes, "BYTES", "bytes: 1500, 64kb, 2mb (k, m, g: powers of 1024)"},
-    {OptType::Duration, "TIME", "ns, us, ms or s: 250ns, 50us, 1.5ms, 2s (a bare number other than 0 only where said)"},
+    {OptType::Duration, "TIME",
+     "ns, us, ms or s: 250ns, 50us, 1.5ms, 2s (a bare number other than 0 only where said)"},
     {OptType::TimeOrInf, "TIME|inf", "a TIME, or inf: no limit"},
     {OptType::Integer, "N", "a whole number"},
     {OptType::Factor, "X", "a decimal number: 0.5, 2"},
@@ -444,8 +463,8 @@ int fail(const Error &e) { return fail(e.message, e.exit_code); }
 
 const std::vector<const Command *> &commands() {
     static const std::vector<const Command *> kAll = {
-        &kAttach, &kDetach, &kClass,  &kDefault,  &kFilter,   &kShow,  &kStats,
-        &kStatus, &kSave,   &kApply,  &kChange,   &kAnalyze,  &kSimulate, &kDaemon,
+        &kAttach, &kDetach, &kClass, &kDefault, &kFilter,  &kShow,     &kStats,
+        &kStatus, &kSave,   &kApply, &kChange,  &kAnalyze, &kSimulate, &kDaemon,
     };
     return kAll;
 }
@@ -460,9 +479,12 @@ std::string roff(std::string_view s) {
     bool line_start = true;
     for (char c : s) {
         if (line_start && (c == '.' || c == '\'')) out += "\\&";
-        if (c == '\\') out += "\\e";
-        else if (c == '-') out += "\\-";
-        else out += c;
+        if (c == '\\')
+            out += "\\e";
+        else if (c == '-')
+            out += "\\-";
+        else
+            out += c;
         line_start = c == '\n';
     }
     return out;
@@ -499,20 +521,19 @@ void print_man_page(FILE *out) {
     std::fprintf(out, ".SH VALUES\n");
     for (const TypeNote *n : type_notes(nullptr))
         std::fprintf(out, ".TP\n.B %s\n%s\n", roff(n->name).c_str(), roff(n->text).c_str());
-    std::fprintf(
-        out, "%s",
-        ".SH FILES\n"
-        ".TP\n.I /sys/fs/bpf/pspxdp/DEV/\n"
-        "the pinned maps of an attached DEV: the control plane and every counter "
-        "(bpftool map dump pinned ...).\n"
-        ".TP\n.I /run/pspxdp/DEV.{state,pid,log,lock}\n"
-        "what attach created, the daemon's pid and log, the device lock.\n"
-        ".TP\n.I /etc/pspxdp/DEV.conf\n"
-        "the configuration pspxdp@DEV.service attaches with (written by pspxdp save).\n"
-        ".SH EXIT STATUS\n"
-        "0 on success; 2 when the input was refused (a bad word, an unknown class, a rate "
-        "that does not fit: the configuration is unchanged); 1 when the system failed.\n"
-        ".SH SEE ALSO\n.BR tc (8),\n.BR bpftool (8),\n.BR systemctl (1)\n");
+    std::fprintf(out, "%s",
+                 ".SH FILES\n"
+                 ".TP\n.I /sys/fs/bpf/pspxdp/DEV/\n"
+                 "the pinned maps of an attached DEV: the control plane and every counter "
+                 "(bpftool map dump pinned ...).\n"
+                 ".TP\n.I /run/pspxdp/DEV.{state,pid,log,lock}\n"
+                 "what attach created, the daemon's pid and log, the device lock.\n"
+                 ".TP\n.I /etc/pspxdp/DEV.conf\n"
+                 "the configuration pspxdp@DEV.service attaches with (written by pspxdp save).\n"
+                 ".SH EXIT STATUS\n"
+                 "0 on success; 2 when the input was refused (a bad word, an unknown class, a rate "
+                 "that does not fit: the configuration is unchanged); 1 when the system failed.\n"
+                 ".SH SEE ALSO\n.BR tc (8),\n.BR bpftool (8),\n.BR systemctl (1)\n");
 }
 
 int fail_input(const std::string &message) {

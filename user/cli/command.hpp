@@ -42,19 +42,19 @@ using OptValue = std::variant<std::monostate, bool, std::string, uint64_t, Class
 inline constexpr uint64_t kTimeInf = UINT64_MAX;
 
 struct Option {
-    const char *name = "";        // long name, without "--"
-    char short_name = 0;          // 0 for none
+    const char *name = "";         // long name, without "--"
+    char short_name = 0;           // 0 for none
     const char *metavar = nullptr; // nullptr: a flag, or a Choice (its words are shown)
     const char *help = "";
     OptType type = OptType::Flag;
-    OptValue fallback{};          // the default; --help prints it from this value
+    OptValue fallback{}; // the default; --help prints it from this value
     // Accepted range of a number, both ends included; a Factor's low end is
     // excluded (it is above 0); a TimeOrInf's "inf" is always in range.
     uint64_t lo = 0, hi = UINT64_MAX;
-    uint64_t bare_unit_ns = 1000; // Duration, TimeOrInf: a bare number is in these (tc: us)
+    uint64_t bare_unit_ns = 1000;        // Duration, TimeOrInf: a bare number is in these (tc: us)
     const char *fallback_note = nullptr; // a default decided at run time ("DEV's speed")
-    bool repeatable = false;      // may be given more than once (Args::numbers, Args::texts)
-    std::vector<const char *> choices; // Choice: the words, numbered by Args::choice
+    bool repeatable = false;             // may be given more than once (Args::numbers, Args::texts)
+    std::vector<const char *> choices;   // Choice: the words, numbered by Args::choice
 
     // Modifiers, for one-expression declarations:
     //   opt(OptType::Bytes, "window", 'w', "BYTES", "...").by_default(65536).within(1514, 64 << 20)
@@ -70,8 +70,7 @@ struct Option {
     bool takes_value() const { return type != OptType::Flag; }
 };
 
-Option opt(OptType type, const char *name, char short_name, const char *metavar,
-           const char *help);
+Option opt(OptType type, const char *name, char short_name, const char *metavar, const char *help);
 Option flag(const char *name, char short_name, const char *help);
 
 struct Command;
@@ -100,7 +99,8 @@ struct Args {
     // Typed: the value given, else the declared default. Asking for an
     // option that is not declared with that type, or has neither a value nor
     // a default, is a programming error (std::logic_error).
-    uint64_t number(std::string_view name) const; // Rate bit/s, Bytes, Duration/TimeOrInf ns, Integer
+    uint64_t
+    number(std::string_view name) const; // Rate bit/s, Bytes, Duration/TimeOrInf ns, Integer
     std::optional<uint64_t> maybe_number(std::string_view name) const;
     double factor(std::string_view name) const;
     ClassId classid(std::string_view name) const;
@@ -119,9 +119,9 @@ struct Args {
 
 struct Command {
     const char *name;
-    const char *usage;    // positional part, e.g. "DEV"
-    const char *summary;  // one line
-    const char *details;  // paragraph for --help, may be nullptr
+    const char *usage;   // positional part, e.g. "DEV"
+    const char *summary; // one line
+    const char *details; // paragraph for --help, may be nullptr
     std::vector<Option> options;
     size_t min_positional;
     size_t max_positional;

@@ -43,8 +43,10 @@ void Printer::put(std::string_view key, ojson v, const std::string &shown, const
     if (json_) {
         if (stack_.empty()) throw std::logic_error("Printer: field outside any object");
         ojson &cur = *stack_.back();
-        if (cur.is_array()) cur.push_back(std::move(v));
-        else cur[std::string(key)] = std::move(v);
+        if (cur.is_array())
+            cur.push_back(std::move(v));
+        else
+            cur[std::string(key)] = std::move(v);
         return;
     }
     std::string field;
@@ -58,7 +60,8 @@ void Printer::put(std::string_view key, ojson v, const std::string &shown, const
                     : std::string(f.substr(0, at)) + shown + std::string(f.substr(at + 2));
     }
     if (wrap_) {
-        const size_t line_start = text_.rfind('\n') == std::string::npos ? 0 : text_.rfind('\n') + 1;
+        const size_t line_start =
+            text_.rfind('\n') == std::string::npos ? 0 : text_.rfind('\n') + 1;
         const size_t line_len = text_.size() - line_start;
         if (line_len > indent_.size() && line_len + field.size() > wrap_ + 1) {
             newline();
@@ -116,7 +119,8 @@ void Printer::newline() {
 
 std::string Printer::str() const {
     // Invalid UTF-8 (a device name is any bytes) is replaced, not thrown on.
-    if (json_) return doc_.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    if (json_)
+        return doc_.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     return text_;
 }
 

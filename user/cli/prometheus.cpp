@@ -109,8 +109,7 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         const Family sum = family("classes", counter, true);
         head(out, sum, std::string(help) + "; summed over all classes now");
         uint64_t total = 0;
-        for (const auto &c : s.classes)
-            total += get(c);
+        for (const auto &c : s.classes) total += get(c);
         line(out, sum.metric, dl, sample(counter, total));
     };
 #define PSPXDP_PROM(name, help)                                                                    \

@@ -28,9 +28,9 @@ nlohmann::ordered_json Table::json() const {
 
 void Table::print(FILE *out, bool as_json) const {
     if (as_json) {
-        std::fprintf(out, "%s\n",
-                     json().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
-                         .c_str());
+        std::fprintf(
+            out, "%s\n",
+            json().dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
         return;
     }
     std::vector<size_t> width(columns_.size());

@@ -38,8 +38,7 @@ std::vector<uint64_t> water_fill(uint64_t budget_bps, std::span<const Claim> cla
     }
     std::sort(points.begin(), points.end(), [](const Breakpoint &a, const Breakpoint &b) {
         u128 lhs = u128(a.num) * b.den, rhs = u128(b.num) * a.den;
-        if (lhs != rhs)
-            return lhs < rhs;
+        if (lhs != rhs) return lhs < rhs;
         return a.rise && !b.rise; // a claim rises before it caps at the same level
     });
     std::vector<Phase> phase(claims.size(), Phase::floored);
@@ -64,8 +63,7 @@ std::vector<uint64_t> water_fill(uint64_t budget_bps, std::span<const Claim> cla
     }
     std::vector<uint64_t> rates(claims.size());
     if (!over) {
-        for (size_t i = 0; i < claims.size(); ++i)
-            rates[i] = claims[i].cap_bps;
+        for (size_t i = 0; i < claims.size(); ++i) rates[i] = claims[i].cap_bps;
         return rates;
     }
     // On this piece L = (budget - fixed) / rising_weight; rising claims get
@@ -106,8 +104,8 @@ Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, ui
             continue;
         }
         hosts.push_back(host);
-        claims.push_back({member.floor_bps, std::max(member.floor_bps, it->second.demand_bps),
-                          member.weight});
+        claims.push_back(
+            {member.floor_bps, std::max(member.floor_bps, it->second.demand_bps), member.weight});
     }
     std::vector<uint64_t> met = water_fill(budget_bps, claims);
     // What demands leave over, shared by weight on top of what they got.
@@ -116,8 +114,7 @@ Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, ui
         claims[i].cap_bps = budget_bps;
     }
     std::vector<uint64_t> rates = water_fill(budget_bps, claims);
-    for (size_t i = 0; i < hosts.size(); ++i)
-        out.rate_bps[hosts[i]] = rates[i];
+    for (size_t i = 0; i < hosts.size(); ++i) out.rate_bps[hosts[i]] = rates[i];
     return out;
 }
 
@@ -126,12 +123,10 @@ Result<void> check_join(const Roster &roster, uint64_t budget_bps, const HostId 
     if (roster.budget_bps != budget_bps)
         return refuse("group budget is " + format_rate(roster.budget_bps) + ", not " +
                       format_rate(budget_bps));
-    if (member.weight == 0)
-        return refuse("weight 0: a member's weight is at least 1");
+    if (member.weight == 0) return refuse("weight 0: a member's weight is at least 1");
     u128 floors_bps = member.floor_bps;
     for (const auto &[other, m] : roster.members)
-        if (other != host)
-            floors_bps += m.floor_bps;
+        if (other != host) floors_bps += m.floor_bps;
     if (floors_bps > budget_bps)
         return refuse("floor " + format_rate(member.floor_bps) +
                       " does not fit: the floors would sum to " +

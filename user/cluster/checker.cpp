@@ -13,8 +13,7 @@ CheckReport check_budget(uint64_t budget_bps, std::span<const std::vector<RateCh
     };
     std::vector<Change> changes;
     for (size_t h = 0; h < logs.size(); ++h)
-        for (const RateChange &c : logs[h])
-            changes.push_back({c.time_ns, h, c.rate_bps});
+        for (const RateChange &c : logs[h]) changes.push_back({c.time_ns, h, c.rate_bps});
     // Stable: one host's changes at the same instant keep their order, the
     // last one is what holds after it.
     std::stable_sort(changes.begin(), changes.end(),

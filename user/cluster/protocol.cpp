@@ -23,8 +23,7 @@ HostProtocol::HostProtocol(HostId host, Member member, uint64_t budget_bps, Timi
 void HostProtocol::on_view(uint64_t now_ns, const View &view) {
     // Watches deliver revisions in order, but a re-read after a reconnect may
     // race one: never step back.
-    if (view_ && view.revision <= view_->revision)
-        return;
+    if (view_ && view.revision <= view_->revision) return;
     view_ = std::make_unique<View>(view);
     step(now_ns);
 }
@@ -45,15 +44,13 @@ void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t se
 }
 
 void HostProtocol::on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
-    if (lease != lease_)
-        return;
+    if (lease != lease_) return;
     safe_until_ns_ = std::max(safe_until_ns_, sent_ns + timing_.safe_span_ns());
     step(now_ns);
 }
 
 void HostProtocol::on_lease_lost(uint64_t now_ns, uint64_t lease) {
-    if (lease != lease_)
-        return;
+    if (lease != lease_) return;
     lease_ = 0;
     safe_until_ns_ = 0;
     step(now_ns);
@@ -67,14 +64,12 @@ void HostProtocol::on_demand(uint64_t now_ns, uint64_t demand_bps) {
 void HostProtocol::on_timer(uint64_t now_ns) { step(now_ns); }
 
 void HostProtocol::leave(uint64_t now_ns) {
-    if (phase_ == Phase::left || phase_ == Phase::leaving)
-        return;
+    if (phase_ == Phase::left || phase_ == Phase::leaving) return;
     // At 0 first: once the reservation is gone no epoch holds a floor for us.
     apply(0);
     established_ = false;
     phase_ = Phase::leaving;
-    if (lease_ != 0)
-        effects_.revoke_lease(lease_);
+    if (lease_ != 0) effects_.revoke_lease(lease_);
     lease_ = 0;
     safe_until_ns_ = 0;
     roster_cas_rev_ = -1;
@@ -82,8 +77,7 @@ void HostProtocol::leave(uint64_t now_ns) {
 }
 
 void HostProtocol::apply(uint64_t rate_bps) {
-    if (rate_bps == applied_bps_)
-        return;
+    if (rate_bps == applied_bps_) return;
     effects_.apply_rate(rate_bps);
     applied_bps_ = rate_bps;
 }
@@ -93,8 +87,7 @@ bool HostProtocol::all_acked(uint64_t epoch) const {
     // on a view that does not show us could race an epoch computed without
     // us (§11.4, case c of the proof).
     auto own = view_->live.find(host_);
-    if (own == view_->live.end() || own->second.lease != lease_)
-        return false;
+    if (own == view_->live.end() || own->second.lease != lease_) return false;
     return std::all_of(view_->live.begin(), view_->live.end(),
                        [&](const auto &kv) { return kv.second.ack_epoch >= epoch; });
 }
@@ -109,15 +102,12 @@ bool HostProtocol::proposer() const {
 namespace {
 
 bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) {
-    if (next.rate_bps.size() != now.rate_bps.size())
-        return true;
+    if (next.rate_bps.size() != now.rate_bps.size()) return true;
     for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end();
          ++a, ++b) {
-        if (a->first != b->first)
-            return true;
+        if (a->first != b->first) return true;
         uint64_t diff = a->second > b->second ? a->second - b->second : b->second - a->second;
-        if (diff > step_bps)
-            return true;
+        if (diff > step_bps) return true;
     }
     return false;
 }
@@ -125,18 +115,15 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) 
 } // namespace
 
 void HostProtocol::propose(uint64_t now_ns) {
-    if (!view_->roster)
-        return;
+    if (!view_->roster) return;
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
-    if (view_->alloc && !all_acked(n))
-        return;
+    if (view_->alloc && !all_acked(n)) return;
     Allocation next = allocate(*view_->roster, view_->live, n + 1);
     if (view_->alloc &&
         !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget))
         return;
-    if (proposed_rev_ == view_->alloc_rev && now_ns - proposed_ns_ < timing_.retry_ns)
-        return;
+    if (proposed_rev_ == view_->alloc_rev && now_ns - proposed_ns_ < timing_.retry_ns) return;
     proposed_rev_ = view_->alloc_rev;
     proposed_ns_ = now_ns;
     effects_.cas_alloc(next, view_->alloc_rev);
@@ -144,8 +131,7 @@ void HostProtocol::propose(uint64_t now_ns) {
 
 void HostProtocol::join(uint64_t now_ns) {
     bool asked_here = roster_cas_rev_ == view_->roster_rev;
-    if (asked_here && now_ns - roster_cas_ns_ < timing_.retry_ns)
-        return;
+    if (asked_here && now_ns - roster_cas_ns_ < timing_.retry_ns) return;
     Roster next;
     if (!view_->roster || view_->roster->members.empty()) {
         // The first member, or the first after all left, sets the budget.
@@ -178,8 +164,7 @@ void HostProtocol::join(uint64_t now_ns) {
 }
 
 void HostProtocol::step(uint64_t now_ns) {
-    if (phase_ == Phase::refused || phase_ == Phase::left)
-        return;
+    if (phase_ == Phase::refused || phase_ == Phase::left) return;
     if (phase_ == Phase::leaving) {
         if (!view_ || !view_->roster || !view_->roster->members.count(host_)) {
             phase_ = Phase::left;
@@ -201,28 +186,23 @@ void HostProtocol::step(uint64_t now_ns) {
         lease_asked_ns_ = now_ns;
         effects_.grant_lease();
     }
-    if (lease_ == 0)
-        wake_ns = lease_asked_ns_ + timing_.retry_ns;
+    if (lease_ == 0) wake_ns = lease_asked_ns_ + timing_.retry_ns;
 
     // The most this host may hold now. Without a safe lease: the floor, if
     // an acknowledged epoch ever held it for us, else nothing.
     bool safe = lease_safe(now_ns);
     uint64_t fallback_bps = established_ ? member_.floor_bps : 0;
     uint64_t cap_bps = fallback_bps;
-    if (safe && view_ && view_->alloc)
-        cap_bps = view_->alloc->of(host_);
-    if (applied_bps_ > cap_bps)
-        apply(cap_bps); // lower at once
+    if (safe && view_ && view_->alloc) cap_bps = view_->alloc->of(host_);
+    if (applied_bps_ > cap_bps) apply(cap_bps); // lower at once
 
-    if (phase_ == Phase::joining && view_)
-        join(now_ns);
-    if (phase_ == Phase::refused)
-        return;
+    if (phase_ == Phase::joining && view_) join(now_ns);
+    if (phase_ == Phase::refused) return;
     if (phase_ == Phase::member && safe && view_) {
         uint64_t n = epoch();
         auto own = view_->live.find(host_);
-        bool own_current = own != view_->live.end() && own->second.lease == lease_ &&
-                           own->second.ack_epoch >= n;
+        bool own_current =
+            own != view_->live.end() && own->second.lease == lease_ && own->second.ack_epoch >= n;
         // Against the last write, or once it should have shown, against what
         // etcd shows, so a lost write is made again.
         bool settled = own_current && now_ns - put_ns_ >= timing_.retry_ns;
@@ -243,12 +223,10 @@ void HostProtocol::step(uint64_t now_ns) {
         } else if (demand_moved) {
             wake_ns = std::min(wake_ns, put_ns_ + timing_.demand_interval_ns);
         }
-        if (!own_current)
-            wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
+        if (!own_current) wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
         if (view_->alloc && applied_bps_ < cap_bps && all_acked(n)) {
             apply(cap_bps);
-            if (view_->alloc->rate_bps.count(host_))
-                established_ = true;
+            if (view_->alloc->rate_bps.count(host_)) established_ = true;
         }
         if (proposer()) {
             propose(now_ns);
@@ -256,14 +234,11 @@ void HostProtocol::step(uint64_t now_ns) {
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
         }
     }
-    if (phase_ == Phase::joining)
-        wake_ns = std::min(wake_ns, roster_cas_ns_ + timing_.retry_ns);
-    if (safe)
-        wake_ns = std::min(wake_ns, safe_until_ns_);
+    if (phase_ == Phase::joining) wake_ns = std::min(wake_ns, roster_cas_ns_ + timing_.retry_ns);
+    if (safe) wake_ns = std::min(wake_ns, safe_until_ns_);
     // A retry that is already due waits for the next event, not a timer
     // that would fire now again.
-    if (wake_ns != UINT64_MAX && wake_ns > now_ns)
-        effects_.wake_at(wake_ns);
+    if (wake_ns != UINT64_MAX && wake_ns > now_ns) effects_.wake_at(wake_ns);
 }
 
 } // namespace pspxdp::cluster

@@ -64,8 +64,7 @@ class Sim {
         return h.spec.clock_offset_ns + uint64_t(double(now_ns_) * h.spec.clock_rate);
     }
     uint64_t real_of(const Host &h, uint64_t local_ns) const {
-        if (local_ns <= h.spec.clock_offset_ns)
-            return 0;
+        if (local_ns <= h.spec.clock_offset_ns) return 0;
         // Rounded up: a timer never fires before its local time.
         return uint64_t(double(local_ns - h.spec.clock_offset_ns) / h.spec.clock_rate) + 1;
     }
@@ -87,22 +86,18 @@ class Sim {
 
     // Host -> etcd: lost when either end is cut off at sending or arrival.
     void to_store(Host &h, std::function<void()> fn) {
-        if (!h.up || h.partitioned)
-            return;
+        if (!h.up || h.partitioned) return;
         h.to_store_ns = std::max(h.to_store_ns, now_ns_ + delay());
         at(h.to_store_ns, [this, &h, fn = std::move(fn)] {
-            if (!store_down_ && !h.partitioned)
-                fn();
+            if (!store_down_ && !h.partitioned) fn();
         });
     }
     // etcd -> host: lost as above, or when the host crashed meanwhile.
     void to_host(Host &h, std::function<void()> fn) {
-        if (store_down_ || h.partitioned || !h.up)
-            return;
+        if (store_down_ || h.partitioned || !h.up) return;
         h.from_store_ns = std::max(h.from_store_ns, now_ns_ + delay());
         at(h.from_store_ns, [this, &h, inc = h.incarnation, fn = std::move(fn)] {
-            if (h.up && !h.partitioned && h.incarnation == inc)
-                fn();
+            if (h.up && !h.partitioned && h.incarnation == inc) fn();
         });
     }
 
@@ -111,12 +106,10 @@ class Sim {
         ++state_.revision;
         ++result_.store_writes;
         view_ = nullptr;
-        for (auto &h : hosts_)
-            send_view(*h);
+        for (auto &h : hosts_) send_view(*h);
     }
     void send_view(Host &h) {
-        if (!view_)
-            view_ = std::make_shared<const View>(state_);
+        if (!view_) view_ = std::make_shared<const View>(state_);
         to_host(h, [this, &h, v = view_] { h.agent->on_view(local(h), *v); });
     }
     void grant(Host &h, uint64_t sent) {
@@ -138,21 +131,18 @@ class Sim {
         });
     }
     void put_live(Host &h, const Live &record) {
-        if (!leases_.count(record.lease))
-            return; // etcd: "requested lease not found"
+        if (!leases_.count(record.lease)) return; // etcd: "requested lease not found"
         state_.live[h.spec.name] = record;
         changed();
     }
     void cas_alloc(const Allocation &a, int64_t expected) {
-        if (state_.alloc_rev != expected)
-            return;
+        if (state_.alloc_rev != expected) return;
         state_.alloc = a;
         state_.alloc_rev = state_.revision + 1;
         changed();
     }
     void cas_roster(const Roster &r, int64_t expected) {
-        if (state_.roster_rev != expected)
-            return;
+        if (state_.roster_rev != expected) return;
         state_.roster = r;
         state_.roster_rev = state_.revision + 1;
         changed();
@@ -165,8 +155,7 @@ class Sim {
     void watch_expiry(uint64_t lease) {
         at(leases_[lease].expiry_ns, [this, lease] {
             auto it = leases_.find(lease);
-            if (store_down_ || it == leases_.end() || it->second.expiry_ns > now_ns_)
-                return;
+            if (store_down_ || it == leases_.end() || it->second.expiry_ns > now_ns_) return;
             result_.expiries.push_back({now_ns_, hosts_[it->second.host]->spec.name});
             drop_lease(lease);
         });
@@ -182,8 +171,7 @@ class Sim {
         keepalive_loop(h, h.incarnation);
     }
     void keepalive_loop(Host &h, uint64_t inc) {
-        if (!h.up || h.incarnation != inc)
-            return;
+        if (!h.up || h.incarnation != inc) return;
         if (uint64_t lease = h.agent->lease()) {
             uint64_t sent = local(h);
             to_store(h, [this, &h, lease, sent] { keepalive(h, lease, sent); });
@@ -194,14 +182,12 @@ class Sim {
         h.up = false;
         ++h.incarnation;
         h.agent.reset();
-        if (h.rate_bps != 0)
-            log(h, 0); // the host is gone, and its traffic with it
+        if (h.rate_bps != 0) log(h, 0); // the host is gone, and its traffic with it
     }
     void timer(Host &h, uint64_t local_ns) {
         uint64_t seq = ++h.timer_seq;
         at(real_of(h, local_ns) + late(), [this, &h, seq, inc = h.incarnation] {
-            if (h.up && h.incarnation == inc && h.timer_seq == seq)
-                h.agent->on_timer(local(h));
+            if (h.up && h.incarnation == inc && h.timer_seq == seq) h.agent->on_timer(local(h));
         });
     }
 
@@ -248,8 +234,7 @@ void Host::cas_roster(const Roster &roster, int64_t expected_rev) {
 }
 void Host::revoke_lease(uint64_t lease) {
     sim.to_store(*this, [this, lease] {
-        if (sim.leases_.count(lease))
-            sim.drop_lease(lease);
+        if (sim.leases_.count(lease)) sim.drop_lease(lease);
     });
 }
 void Host::wake_at(uint64_t local_ns) { sim.timer(*this, local_ns); }
@@ -260,16 +245,14 @@ SimResult Sim::run() {
         at(host->spec.join_ns, [this, host] { start(*host); });
         if (host->spec.leave_ns != 0)
             at(host->spec.leave_ns, [this, host] {
-                if (host->up)
-                    host->agent->leave(local(*host));
+                if (host->up) host->agent->leave(local(*host));
             });
     }
     for (const SimDemand &d : config_.demands) {
         Host *host = hosts_[d.host].get();
         at(d.time_ns, [this, host, d] {
             host->demand_bps = d.demand_bps;
-            if (host->up)
-                host->agent->on_demand(local(*host), d.demand_bps);
+            if (host->up) host->agent->on_demand(local(*host), d.demand_bps);
         });
     }
     for (const SimFault &f : config_.faults) {
@@ -279,14 +262,12 @@ SimResult Sim::run() {
             at(f.start_ns, [host] { host->partitioned = true; });
             at(f.end_ns, [this, host] {
                 host->partitioned = false;
-                if (host->up)
-                    send_view(*host); // the watch reconnects
+                if (host->up) send_view(*host); // the watch reconnects
             });
             break;
         case SimFault::Kind::crash:
             at(f.start_ns, [this, host] {
-                if (host->up)
-                    crash(*host);
+                if (host->up) crash(*host);
             });
             at(f.end_ns, [this, host] {
                 if (!host->up && host->spec.join_ns <= now_ns_ &&
@@ -306,8 +287,7 @@ SimResult Sim::run() {
                     watch_expiry(id);
                 }
                 view_ = nullptr;
-                for (auto &h : hosts_)
-                    send_view(*h);
+                for (auto &h : hosts_) send_view(*h);
             });
             break;
         }

@@ -17,9 +17,9 @@ namespace pspxdp::cluster {
 struct SimHost {
     HostId name;
     Member member;
-    uint64_t join_ns = 0;     // starts (and joins) then
-    uint64_t leave_ns = 0;    // 0: stays
-    double clock_rate = 1.0;  // local ns per real ns
+    uint64_t join_ns = 0;    // starts (and joins) then
+    uint64_t leave_ns = 0;   // 0: stays
+    double clock_rate = 1.0; // local ns per real ns
     uint64_t clock_offset_ns = 0;
 };
 

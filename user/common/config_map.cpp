@@ -33,8 +33,7 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
             continue;
         }
         if (rc && e != ENOENT) return err("reading class_config: " + errno_text(e));
-        for (uint32_t i = 0; i < n; ++i)
-            out.push_back(ClassConfigEntry{keys[i], vals[i]});
+        for (uint32_t i = 0; i < n; ++i) out.push_back(ClassConfigEntry{keys[i], vals[i]});
         if (rc) break; // ENOENT: that was the last batch
         first = false;
     }

@@ -17,8 +17,7 @@ int printer(enum libbpf_print_level level, const char *fmt, va_list ap) {
     char buf[512];
     std::vsnprintf(buf, sizeof(buf), fmt, ap);
     std::string line(buf);
-    while (!line.empty() && (line.back() == '\n' || line.back() == ' '))
-        line.pop_back();
+    while (!line.empty() && (line.back() == '\n' || line.back() == ' ')) line.pop_back();
     if (!line.empty()) g_last = line;
     return 0;
 }

@@ -25,9 +25,7 @@ std::map<std::string, Held> &held() {
 }
 } // namespace
 
-Result<void> ensure_run_dir() {
-    return mkdir_p(kRunDir, 0755);
-}
+Result<void> ensure_run_dir() { return mkdir_p(kRunDir, 0755); }
 
 Result<DevLock> DevLock::acquire(const Paths &p, Wait wait, Create create) {
     auto &h = held();
@@ -50,7 +48,8 @@ Result<DevLock> DevLock::acquire(const Paths &p, Wait wait, Create create) {
                 return err("another pspxdp command is working on " + p.dev + " (" + p.lock + ")");
             return err("locking " + p.lock + ": " + errno_text(e));
         }
-        struct stat locked {}, now {};
+        struct stat locked {
+        }, now{};
         if (fstat(fd, &locked) == 0 && stat(p.lock.c_str(), &now) == 0 &&
             locked.st_ino == now.st_ino && locked.st_dev == now.st_dev) {
             h[p.dev] = Held{fd, 1};

@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <dirent.h>
-#include <fstream>
 #include <fcntl.h>
+#include <fstream>
 #include <sched.h>
 #include <string>
 #include <sys/socket.h>
@@ -20,7 +20,8 @@ namespace pspxdp::common {
 
 namespace {
 bool same_file(const char *a, const char *b) {
-    struct stat sa {}, sb {};
+    struct stat sa {
+    }, sb{};
     if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return false;
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
@@ -69,13 +70,9 @@ uint64_t netns_inode() {
     return st.st_ino;
 }
 
-NetnsId netns_here() {
-    return NetnsId{netns_inode(), cookie_of_current()};
-}
+NetnsId netns_here() { return NetnsId{netns_inode(), cookie_of_current()}; }
 
-std::string netns_label(uint64_t inode) {
-    return "net:[" + std::to_string(inode) + "]";
-}
+std::string netns_label(uint64_t inode) { return "net:[" + std::to_string(inode) + "]"; }
 
 bool netns_exists(const NetnsId &id) {
     if (id.inode == 0) return false;
@@ -145,10 +142,12 @@ Result<bool> enter_host_mount_ns() {
     // Another mount namespace that sees the same bpffs and /run (a systemd
     // service with ProtectSystem=, a plain unshare -m) is fine: compare the
     // file systems, not the namespaces.
-    struct stat ours {}, theirs {}, run_ours {}, run_theirs {};
-    if (stat("/sys/fs/bpf", &ours) == 0 && stat((root + "/root/sys/fs/bpf").c_str(), &theirs) == 0 &&
-        ours.st_dev == theirs.st_dev && stat("/run", &run_ours) == 0 &&
-        stat((root + "/root/run").c_str(), &run_theirs) == 0 && run_ours.st_dev == run_theirs.st_dev)
+    struct stat ours {
+    }, theirs{}, run_ours{}, run_theirs{};
+    if (stat("/sys/fs/bpf", &ours) == 0 &&
+        stat((root + "/root/sys/fs/bpf").c_str(), &theirs) == 0 && ours.st_dev == theirs.st_dev &&
+        stat("/run", &run_ours) == 0 && stat((root + "/root/run").c_str(), &run_theirs) == 0 &&
+        run_ours.st_dev == run_theirs.st_dev)
         return false;
     const std::string why =
         "this pspxdp runs in a private mount namespace (ip netns exec?) whose /sys/fs/bpf is "

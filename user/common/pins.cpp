@@ -12,7 +12,8 @@ namespace pspxdp::common {
 
 namespace {
 int obj_get(const std::string &path, Access access) {
-    LIBBPF_OPTS(bpf_obj_get_opts, opts, .file_flags = access == Access::Read ? uint32_t(BPF_F_RDONLY) : 0u);
+    LIBBPF_OPTS(bpf_obj_get_opts, opts,
+                .file_flags = access == Access::Read ? uint32_t(BPF_F_RDONLY) : 0u);
     int fd = bpf_obj_get_opts(path.c_str(), &opts);
     return fd < 0 ? -errno : fd;
 }
@@ -30,7 +31,8 @@ Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_si
         if (access == Access::Read)
             return err("reading " + p.dev + "'s pins: permission denied on " + path +
                        " (run as root or with CAP_DAC_READ_SEARCH, or have root grant read "
-                       "access to " + p.pin_dir + ")");
+                       "access to " +
+                       p.pin_dir + ")");
         return err("changing " + p.dev + "'s configuration: permission denied on " + path +
                    " (the pins are root's: run as root, or with CAP_DAC_OVERRIDE)");
     }
@@ -57,7 +59,8 @@ Result<MapView> MapView::of(int fd, size_t bytes, bool writable) {
     if (bpf_obj_get_info_by_fd(fd, &info, &info_len) != 0)
         return err("pinned map: " + errno_text(errno));
     if (!(info.map_flags & BPF_F_MMAPABLE))
-        return err(std::string("map ") + info.name + " is not mmapable (pins from another pspxdp "
+        return err(std::string("map ") + info.name +
+                   " is not mmapable (pins from another pspxdp "
                    "version? detach and attach again)");
     const size_t stride = (size_t(info.value_size) + 7) & ~size_t(7);
     if (size_t(info.max_entries) * stride < bytes)

@@ -5,9 +5,7 @@
 
 namespace pspxdp::common {
 
-std::string errno_text(int err) {
-    return std::strerror(err < 0 ? -err : err);
-}
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
 Result<void> check_dev_name(std::string_view name) {
     auto bad = [&](const std::string &why) {

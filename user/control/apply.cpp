@@ -98,7 +98,8 @@ Result<ApplySummary> Device::apply(const Config &c) {
             if (!s) return s.failure();
             slot = *s;
         }
-        writes.push_back({cs.classid, cs.to_config(slot), int64_t(cs.paced() ? cs.rate_bps : 0) - old_rate});
+        writes.push_back(
+            {cs.classid, cs.to_config(slot), int64_t(cs.paced() ? cs.rate_bps : 0) - old_rate});
     }
     std::stable_sort(writes.begin(), writes.end(),
                      [](const Write &a, const Write &b) { return a.rate_delta < b.rate_delta; });

@@ -49,7 +49,8 @@ Result<std::vector<std::pair<ClassSpec, uint32_t>>> Device::class_specs_with_slo
     if (!all) return err(dev_ + ": " + all.error());
     std::vector<std::pair<ClassSpec, uint32_t>> out;
     out.reserve(all->size());
-    for (const auto &e : *all) out.emplace_back(ClassSpec::from_config(e.classid, e.config), e.config.slot);
+    for (const auto &e : *all)
+        out.emplace_back(ClassSpec::from_config(e.classid, e.config), e.config.slot);
     std::sort(out.begin(), out.end(),
               [](const auto &a, const auto &b) { return a.first.classid < b.first.classid; });
     return out;
@@ -168,7 +169,8 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
     for (const ClassSpec &spec : specs) {
         const std::string name = "class " + format_classid(ClassId::from_raw(spec.classid));
         if ((spec.classid & 0xffff) == 0)
-            return refuse("class id " + format_classid(ClassId::from_raw(spec.classid)) + ": minor 0 names a qdisc, not a class");
+            return refuse("class id " + format_classid(ClassId::from_raw(spec.classid)) +
+                          ": minor 0 names a qdisc, not a class");
         if (spec.paced() && spec.rate_bps == 0)
             return refuse(name + ": a paced class needs a rate above 0");
         const bool exists = slot_of.count(spec.classid);
@@ -215,12 +217,15 @@ Result<void> Device::class_del(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
     auto exists = class_exists(classid);
     if (!exists) return exists.failure();
-    if (!*exists) return refuse("class " + format_classid(ClassId::from_raw(classid)) + " does not exist on " + dev_);
+    if (!*exists)
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
+                      " does not exist on " + dev_);
     auto st = state();
     if (!st) return st.failure();
     if (pspxdp_classid_raw(st->default_classid) == classid)
-        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " is the default class of " + dev_ +
-                      " (pspxdp default " + dev_ + " ANOTHER first)");
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
+                      " is the default class of " + dev_ + " (pspxdp default " + dev_ +
+                      " ANOTHER first)");
     auto fl = filters();
     if (!fl) return fl.failure();
     size_t used = 0;
@@ -230,8 +235,8 @@ Result<void> Device::class_del(uint32_t classid) {
         if (!used++) first = format_filter(f);
     }
     if (used)
-        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " is used by " + std::to_string(used) +
-                      (used == 1 ? " filter" : " filters") + " (\"" + first +
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " is used by " +
+                      std::to_string(used) + (used == 1 ? " filter" : " filters") + " (\"" + first +
                       "\"): delete them first");
     if (auto r = delete_classes({classid}); !r) return r;
     return bump_config_gen();
@@ -242,8 +247,9 @@ Result<void> Device::set_default(uint32_t classid) {
     auto exists = class_exists(classid);
     if (!exists) return exists.failure();
     if (!*exists)
-        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " does not exist on " + dev_ +
-                      " (pspxdp class add " + dev_ + " " + format_classid(ClassId::from_raw(classid)) + " normal)");
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
+                      " does not exist on " + dev_ + " (pspxdp class add " + dev_ + " " +
+                      format_classid(ClassId::from_raw(classid)) + " normal)");
     return update_pacer_state(classid, std::nullopt);
 }
 

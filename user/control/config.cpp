@@ -28,9 +28,12 @@ std::string at_line(size_t line) { return line ? "line " + std::to_string(line) 
 // A measured-looking rate for messages about ceilings ("986.996Mbit").
 std::string approx_rate(uint64_t bps) {
     char buf[48];
-    if (bps >= 1'000'000'000) std::snprintf(buf, sizeof buf, "%.3fGbit", double(bps) / 1e9);
-    else if (bps >= 1'000'000) std::snprintf(buf, sizeof buf, "%.3fMbit", double(bps) / 1e6);
-    else std::snprintf(buf, sizeof buf, "%.3fKbit", double(bps) / 1e3);
+    if (bps >= 1'000'000'000)
+        std::snprintf(buf, sizeof buf, "%.3fGbit", double(bps) / 1e9);
+    else if (bps >= 1'000'000)
+        std::snprintf(buf, sizeof buf, "%.3fMbit", double(bps) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%.3fKbit", double(bps) / 1e3);
     return buf;
 }
 
@@ -39,7 +42,7 @@ bool is_time_word(std::string_view w) {
     while (i > 0 && std::isalpha(static_cast<unsigned char>(w[i - 1]))) --i;
     std::string unit(w.substr(i));
     for (char &c : unit) c = char(std::tolower(static_cast<unsigned char>(c)));
-    static const std::set<std::string> kTimeUnits = {"ns",  "nsec",  "us", "usec", "usecs", "ms",
+    static const std::set<std::string> kTimeUnits = {"ns",   "nsec",  "us", "usec", "usecs", "ms",
                                                      "msec", "msecs", "s",  "sec",  "secs"};
     return kTimeUnits.count(unit) > 0;
 }
@@ -165,10 +168,14 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
 std::string format_class_spec(const ClassSpec &c) {
     std::string s = format_classid(ClassId::from_raw(c.classid)) + " " +
                     (c.paced() ? format_rate(c.rate_bps) : "normal");
-    if (c.limit_bytes) s += " limit " + format_bytes(c.limit_bytes);
-    else if (c.limit_ns) s += " limit " + format_duration(c.limit_ns);
-    if (c.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF) s += " ce_threshold off";
-    else if (c.ce_threshold_ns) s += " ce_threshold " + format_duration(c.ce_threshold_ns);
+    if (c.limit_bytes)
+        s += " limit " + format_bytes(c.limit_bytes);
+    else if (c.limit_ns)
+        s += " limit " + format_duration(c.limit_ns);
+    if (c.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF)
+        s += " ce_threshold off";
+    else if (c.ce_threshold_ns)
+        s += " ce_threshold " + format_duration(c.ce_threshold_ns);
     return s;
 }
 
@@ -274,8 +281,8 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
                                 format_classid(ClassId::from_raw(c.classid)) + ": rate " +
                                 quoted(rate_word(c, w));
         if (line_rate_bps == 0)
-            return refuse(cls + ": the line rate of " + dev +
-                          " is unknown (pspxdp change " + dev + " line-rate RATE)");
+            return refuse(cls + ": the line rate of " + dev + " is unknown (pspxdp change " + dev +
+                          " line-rate RATE)");
         if (c.rate_bps > ceiling)
             return refuse(cls + " is above what one class can reach on " + dev + "'s " +
                           format_rate(line_rate_bps) + " wire: " + approx_rate(ceiling) + " (" +

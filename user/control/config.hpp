@@ -66,10 +66,10 @@ struct ConfigFilter {
 };
 
 struct Config {
-    std::optional<uint64_t> line_rate_bps; // absent: the device's stays
+    std::optional<uint64_t> line_rate_bps;   // absent: the device's stays
     std::optional<uint32_t> default_classid; // absent: the device's stays
-    std::vector<ClassSpec> classes;         // the whole set (apply deletes the others)
-    std::vector<ConfigFilter> filters;      // the whole set
+    std::vector<ClassSpec> classes;          // the whole set (apply deletes the others)
+    std::vector<ConfigFilter> filters;       // the whole set
 };
 
 // The one reader of statement files (configuration files, class and filter

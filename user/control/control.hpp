@@ -32,9 +32,9 @@ using common::Fd;
 
 struct ClassInfo {
     uint32_t classid = 0;
-    bool configured = false;       // in class_config (else only seen in class_stats)
+    bool configured = false; // in class_config (else only seen in class_stats)
     pspxdp_class_config config{};
-    pspxdp_class_tc_stats tc{};    // class_stats summed over CPUs
+    pspxdp_class_tc_stats tc{}; // class_stats summed over CPUs
     // The pacer's side: served means the daemon has the class (TC hands its
     // frames over); state and counters come from pacer_stats[slot].
     bool served = false;

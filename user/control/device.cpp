@@ -37,12 +37,12 @@ Result<Device> Device::open(const std::string &dev, Access access) {
 }
 
 Result<Device> Device::open_locked(const common::DevLock &held) {
-    if (held.dev().empty()) return err("internal: opening a device under a lock that holds nothing");
+    if (held.dev().empty())
+        return err("internal: opening a device under a lock that holds nothing");
     return open_as(held.dev(), Access::Change, &held);
 }
 
-Result<Device> Device::open_as(const std::string &dev, Access access,
-                               const common::DevLock *held) {
+Result<Device> Device::open_as(const std::string &dev, Access access, const common::DevLock *held) {
     auto paths = common::paths_for(dev); // refuses a name no device can have
     if (!paths) return paths.failure();
     Device d;
@@ -70,7 +70,8 @@ Result<Device> Device::open_as(const std::string &dev, Access access,
     // removed the state).
     if (auto st = setup::check_here(*paths); !st) return refuse(st.error());
     using common::Need;
-    const common::Access how = access == Access::Read ? common::Access::Read : common::Access::Write;
+    const common::Access how =
+        access == Access::Read ? common::Access::Read : common::Access::Write;
     struct Want {
         Fd *fd;
         const char *name;
@@ -98,9 +99,9 @@ Result<Device> Device::open_as(const std::string &dev, Access access,
     // maps it read-only, instead of copying 14 MB in batches on every show
     // (tens of ms, enough to make a live heartbeat look stale).
     if (access == Access::Read)
-        if (auto fd = common::open_pinned_map(d.paths_, "pacer_stats", 4,
-                                              sizeof(pspxdp_class_counters),
-                                              common::Access::Write, Need::Required))
+        if (auto fd =
+                common::open_pinned_map(d.paths_, "pacer_stats", 4, sizeof(pspxdp_class_counters),
+                                        common::Access::Write, Need::Required))
             d.pacer_stats_ = std::move(fd.value());
     for (const Want &w : want) {
         if (w.fd->valid()) continue;

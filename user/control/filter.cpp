@@ -38,7 +38,7 @@ template <class K, class V> Result<std::vector<std::pair<K, V>>> dump(int fd, co
                                       values.data(), &count, &opts);
         const int e = rc ? errno : 0;
         for (uint32_t i = 0; i < count; ++i) out.emplace_back(keys[i], values[i]);
-        if (rc && e == ENOENT) return out; // the last batch
+        if (rc && e == ENOENT) return out;     // the last batch
         if (rc && e == ENOSPC && count == 0) { // one bucket holds more than chunk
             chunk *= 2;
             continue;
@@ -362,13 +362,16 @@ Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const Filter
     std::vector<StoredFilter> after;
     std::vector<FilterSpec> gone;
     for (const StoredFilter &f : *before) {
-        if (sel.selects(f.spec)) gone.push_back(f.spec);
-        else after.push_back(f);
+        if (sel.selects(f.spec))
+            gone.push_back(f.spec);
+        else
+            after.push_back(f);
     }
     if (gone.empty()) return refuse("no filter matches \"" + sel.text() + "\"");
     if (sel.has_fields && !sel.has_pref && gone.size() > 1) {
         std::string prefs;
-        for (const FilterSpec &s : gone) prefs += (prefs.empty() ? "" : ", ") + std::to_string(s.pref);
+        for (const FilterSpec &s : gone)
+            prefs += (prefs.empty() ? "" : ", ") + std::to_string(s.pref);
         return refuse("\"" + sel.text() + "\" names " + std::to_string(gone.size()) +
                       " filters (pref " + prefs + "): add pref N");
     }
@@ -438,9 +441,12 @@ Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> sp
     for (size_t i = 0; i < after.size(); ++i) {
         if (!is_new[i]) continue;
         while (cursor < PSPXDP_MAX_FILTERS && taken.count(cursor)) ++cursor;
-        if (cursor < PSPXDP_MAX_FILTERS) after[i].id = cursor++;
-        else if (next_removed < removed.size()) after[i].id = removed[next_removed++];
-        else return capacity_error("filters", specs.size(), PSPXDP_MAX_FILTERS);
+        if (cursor < PSPXDP_MAX_FILTERS)
+            after[i].id = cursor++;
+        else if (next_removed < removed.size())
+            after[i].id = removed[next_removed++];
+        else
+            return capacity_error("filters", specs.size(), PSPXDP_MAX_FILTERS);
     }
     std::sort(after.begin(), after.end(), by_order);
     return commit(m, *before, after, next_seq);

@@ -37,15 +37,17 @@ Result<Prefix> parse_prefix(std::string_view word, std::string_view text) {
         len_text = text.substr(text.find('/') + 1);
     }
     const std::string addr_str(addr_text);
-    if (inet_pton(AF_INET, addr_str.c_str(), p.addr.data()) == 1) p.family = 4;
-    else if (inet_pton(AF_INET6, addr_str.c_str(), p.addr.data()) == 1) p.family = 6;
-    else return refuse(what + ": not an IPv4 or IPv6 address");
+    if (inet_pton(AF_INET, addr_str.c_str(), p.addr.data()) == 1)
+        p.family = 4;
+    else if (inet_pton(AF_INET6, addr_str.c_str(), p.addr.data()) == 1)
+        p.family = 6;
+    else
+        return refuse(what + ": not an IPv4 or IPv6 address");
     const uint32_t max_len = p.family == 4 ? 32 : 128;
     p.len = uint8_t(max_len);
     if (has_len) {
         auto len = parse_uint(len_text, max_len);
-        if (!len)
-            return refuse(what + ": prefix length must be 0.." + std::to_string(max_len));
+        if (!len) return refuse(what + ": prefix length must be 0.." + std::to_string(max_len));
         p.len = uint8_t(*len);
     }
     for (uint32_t bit = p.len; bit < max_len; ++bit)
@@ -60,8 +62,9 @@ Result<PortRange> parse_ports(std::string_view word, std::string_view text) {
     auto lo = parse_uint(text.substr(0, dash), 65535);
     auto hi = dash == std::string_view::npos ? lo : parse_uint(text.substr(dash + 1), 65535);
     if (!lo || !hi) return refuse(what + ": expected PORT or PORT-PORT, ports 0..65535");
-    if (*lo > *hi) return refuse(what + ": range runs backwards (" + std::to_string(*lo) +
-                                 " > " + std::to_string(*hi) + ")");
+    if (*lo > *hi)
+        return refuse(what + ": range runs backwards (" + std::to_string(*lo) + " > " +
+                      std::to_string(*hi) + ")");
     return PortRange{uint16_t(*lo), uint16_t(*hi)};
 }
 
@@ -69,9 +72,9 @@ const struct {
     const char *name;
     uint8_t number;
 } kProtos[] = {
-    {"icmp", IPPROTO_ICMP}, {"igmp", IPPROTO_IGMP}, {"tcp", IPPROTO_TCP},
-    {"udp", IPPROTO_UDP},   {"gre", IPPROTO_GRE},   {"esp", IPPROTO_ESP},
-    {"ah", IPPROTO_AH},     {"icmpv6", 58},         {"sctp", IPPROTO_SCTP},
+    {"icmp", IPPROTO_ICMP},       {"igmp", IPPROTO_IGMP}, {"tcp", IPPROTO_TCP},
+    {"udp", IPPROTO_UDP},         {"gre", IPPROTO_GRE},   {"esp", IPPROTO_ESP},
+    {"ah", IPPROTO_AH},           {"icmpv6", 58},         {"sctp", IPPROTO_SCTP},
     {"udplite", IPPROTO_UDPLITE},
 };
 
@@ -97,8 +100,8 @@ struct Parsed {
 std::string_view canonical_word(std::string_view word) {
     if (word == "prio" || word == "priority" || word == "preference") return "pref";
     if (word == "flowid") return "classid";
-    for (std::string_view w : {"pref", "src", "dst", "proto", "sport", "dport", "vlan", "dscp",
-                               "classid"})
+    for (std::string_view w :
+         {"pref", "src", "dst", "proto", "sport", "dport", "vlan", "dscp", "classid"})
         if (word == w) return w;
     return "";
 }
@@ -158,9 +161,9 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
     }
     // Combinations that could never match: refused rather than kept as dead filters.
     if (s.src && s.dst && s.src->family != s.dst->family)
-        return refuse("dst " + quoted(seen["dst"]) + " is IPv" +
-                      std::to_string(s.dst->family) + " but src " + quoted(seen["src"]) +
-                      " is IPv" + std::to_string(s.src->family) + ": one family per filter");
+        return refuse("dst " + quoted(seen["dst"]) + " is IPv" + std::to_string(s.dst->family) +
+                      " but src " + quoted(seen["src"]) + " is IPv" +
+                      std::to_string(s.src->family) + ": one family per filter");
     if (s.proto && s.family() == 6 && *s.proto == IPPROTO_ICMP)
         return refuse("proto " + quoted(seen["proto"]) +
                       ": ICMP for IPv4, but the addresses are IPv6 (use icmpv6)");
@@ -274,8 +277,7 @@ Result<FilterSelect> parse_filter_select(std::span<const std::string> words) {
     sel.has_pref = p->has_pref;
     sel.has_classid = p->has_classid;
     if (!sel.has_fields && !sel.has_pref)
-        return refuse("which filter? give its words (" + std::string(kFieldWords) +
-                      ") or pref N");
+        return refuse("which filter? give its words (" + std::string(kFieldWords) + ") or pref N");
     return sel;
 }
 
@@ -477,9 +479,8 @@ std::vector<pspxdp_filter_shape_slot> shape_table(const EntryMap &entries) {
     // The walk stops at the first shape that cannot beat its best match so
     // far: that needs ascending best orders. (Orders are unique per filter;
     // stable_sort keeps equal ones in shape order, for a deterministic table.)
-    std::stable_sort(out.begin(), out.end(), [](const auto &a, const auto &b) {
-        return a.best_order < b.best_order;
-    });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto &a, const auto &b) { return a.best_order < b.best_order; });
     return out;
 }
 

@@ -43,8 +43,8 @@ inline constexpr uint32_t kFlowOther = 0xfffffffeu; // on the wire, in no select
 
 struct TraceFrame {
     uint32_t flow = kFlowOther;
-    uint32_t len = 0;      // frame length without FCS, as captured / as sent by AF_XDP
-    uint64_t time_ns = 0;  // real time; ignored in byte-clock mode
+    uint32_t len = 0;     // frame length without FCS, as captured / as sent by AF_XDP
+    uint64_t time_ns = 0; // real time; ignored in byte-clock mode
 };
 
 enum class ClockMode { ByteClock, RealTime, Hybrid };
@@ -82,15 +82,15 @@ struct AnalyzerConfig {
 struct FlowReport {
     uint32_t flow = 0;
     uint64_t frames = 0;
-    uint64_t l2_bytes = 0;        // sum of framing.l2_bytes(len)
-    double duration_s = 0;        // first to last departure
-    double mean_rate_bps = 0;     // l2 bytes of all but the last frame / duration
-    double rate_n_min_bps = 0;    // rate per n packets over every window of n intervals
+    uint64_t l2_bytes = 0;     // sum of framing.l2_bytes(len)
+    double duration_s = 0;     // first to last departure
+    double mean_rate_bps = 0;  // l2 bytes of all but the last frame / duration
+    double rate_n_min_bps = 0; // rate per n packets over every window of n intervals
     double rate_n_max_bps = 0;
     double rate_n_mean_bps = 0;
-    double max_burst_bytes = 0;   // max queue at a server of rate mean_rate_bps
-    double max_burst_mtu = 0;     // max_burst_bytes / framing.mtu_unit_bytes()
-    uint64_t target_bps = 0;      // from AnalyzerConfig::target_rate_bps, 0 if none
+    double max_burst_bytes = 0;           // max queue at a server of rate mean_rate_bps
+    double max_burst_mtu = 0;             // max_burst_bytes / framing.mtu_unit_bytes()
+    uint64_t target_bps = 0;              // from AnalyzerConfig::target_rate_bps, 0 if none
     double max_burst_at_target_bytes = 0; // max queue at a server of exactly target_bps
     double max_burst_at_target_mtu = 0;
 };
@@ -98,16 +98,16 @@ struct FlowReport {
 struct TraceReport {
     std::vector<FlowReport> flows; // every flow seen except kFlowGap, sorted by flow id
     uint64_t frames = 0;
-    uint64_t wire_bytes = 0;       // sum of framing.wire_bytes(len), all frames
+    uint64_t wire_bytes = 0; // sum of framing.wire_bytes(len), all frames
     uint64_t gap_frames = 0;
     uint64_t gap_wire_bytes = 0;
-    double gap_share = 0;          // gap_wire_bytes / wire_bytes
-    double duration_s = 0;         // first to last departure of any frame
+    double gap_share = 0;  // gap_wire_bytes / wire_bytes
+    double duration_s = 0; // first to last departure of any frame
     // Hybrid: the wire's idle periods (stretches after the first), in byte
     // times, and the share of the wire's time (busy + idle) gap frames took.
     uint64_t idle_periods = 0;
     uint64_t idle_bytes = 0;
-    double gap_time_share = 0;     // gap_wire_bytes / (wire_bytes + idle_bytes)
+    double gap_time_share = 0; // gap_wire_bytes / (wire_bytes + idle_bytes)
 };
 
 // O(frames) time; memory O(frames) plus n entries per flow. A

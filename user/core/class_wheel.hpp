@@ -309,11 +309,11 @@ template <class Node> class ClassWheel {
         }
     }
 
-    unsigned blk_bits_ = 6; // W = 2 << blk_bits_
-    uint64_t mask_ = 0;     // W - 1
-    size_t mid_mask_ = 0;   // mid blocks - 1
-    uint64_t near_limit_ = 0;  // keys below: near window; from here on: far
-    uint64_t mid_limit_ = 0;   // keys below: near or mid; from here on: far
+    unsigned blk_bits_ = 6;      // W = 2 << blk_bits_
+    uint64_t mask_ = 0;          // W - 1
+    size_t mid_mask_ = 0;        // mid blocks - 1
+    uint64_t near_limit_ = 0;    // keys below: near window; from here on: far
+    uint64_t mid_limit_ = 0;     // keys below: near or mid; from here on: far
     uint64_t near_min_ = kEmpty; // the smallest near key, exact
     uint32_t near_count_ = 0;
     uint32_t count_ = 0;

@@ -172,24 +172,24 @@ struct Decision {
 };
 
 struct EngineCounters {
-    uint64_t frames = 0;            // class frames emitted
+    uint64_t frames = 0; // class frames emitted
     uint64_t frame_wire_bytes = 0;
     uint64_t gap_frames = 0;
     uint64_t gap_wire_bytes = 0;
     uint64_t gap_overshoot_bytes = 0; // byte times a minimum gap went past its target
     uint64_t idle_resyncs = 0;        // wire idled with nothing backlogged
     uint64_t idle_bytes = 0;
-    uint64_t underrun_resyncs = 0;    // wire idled although something was backlogged
+    uint64_t underrun_resyncs = 0; // wire idled although something was backlogged
     uint64_t underrun_bytes = 0;
-    uint64_t lag_clamped_bytes = 0;   // lateness dropped from overloaded classes
-    uint64_t normal_held = 0;         // gaps sent because a normal frame would block a paced one
-    uint64_t normal_forced = 0;       // normal frames sent anyway, after normal_starve_bytes held
+    uint64_t lag_clamped_bytes = 0; // lateness dropped from overloaded classes
+    uint64_t normal_held = 0;       // gaps sent because a normal frame would block a paced one
+    uint64_t normal_forced = 0;     // normal frames sent anyway, after normal_starve_bytes held
     // Planned idles (gap horizon, clockless): the wire idled instead of
     // carrying gap frames, and resumed with G at the wire's position.
     uint64_t planned_idles = 0;
     uint64_t planned_idle_bytes = 0;
-    uint64_t late_wakeups = 0;        // resumed after the earliest paced due time
-    uint64_t late_bytes = 0;          // ... by this much in all (byte times)
+    uint64_t late_wakeups = 0; // resumed after the earliest paced due time
+    uint64_t late_bytes = 0;   // ... by this much in all (byte times)
     uint64_t late_max_bytes = 0;
 };
 
@@ -257,21 +257,21 @@ class Engine {
     // What every decision touches, in one cache line: at 100k classes each
     // class's line is a likely cache miss, so a frame must cost one line.
     struct alignas(64) Class {
-        uint64_t clock = 0;     // C_k, byte times
+        uint64_t clock = 0; // C_k, byte times
         // Remainder carried with C_k, in 1/rate_bps of a byte time. From
         // compute_finish() on, while the class is backlogged, it holds the
         // remainder of F_k instead (the one C_k takes when the frame is sent).
         uint64_t frac = 0;
-        uint64_t finish = 0;    // F_k of the head frame: C_k after it is sent
-        uint64_t rate_bps = 0;  // 0: normal
-        uint64_t inv_rate = 0;  // floor((2^64 - 1) / rate_bps): division by multiplication
+        uint64_t finish = 0;   // F_k of the head frame: C_k after it is sent
+        uint64_t rate_bps = 0; // 0: normal
+        uint64_t inv_rate = 0; // floor((2^64 - 1) / rate_bps): division by multiplication
         uint32_t head_len = 0;
-        uint32_t next = kNone;  // pending-wheel bucket, or the round robin of normal classes
+        uint32_t next = kNone; // pending-wheel bucket, or the round robin of normal classes
         uint32_t prev = kNone;
-        uint32_t gen = 0;       // live eligible-heap entry generation
+        uint32_t gen = 0; // live eligible-heap entry generation
         State state = State::Free;
         Where where = Where::None;
-        bool fresh = false;     // first frame after idle: its schedule starts when it leaves
+        bool fresh = false; // first frame after idle: its schedule starts when it leaves
     };
     static_assert(sizeof(Class) == 64, "one cache line per class");
 
@@ -314,13 +314,13 @@ class Engine {
     // The last Wait let the wire idle by plan (gap horizon, clockless): when
     // the wire is past G, G moves up to it instead of the anchor moving.
     bool planned_ = false;
-    uint64_t due_g_ = UINT64_MAX;          // the earliest paced due time then
-    uint64_t jump_to_ = 0;                 // the wire position of the last late resume
-    uint32_t last_cls_ = kNone;            // the last frame emitted: its class,
-    uint32_t last_wire_ = 0;               // wire bytes
-    uint64_t last_g_ = 0;                  // and G when it was decided
-    uint64_t horizon_bytes_ = UINT64_MAX;  // H at the line rate; 0 when clockless
-    uint64_t ahead_limit_ = 0;             // window_bytes; 1 when clockless
+    uint64_t due_g_ = UINT64_MAX;         // the earliest paced due time then
+    uint64_t jump_to_ = 0;                // the wire position of the last late resume
+    uint32_t last_cls_ = kNone;           // the last frame emitted: its class,
+    uint32_t last_wire_ = 0;              // wire bytes
+    uint64_t last_g_ = 0;                 // and G when it was decided
+    uint64_t horizon_bytes_ = UINT64_MAX; // H at the line rate; 0 when clockless
+    uint64_t ahead_limit_ = 0;            // window_bytes; 1 when clockless
     uint64_t paced_sum_bps_ = 0;
     uint32_t awaiting_head_ = 0; // classes in State::Sent
     std::vector<Class> classes_;
@@ -333,7 +333,7 @@ class Engine {
     uint32_t solo_ = kNone;
     ClassHeap eligible_;
     uint32_t stale_eligible_ = 0;
-    uint32_t backlogged_ = 0;    // classes in State::Backlogged
+    uint32_t backlogged_ = 0; // classes in State::Backlogged
     uint64_t cached_now_ns_ = UINT64_MAX;
     uint64_t cached_wire_ = 0;
     uint32_t normal_head_ = kNone;

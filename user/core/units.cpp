@@ -47,9 +47,9 @@ constexpr Unit kRateUnits[] = {
 };
 
 // tc's get_size: k, m, g are powers of 1024 (tc-tbf(8): "kb or k" = 1024 bytes).
-constexpr Unit kSizeUnits[] = {{"", 1},     {"b", 1},     {"k", kKi},   {"kb", kKi},
-                               {"kib", kKi}, {"m", kMi},   {"mb", kMi},  {"mib", kMi},
-                               {"g", kGi},   {"gb", kGi},  {"gib", kGi}};
+constexpr Unit kSizeUnits[] = {{"", 1},      {"b", 1},    {"k", kKi},  {"kb", kKi},
+                               {"kib", kKi}, {"m", kMi},  {"mb", kMi}, {"mib", kMi},
+                               {"g", kGi},   {"gb", kGi}, {"gib", kGi}};
 
 std::string lower(std::string_view s) {
     std::string out(s);
@@ -165,12 +165,18 @@ Result<uint64_t> parse_bytes(std::string_view text) {
 
 Result<uint64_t> parse_duration_ns(std::string_view text, uint64_t bare_unit_ns) {
     const Unit units[] = {
-        {"", bare_unit_ns},   {"ns", 1},
-        {"nsec", 1},          {"us", 1'000},
-        {"usec", 1'000},      {"usecs", 1'000},
-        {"ms", 1'000'000},    {"msec", 1'000'000},
-        {"msecs", 1'000'000}, {"s", 1'000'000'000},
-        {"sec", 1'000'000'000}, {"secs", 1'000'000'000},
+        {"", bare_unit_ns},
+        {"ns", 1},
+        {"nsec", 1},
+        {"us", 1'000},
+        {"usec", 1'000},
+        {"usecs", 1'000},
+        {"ms", 1'000'000},
+        {"msec", 1'000'000},
+        {"msecs", 1'000'000},
+        {"s", 1'000'000'000},
+        {"sec", 1'000'000'000},
+        {"secs", 1'000'000'000},
     };
     static constexpr Quantity kTime{"time", "10ms", "nanoseconds"};
     // Without a bare unit the "" entry is left out: "no unit", never a guess.

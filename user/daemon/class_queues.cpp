@@ -148,7 +148,8 @@ void ClassQueues::expire_drains(uint64_t now) {
         ClassState &c = table_.at(slot);
         if (!c.drain_cut) {
             c.drain_cut = true;
-            if (c.rate_bps) keep_oldest(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps));
+            if (c.rate_bps)
+                keep_oldest(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps));
         }
         if (now >= c.drain_deadline_ns && !c.fifo.empty())
             drop_head(slot, c.fifo.frames, &pspxdp_class_counters::drop_deleted);
@@ -186,15 +187,14 @@ uint64_t ClassQueues::drop_all_queued() {
     std::vector<uint32_t> slots = table_.backlogged();
     uint64_t dropped = 0;
     for (uint32_t slot : slots)
-        dropped += drop_head(slot, table_.at(slot).fifo.frames,
-                             &pspxdp_class_counters::drop_shutdown);
+        dropped +=
+            drop_head(slot, table_.at(slot).fifo.frames, &pspxdp_class_counters::drop_shutdown);
     return dropped;
 }
 
 uint64_t ClassQueues::queued_frames() const {
     uint64_t n = 0;
-    for (uint32_t slot : table_.backlogged())
-        n += table_.at(slot).fifo.frames;
+    for (uint32_t slot : table_.backlogged()) n += table_.at(slot).fifo.frames;
     return n;
 }
 
@@ -206,8 +206,7 @@ std::string ClassQueues::check_backlogs() const {
                   std::to_string(plane_.held_frames()) + " Held; ";
     uint64_t backlog = 0;
     const uint32_t end = std::min<uint32_t>(maps_.state().slots_end, PSPXDP_MAX_CLASSES);
-    for (uint32_t s = 1; s < end; ++s)
-        backlog += maps_.slot(s).backlog_frames;
+    for (uint32_t s = 1; s < end; ++s) backlog += maps_.slot(s).backlog_frames;
     if (backlog != plane_.held_frames() + plane_.frames_unsent())
         detail += "pacer_stats backlogs add up to " + std::to_string(backlog) +
                   " frames, the plane holds " + std::to_string(plane_.held_frames()) + " + " +

@@ -77,8 +77,10 @@ bool ClassTable::reconcile(uint64_t now) {
     for (uint32_t slot : configured_) {
         ClassState &c = table_[slot];
         if (c.seen_gen == gen_) continue;
-        if (c.life == ClassLife::Served) start_drain(slot, now);
-        else if (c.life == ClassLife::Refused) c = ClassState{};
+        if (c.life == ClassLife::Served)
+            start_drain(slot, now);
+        else if (c.life == ClassLife::Refused)
+            c = ClassState{};
     }
     configured_ = std::move(configured);
     log_.flush("class changes");
@@ -174,8 +176,8 @@ void ClassTable::start_drain(uint32_t slot, uint64_t now) {
     maps_.set_state(slot, PSPXDP_SLOT_DRAINING); // TC stops at once
     c.life = ClassLife::Draining;
     c.drain_since_ns = now;
-    c.drain_deadline_ns =
-        now + (c.rate_bps ? PSPXDP_DELETE_DRAIN_CAP * PSPXDP_DELETE_DRAIN_NS : PSPXDP_DELETE_DRAIN_NS);
+    c.drain_deadline_ns = now + (c.rate_bps ? PSPXDP_DELETE_DRAIN_CAP * PSPXDP_DELETE_DRAIN_NS
+                                            : PSPXDP_DELETE_DRAIN_NS);
     draining_.push_back(slot);
     --served_;
     log_.add("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",

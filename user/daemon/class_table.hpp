@@ -33,8 +33,8 @@ enum class ClassLife : uint8_t {
 
 // Queue limits and the CE threshold of a class, from its configuration.
 struct ClassLimits {
-    uint64_t limit_bytes = 0;  // L2 bytes a frame may bring the backlog to...
-    uint32_t limit_frames = 0; // ...once the backlog has this many frames
+    uint64_t limit_bytes = 0;       // L2 bytes a frame may bring the backlog to...
+    uint32_t limit_frames = 0;      // ...once the backlog has this many frames
     uint64_t ce_bytes = UINT64_MAX; // a frame joining a longer backlog gets CE
 };
 ClassLimits limits_for(const pspxdp_class_config &config);
@@ -44,16 +44,16 @@ inline constexpr uint32_t kNotBacklogged = 0xffffffffu;
 struct ClassState {
     datapath::FrameFifo fifo; // frames queued (not yet on the TX ring)
     ClassLimits limits;
-    uint64_t rate_bps = 0;         // applied in the engine (0: normal)
+    uint64_t rate_bps = 0; // applied in the engine (0: normal)
     uint64_t drain_deadline_ns = 0;
     uint64_t drain_since_ns = 0;
-    pspxdp_class_config config{};  // as last read from class_config
+    pspxdp_class_config config{}; // as last read from class_config
     uint32_t classid = 0;
-    uint32_t handle = 0;           // the engine's
+    uint32_t handle = 0;                     // the engine's
     uint32_t backlogged_at = kNotBacklogged; // index in ClassTable::backlogged()
-    uint32_t seen_gen = 0;         // last reconcile that found it configured
+    uint32_t seen_gen = 0;                   // last reconcile that found it configured
     ClassLife life = ClassLife::Unused;
-    bool drain_cut = false;        // deleted: cut to what its rate sends in the drain time
+    bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
 };
 
 class ClassTable {

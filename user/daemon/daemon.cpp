@@ -4,15 +4,15 @@
 #include "common/clock.hpp"
 #include "common/lock.hpp"
 #include "common/pins.hpp"
-#include "control/control.hpp"
 #include "common/text.hpp"
+#include "control/control.hpp"
 #include "core/units.hpp"
 #include "daemon/log.hpp"
 #include "daemon/loop.hpp"
-#include "setup/process.hpp"
 #include "daemon/watch.hpp"
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
+#include "setup/process.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -33,9 +33,7 @@ namespace pspxdp::daemon {
 namespace {
 
 volatile sig_atomic_t g_stop = 0;
-void on_signal(int) {
-    g_stop = 1;
-}
+void on_signal(int) { g_stop = 1; }
 
 // One of the SIGHUP counters of daemon_stats, through a mapping of its own:
 // the loop's maps come and go with its restarts; the pins stay.
@@ -70,8 +68,7 @@ class Reloader {
             sigset_t hup;
             sigemptyset(&hup);
             sigaddset(&hup, SIGHUP);
-            for (int sig = 0; sigwait(&hup, &sig) == 0 && !stop_.load();)
-                reload(cfg, paths);
+            for (int sig = 0; sigwait(&hup, &sig) == 0 && !stop_.load();) reload(cfg, paths);
         });
         pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
@@ -170,9 +167,9 @@ bool set_realtime(const DaemonConfig &cfg) {
     }
     logf("SCHED_FIFO priority %d%s; RT throttling: %s", kRealtimePriority,
          cfg.cpu >= 0 ? (" on CPU " + std::to_string(cfg.cpu)).c_str() : "",
-         runtime == -1 ? "off (sched_rt_runtime_us -1): a spinning pacer can take a CPU whole"
-                       : ("at most " + std::to_string(runtime / 1000) + " ms of every second")
-                             .c_str());
+         runtime == -1
+             ? "off (sched_rt_runtime_us -1): a spinning pacer can take a CPU whole"
+             : ("at most " + std::to_string(runtime / 1000) + " ms of every second").c_str());
     return true;
 }
 
@@ -194,9 +191,7 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
     return a;
 }
 
-void request_stop() {
-    g_stop = 1;
-}
+void request_stop() { g_stop = 1; }
 
 int run(const DaemonConfig &cfg) {
     set_log_device(cfg.dev);

@@ -49,8 +49,8 @@ struct DaemonConfig {
     // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;
-    int cpu = -1;          // pin to this CPU; -1: anywhere
-    bool realtime = false; // SCHED_FIFO at kRealtimePriority, memory locked
+    int cpu = -1;           // pin to this CPU; -1: anywhere
+    bool realtime = false;  // SCHED_FIFO at kRealtimePriority, memory locked
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
     // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.

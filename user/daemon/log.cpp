@@ -11,9 +11,7 @@ namespace {
 std::string g_dev;
 }
 
-void set_log_device(const std::string &dev) {
-    g_dev = dev;
-}
+void set_log_device(const std::string &dev) { g_dev = dev; }
 
 void logf(const char *fmt, ...) {
     char ts[32];
@@ -46,8 +44,7 @@ void LogBatch::add(const char *fmt, ...) {
 }
 
 void LogBatch::flush(const char *what) {
-    for (const auto &l : lines_)
-        logf("%s", l.c_str());
+    for (const auto &l : lines_) logf("%s", l.c_str());
     if (more_) logf("... and %zu more %s", more_, what);
     lines_.clear();
     more_ = 0;

@@ -23,8 +23,8 @@ using common::mono_ns;
 // a second and not once per timer. TC's heartbeat timeout is 100 ms: ten
 // beats of slack.
 constexpr uint64_t kTickNs = 10 * kNsPerMs;
-constexpr uint64_t kTicksPerPublish = 10;    // 100 ms: kernel and engine counters
-constexpr uint64_t kTicksPerCheck = 100;     // 1 s: accounting, TX errors
+constexpr uint64_t kTicksPerPublish = 10; // 100 ms: kernel and engine counters
+constexpr uint64_t kTicksPerCheck = 100;  // 1 s: accounting, TX errors
 // Shutdown sends what is queued (still paced) for at most this long, and
 // keeps taking frames for at least the second: packets TC handed over just
 // before the heartbeat stopped are still on their way.
@@ -130,7 +130,8 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
         ev.events = EPOLLIN;
         ev.data.u32 = q;
         if (epoll_ctl(epfd_, EPOLL_CTL_ADD, plane_->rx_fd(q), &ev) < 0)
-            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " + common::errno_text(errno));
+            return err("epoll_ctl on RX socket " + std::to_string(q) + ": " +
+                       common::errno_text(errno));
     }
     config_gen_ = maps_->config_gen();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
@@ -139,9 +140,9 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
          "%u B, %u RX sockets on %s (fill %u each), TX on %s q0, %u classes",
          (unsigned long long)line, clock_.describe().c_str(),
          clock_.clockless ? "- (no gap frames)" : format_gap_horizon(cfg.gap_horizon_ns).c_str(),
-         (unsigned long long)engine_->config().window_bytes,
-         plane_->frames(), plane_->frame_size(), plane_->rx_sockets(), st_.pacer_b.c_str(),
-         plane_->fill_target(), cfg.dev.c_str(), table_->served());
+         (unsigned long long)engine_->config().window_bytes, plane_->frames(), plane_->frame_size(),
+         plane_->rx_sockets(), st_.pacer_b.c_str(), plane_->fill_target(), cfg.dev.c_str(),
+         table_->served());
     return {};
 }
 
@@ -151,8 +152,7 @@ void Loop::receive() {
         if (cfg_.busy_poll) plane_->busy_poll(q);
         if (!plane_->rx_ready(q)) continue;
         uint32_t n = plane_->rx_burst(q, frames, kRxBurst);
-        for (uint32_t i = 0; i < n; ++i)
-            queues_->receive(frames[i]);
+        for (uint32_t i = 0; i < n; ++i) queues_->receive(frames[i]);
     }
 }
 
@@ -264,7 +264,8 @@ void Loop::publish_counts() {
     // The engine counts byte times at the line rate; people read ns.
     const uint64_t rate = engine_->config().line_rate_bps;
     d.late_ns = base_.late_ns + ns_for_bytes_floor(e.late_bytes, rate);
-    d.late_max_ns = std::max<uint64_t>(base_.late_max_ns, ns_for_bytes_floor(e.late_max_bytes, rate));
+    d.late_max_ns =
+        std::max<uint64_t>(base_.late_max_ns, ns_for_bytes_floor(e.late_max_bytes, rate));
     const auto &p = plane_->counters();
     d.kicks = base_.kicks + p.kicks;
     d.kick_errors = base_.kick_errors + p.kick_errors;

@@ -76,15 +76,15 @@ class Loop {
     std::unique_ptr<ClassTable> table_;
     std::unique_ptr<ClassQueues> queues_;
     uint64_t send_median_ns_ = 0; // clockless: how long deciding and sending a frame takes
-    int epfd_ = -1; // RX sockets, EPOLLIN: registered once
+    int epfd_ = -1;               // RX sockets, EPOLLIN: registered once
     uint64_t config_gen_ = 0;
     uint64_t next_tick_ns_ = 0;
     uint64_t ticks_ = 0;
     uint64_t wake_ns_ = 0;  // the engine's (or the batch's) Wait: nothing before this
     uint64_t slack_ns_ = 0; // ... and how late after it costs nothing
     bool waiting_ = false;
-    bool engine_wait_ = false;  // waiting_ on the engine's Wait (not a batch)
-    uint64_t wait_inputs_ = 0;  // engine_->inputs() when it said Wait
+    bool engine_wait_ = false; // waiting_ on the engine's Wait (not a batch)
+    uint64_t wait_inputs_ = 0; // engine_->inputs() when it said Wait
     ClockChoice clock_;
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     uint64_t kick_errors_logged_ = 0;

@@ -11,14 +11,16 @@ Result<PacerMaps> PacerMaps::open(const common::Paths &p) {
     using common::Access;
     // Each checked against shared.h's layout: a pin left by another pspxdp
     // version is an error, not a misreading.
-    auto class_config = common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config", Access::Read);
+    auto class_config =
+        common::open_pinned_map<uint32_t, pspxdp_class_config>(p, "class_config", Access::Read);
     if (!class_config) return class_config.failure();
     auto xsks = common::open_pinned_map(p, "xsks_map", 4, 4, Access::Write);
     if (!xsks) return xsks.failure();
     auto xdp = common::open_pinned_map<uint32_t, pspxdp_xdp_counters>(p, "xdp_stats", Access::Read);
     if (!xdp) return xdp.failure();
     // The mmapable arrays, mapped whole: pacer_stats has a value per slot.
-    auto mapped = [&](const char *name, uint32_t value_size, size_t entries) -> Result<common::MapView> {
+    auto mapped = [&](const char *name, uint32_t value_size,
+                      size_t entries) -> Result<common::MapView> {
         auto fd = common::open_pinned_map(p, name, 4, value_size, Access::Write);
         if (!fd) return fd.failure();
         auto view = common::MapView::of(fd->get(), size_t(value_size) * entries, true);
@@ -43,7 +45,8 @@ void PacerMaps::note_slot(uint32_t s) {
 uint64_t PacerMaps::xdp_counter(enum pspxdp_xdp_counter counter) const {
     pspxdp_xdp_counters sum{};
     const uint32_t key = 0;
-    if (counter >= PSPXDP_XDP_NR_COUNTERS || !common::percpu_sum(xdp_stats_.get(), &key, sum)) return 0;
+    if (counter >= PSPXDP_XDP_NR_COUNTERS || !common::percpu_sum(xdp_stats_.get(), &key, sum))
+        return 0;
     return reinterpret_cast<const uint64_t *>(&sum)[counter];
 }
 

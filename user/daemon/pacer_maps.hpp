@@ -43,7 +43,9 @@ class PacerMaps {
 
     uint64_t config_gen() const { return __atomic_load_n(&state_->config_gen, __ATOMIC_ACQUIRE); }
     // 0 says "dead" at once: TC passes from the next packet on.
-    void beat(uint64_t now_ns) { __atomic_store_n(&state_->heartbeat_ns, now_ns, __ATOMIC_RELEASE); }
+    void beat(uint64_t now_ns) {
+        __atomic_store_n(&state_->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
+    }
     // Before slot s is first SERVED: a restarted daemon looks below it.
     void note_slot(uint32_t s);
     // Publishes a slot's state after its classid and counters (TC reads

@@ -2,10 +2,10 @@
 
 #include "common/clock.hpp"
 #include "common/text.hpp"
+#include "pspxdp/shared.h"
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
 #include "setup/netlink.hpp"
-#include "pspxdp/shared.h"
 
 #include <cerrno>
 #include <linux/rtnetlink.h>
@@ -45,7 +45,8 @@ DevEvent DevWatch::check(const std::string &name, uint32_t mtu, bool deleted) {
     } else if (mtu != mtu_) {
         ev.kind = DevEvent::Kind::Mtu;
         ev.mtu = mtu;
-        ev.why = dev_ + "'s MTU changed from " + std::to_string(mtu_) + " to " + std::to_string(mtu);
+        ev.why =
+            dev_ + "'s MTU changed from " + std::to_string(mtu_) + " to " + std::to_string(mtu);
         mtu_ = mtu;
     }
     return ev;

@@ -12,9 +12,12 @@ namespace pspxdp::daemon {
 
 const char *wire_clock_name(WireClock c) {
     switch (c) {
-    case WireClock::Byte: return "byte";
-    case WireClock::None: return "none";
-    default: return "auto";
+    case WireClock::Byte:
+        return "byte";
+    case WireClock::None:
+        return "none";
+    default:
+        return "auto";
     }
 }
 
@@ -27,9 +30,9 @@ bool is_virtual_driver(std::string_view driver) {
     // Google gVNIC, and the software devices: nothing under them serialises
     // at the rate they report, or a virtual switch eats the PAUSE frames.
     static constexpr std::string_view kVirtual[] = {
-        "veth",    "virtio_net", "tun",   "vmxnet3", "hv_netvsc", "vif",   "xen-netfront",
-        "ena",     "gve",        "netkit", "macvlan", "ipvlan",   "dummy", "bridge",
-        "vxlan",   "geneve",     "vrf",   "ifb",
+        "veth",         "virtio_net", "tun",   "vmxnet3", "hv_netvsc", "vif",
+        "xen-netfront", "ena",        "gve",   "netkit",  "macvlan",   "ipvlan",
+        "dummy",        "bridge",     "vxlan", "geneve",  "vrf",       "ifb",
     };
     return std::find(std::begin(kVirtual), std::end(kVirtual), driver) != std::end(kVirtual);
 }
@@ -38,7 +41,7 @@ std::string ClockChoice::reason() const {
     if (forced) return std::string("forced: --clock ") + (clockless ? "none" : "byte");
     if (driver.empty()) return "auto: driver unknown, assumed a NIC";
     return "auto: driver " + driver +
-           (!clockless                          ? " serialises"
+           (!clockless                        ? " serialises"
             : setup::drops_host_pause(driver) ? " drops host-sent PAUSE frames"
                                               : " has no serialising clock");
 }
@@ -62,7 +65,8 @@ ClockChoice resolve_wire_clock(WireClock clock, const std::string &driver) {
 Result<void> set_clock_options(DaemonConfig &cfg, uint64_t gap_horizon_ns, WireClock clock,
                                bool clockless) {
     if (clockless) {
-        if (clock == WireClock::Byte) return refuse("--clockless and --clock byte: choose one clock");
+        if (clock == WireClock::Byte)
+            return refuse("--clockless and --clock byte: choose one clock");
         clock = WireClock::None;
     }
     cfg.gap_horizon_ns = gap_horizon_ns;

@@ -9,16 +9,12 @@ constexpr uint16_t kEthIpv6 = 0x86dd;
 constexpr uint8_t kEcnMask = 0x03;
 constexpr uint8_t kEcnCe = 0x03;
 
-uint16_t be16(const uint8_t *p) {
-    return uint16_t(p[0] << 8 | p[1]);
-}
+uint16_t be16(const uint8_t *p) { return uint16_t(p[0] << 8 | p[1]); }
 void put_be16(uint8_t *p, uint16_t v) {
     p[0] = uint8_t(v >> 8);
     p[1] = uint8_t(v);
 }
-bool is_vlan(uint16_t type) {
-    return type == 0x8100 || type == 0x88a8 || type == 0x9100;
-}
+bool is_vlan(uint16_t type) { return type == 0x8100 || type == 0x88a8 || type == 0x9100; }
 
 // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), one's complement 16-bit words.
 uint16_t checksum_update(uint16_t hc, uint16_t old_word, uint16_t new_word) {

@@ -43,8 +43,7 @@ constexpr uint32_t kWantedTxBudget = 64;
 
 uint32_t pow2_floor(uint64_t v) {
     uint32_t p = 1;
-    while (p * 2ull <= v && p < (1u << 30))
-        p *= 2;
+    while (p * 2ull <= v && p < (1u << 30)) p *= 2;
     return p;
 }
 // Copy-mode RX puts the frame XDP_PACKET_HEADROOM into its chunk.
@@ -136,8 +135,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     p->state_.assign(total, State::Free);
     p->state_[frames] = State::Pause;
     p->pool_.reserve(frames);
-    for (uint32_t f = p->frames_; f-- > 0;)
-        p->pool_.push_back(f); // frame 0 on top
+    for (uint32_t f = p->frames_; f-- > 0;) p->pool_.push_back(f); // frame 0 on top
 
     p->tx_ = std::make_unique<TxSide>();
     p->tx_->size = cfg.tx_ring;
@@ -151,7 +149,9 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     ucfg.flags = 0;
     int rc =
         xsk_umem__create(&p->umem_, p->area_, p->area_bytes_, &p->tx_->fill, &p->tx_->comp, &ucfg);
-    if (rc) return err("creating UMEM (" + std::to_string(total) + " frames): " + common::errno_text(rc));
+    if (rc)
+        return err("creating UMEM (" + std::to_string(total) +
+                   " frames): " + common::errno_text(rc));
 
     // The TX socket first: its bind mode (copy) is the one every shared socket
     // inherits; zero-copy is impossible anyway with RX on a veth.
@@ -164,7 +164,9 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
         return xsk_socket__create_shared(&p->tx_->xsk, cfg.tx_dev.c_str(), 0, p->umem_, nullptr,
                                          &p->tx_->tx, &p->tx_->fill, &p->tx_->comp, &scfg);
     });
-    if (rc) return err("creating AF_XDP TX socket on " + cfg.tx_dev + " queue 0: " + common::errno_text(rc));
+    if (rc)
+        return err("creating AF_XDP TX socket on " + cfg.tx_dev +
+                   " queue 0: " + common::errno_text(rc));
     p->descs_per_kick_ =
         set_tx_budget(xsk_socket__fd(p->tx_->xsk), std::min(kWantedTxBudget, cfg.tx_ring));
 
@@ -178,9 +180,8 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
         rcfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
         rcfg.bind_flags = XDP_COPY;
         rc = retry_busy([&] {
-            return xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_,
-                                             &r.rings->rx, nullptr, &r.rings->fill,
-                                             &r.rings->comp, &rcfg);
+            return xsk_socket__create_shared(&r.xsk, cfg.rx_dev.c_str(), q, p->umem_, &r.rings->rx,
+                                             nullptr, &r.rings->fill, &r.rings->comp, &rcfg);
         });
         if (rc)
             return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " +
@@ -217,12 +218,8 @@ XskPlane::~XskPlane() {
     if (area_) munmap(area_, area_bytes_);
 }
 
-int XskPlane::rx_fd(uint32_t q) const {
-    return xsk_socket__fd(rx_[q].xsk);
-}
-int XskPlane::tx_fd() const {
-    return xsk_socket__fd(tx_->xsk);
-}
+int XskPlane::rx_fd(uint32_t q) const { return xsk_socket__fd(rx_[q].xsk); }
+int XskPlane::tx_fd() const { return xsk_socket__fd(tx_->xsk); }
 
 bool XskPlane::transition(uint32_t frame, State from, State to) {
     if (frame >= state_.size() || state_[frame] != from) {
@@ -279,9 +276,7 @@ void XskPlane::release(uint32_t frame) {
     pool_.push_back(frame);
 }
 
-uint32_t XskPlane::tx_free() {
-    return xsk_prod_nb_free(&tx_->tx, tx_->size);
-}
+uint32_t XskPlane::tx_free() { return xsk_prod_nb_free(&tx_->tx, tx_->size); }
 
 bool XskPlane::tx_frame(uint32_t frame) {
     uint32_t idx;
@@ -296,8 +291,7 @@ bool XskPlane::tx_frame(uint32_t frame) {
     // cache, and the kernel's copy in the kick would stall on each one.
     // Fetching them now overlaps the misses with deciding the rest of the batch.
     const uint8_t *p = data(frame);
-    for (uint32_t off = 0; off < m.len; off += 64)
-        __builtin_prefetch(p + off, 0, 3);
+    for (uint32_t off = 0; off < m.len; off += 64) __builtin_prefetch(p + off, 0, 3);
     xdp_desc *t = xsk_ring_prod__tx_desc(&tx_->tx, idx);
     t->addr = uint64_t(frame) * frame_size_ + m.offset;
     t->len = m.len;
@@ -310,9 +304,7 @@ bool XskPlane::tx_frame(uint32_t frame) {
     return true;
 }
 
-bool XskPlane::tx_gap(uint32_t len) {
-    return tx_gaps(len, 1);
-}
+bool XskPlane::tx_gap(uint32_t len) { return tx_gaps(len, 1); }
 
 bool XskPlane::tx_gaps(uint32_t len, uint32_t n) {
     if (len < cfg_.framing.min_frame_bytes || len > cfg_.framing.max_frame_len()) {
@@ -438,8 +430,7 @@ void XskPlane::refill() {
 
 uint64_t XskPlane::fill_shortfall() const {
     uint64_t want = 0;
-    for (const auto &r : rx_)
-        want += fill_target_ - r.in_kernel;
+    for (const auto &r : rx_) want += fill_target_ - r.in_kernel;
     return want > pool_.size() ? want - pool_.size() : 0;
 }
 
@@ -457,12 +448,8 @@ static SocketStats stats_of(xsk_socket *xsk) {
     return s;
 }
 
-SocketStats XskPlane::rx_stats(uint32_t q) const {
-    return stats_of(rx_[q].xsk);
-}
-SocketStats XskPlane::tx_stats() const {
-    return stats_of(tx_->xsk);
-}
+SocketStats XskPlane::rx_stats(uint32_t q) const { return stats_of(rx_[q].xsk); }
+SocketStats XskPlane::tx_stats() const { return stats_of(tx_->xsk); }
 
 Accounting XskPlane::check_accounting() const {
     Accounting a;
@@ -470,19 +457,17 @@ Accounting XskPlane::check_accounting() const {
     a.gaps_in_flight = gaps_in_flight_;
     std::string detail;
     uint64_t count[5] = {};
-    for (uint64_t i = 0; i < state_.size(); ++i)
-        ++count[uint32_t(state_[i])];
+    for (uint64_t i = 0; i < state_.size(); ++i) ++count[uint32_t(state_[i])];
     a.free = count[uint32_t(State::Free)];
     a.fill = count[uint32_t(State::Fill)];
     a.held = count[uint32_t(State::Held)];
     a.tx = count[uint32_t(State::Tx)];
     uint64_t in_kernel = 0;
-    for (const auto &r : rx_)
-        in_kernel += r.in_kernel;
+    for (const auto &r : rx_) in_kernel += r.in_kernel;
     auto mismatch = [&](const char *what, uint64_t states, uint64_t counted) {
         if (states != counted)
-            detail += std::string(what) + ": " + std::to_string(states) + " frames in that state, " +
-                      std::to_string(counted) + " counted; ";
+            detail += std::string(what) + ": " + std::to_string(states) +
+                      " frames in that state, " + std::to_string(counted) + " counted; ";
     };
     mismatch("free", a.free, pool_.size());
     mismatch("fill", a.fill, in_kernel);

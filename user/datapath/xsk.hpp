@@ -52,17 +52,18 @@ inline constexpr uint32_t kDefaultTxBudget = 32;
 uint32_t set_tx_budget(int fd, uint32_t descs);
 
 struct PlaneConfig {
-    std::string tx_dev;     // DEV
-    std::string rx_dev;     // pacer veth peer (b)
-    uint32_t rx_sockets = 2; // RX sockets on rx queues 0..rx_sockets-1
+    std::string tx_dev;                          // DEV
+    std::string rx_dev;                          // pacer veth peer (b)
+    uint32_t rx_sockets = 2;                     // RX sockets on rx queues 0..rx_sockets-1
     uint64_t buffer_bytes = kDefaultBufferBytes; // the UMEM: every frame the pacer can hold
-    uint32_t rx_ring = 0;   // RX and fill ring size per socket (power of two); 0: sized from the buffer
+    uint32_t rx_ring =
+        0; // RX and fill ring size per socket (power of two); 0: sized from the buffer
     uint32_t tx_ring = 2048;
-    uint32_t mtu = 1500;     // of DEV: longest frame sent is mtu + 18 (VLAN)
-    uint32_t rx_prefix = 0;  // bytes in front of every received frame (the hand-over tag)
-    MacAddr mac{};           // PAUSE source address: DEV's
+    uint32_t mtu = 1500;    // of DEV: longest frame sent is mtu + 18 (VLAN)
+    uint32_t rx_prefix = 0; // bytes in front of every received frame (the hand-over tag)
+    MacAddr mac{};          // PAUSE source address: DEV's
     Framing framing{};
-    int xsks_map_fd = -1; // RX sockets are registered here (key = rx queue)
+    int xsks_map_fd = -1;   // RX sockets are registered here (key = rx queue)
     bool busy_poll = false; // SO_PREFER_BUSY_POLL / SO_BUSY_POLL on the RX sockets
 };
 
@@ -112,7 +113,9 @@ class XskPlane {
     // owner. offset/len are the plane's (see take_prefix).
     FrameTable &table() { return table_; }
     const FrameMeta &meta(uint32_t frame) const { return table_[frame]; }
-    uint8_t *data(uint32_t frame) { return area_ + uint64_t(frame) * frame_size_ + table_[frame].offset; }
+    uint8_t *data(uint32_t frame) {
+        return area_ + uint64_t(frame) * frame_size_ + table_[frame].offset;
+    }
 
     // busy_poll: recvfrom() on socket q, which runs the device's NAPI poll
     // for its queue here, now (SO_PREFER_BUSY_POLL), instead of in softirq.
@@ -190,7 +193,7 @@ class XskPlane {
 
     PlaneConfig cfg_;
     uint32_t frame_size_ = 0;
-    uint32_t frames_ = 0; // real frames; the PAUSE chunk is frame frames_
+    uint32_t frames_ = 0;                        // real frames; the PAUSE chunk is frame frames_
     uint32_t descs_per_kick_ = kDefaultTxBudget; // what one sendto() may send (set_tx_budget)
     uint32_t fill_target_ = 0;
     uint32_t max_tx_len_ = 0;
@@ -208,7 +211,7 @@ class XskPlane {
     std::vector<Rx> rx_;
     FrameTable table_;
     std::vector<State> state_;
-    std::vector<uint32_t> pool_; // Free frames, LIFO (the warmest first)
+    std::vector<uint32_t> pool_;    // Free frames, LIFO (the warmest first)
     uint64_t held_ = 0, in_tx_ = 0; // frames Held, Tx
     uint64_t frames_unsent_ = 0;
     uint64_t tx_submitted_ = 0, tx_completed_ = 0, gaps_in_flight_ = 0;

@@ -96,12 +96,18 @@ std::string old_why(const Probe &pr) {
 
 const char *kind_name(K k) {
     switch (k) {
-    case K::NotAttached: return "not attached";
-    case K::Alive: return "alive";
-    case K::Dead: return "dead";
-    case K::DevGone: return "device gone";
-    case K::Elsewhere: return "attached elsewhere";
-    case K::Broken: return "broken";
+    case K::NotAttached:
+        return "not attached";
+    case K::Alive:
+        return "alive";
+    case K::Dead:
+        return "dead";
+    case K::DevGone:
+        return "device gone";
+    case K::Elsewhere:
+        return "attached elsewhere";
+    case K::Broken:
+        return "broken";
     }
     return "?";
 }
@@ -181,10 +187,13 @@ Result<AttachState> check_here(const Paths &p) {
     switch (r.kind) {
     case K::Alive:
     case K::Dead:
-    case K::DevGone: return *r.state;
-    case K::NotAttached: return err(p.dev + " is not attached");
+    case K::DevGone:
+        return *r.state;
+    case K::NotAttached:
+        return err(p.dev + " is not attached");
     case K::Elsewhere:
-    case K::Broken: return err(r.why);
+    case K::Broken:
+        return err(r.why);
     }
     return err(r.why);
 }
@@ -222,8 +231,8 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     if (!qdisc->empty() && *qdisc != "clsact")
         return err(opt.dev + " has " + (*qdisc == "ingress" ? "an ingress" : "a " + quote(*qdisc)) +
                    " qdisc at ffff: where pspxdp needs a clsact qdisc for its egress filter "
-                   "(only a clsact is shared); remove it first (tc qdisc del dev " + opt.dev +
-                   " " + (*qdisc == "ingress" ? "ingress" : "handle ffff:") +
+                   "(only a clsact is shared); remove it first (tc qdisc del dev " +
+                   opt.dev + " " + (*qdisc == "ingress" ? "ingress" : "handle ffff:") +
                    "), and use clsact for ingress filters");
     if (*qdisc == "clsact") {
         std::string who;
@@ -232,7 +241,8 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         if (*owner == Ownership::Foreign)
             return err(opt.dev + "'s egress prio " + std::to_string(kTcPriority) + " holds " + who +
                        " that is not pspxdp's: pspxdp classifies at prio " +
-                       std::to_string(kTcPriority) + ", before any other filter; move that "
+                       std::to_string(kTcPriority) +
+                       ", before any other filter; move that "
                        "filter to another prio first");
     }
 
@@ -241,10 +251,12 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     case K::Alive:
         return err(opt.dev + " is already attached (pspxdp detach " + opt.dev + " first)");
     case K::Elsewhere:
-    case K::Broken: return err(pr.why);
+    case K::Broken:
+        return err(pr.why);
     case K::NotAttached:
     case K::Dead:
-    case K::DevGone: break;
+    case K::DevGone:
+        break;
     }
 
     // The line rate, and what it is checked against: the paced classes a

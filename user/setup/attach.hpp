@@ -61,8 +61,8 @@ struct AttachOptions {
     std::optional<uint64_t> line_rate_bps; // none: DEV's ethtool speed, else 1gbit
     uint64_t window_bytes = 0; // 0: DEV's TX ring of full frames, else the engine's default
     uint32_t default_classid = PSPXDP_CLASSID(1, 0xffff);
-    bool force = false;  // attach even on a NIC known to drop host-sent PAUSE frames
-    std::string driver;  // DEV's driver; empty: ethtool's answer (tests inject one)
+    bool force = false; // attach even on a NIC known to drop host-sent PAUSE frames
+    std::string driver; // DEV's driver; empty: ethtool's answer (tests inject one)
 };
 
 struct Attached {

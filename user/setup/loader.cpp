@@ -1,12 +1,12 @@
 #include "setup/loader.hpp"
 
 #include "common/caps.hpp"
+#include "common/config_map.hpp"
 #include "common/fd.hpp"
 #include "common/libbpf_log.hpp"
 #include "common/ns.hpp"
-#include "common/text.hpp"
-#include "common/config_map.hpp"
 #include "common/slots.hpp"
+#include "common/text.hpp"
 #include "pspxdp/shared.h"
 #include "setup/netlink.hpp"
 #include "setup/ownership.hpp"
@@ -91,8 +91,10 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
     st.pacer_ifindex = ifindex;
     st.line_rate_bps = line_rate_bps; // the control plane validates class rates against it
     st.heartbeat_ns = 0;              // no daemon yet: TC passes
-    if (clsact_ours) st.flags |= PSPXDP_STATE_F_CLSACT_OURS;
-    else st.flags &= ~uint32_t(PSPXDP_STATE_F_CLSACT_OURS);
+    if (clsact_ours)
+        st.flags |= PSPXDP_STATE_F_CLSACT_OURS;
+    else
+        st.flags &= ~uint32_t(PSPXDP_STATE_F_CLSACT_OURS);
     if (bpf_map_update_elem(fd->get(), &key, &st, BPF_ANY) != 0)
         return err("writing pacer_state: " + errno_text(errno));
     if (auto r = common::bump_config_gen(fd->get()); !r) return r.failure();
@@ -112,10 +114,11 @@ Paths paths_for(const std::string &dev) {
 
 uint32_t max_pacer_mtu() {
     const long page = sysconf(_SC_PAGESIZE);
-    constexpr uint32_t kXdpHeadroom = 256;    // XDP_PACKET_HEADROOM
-    constexpr uint32_t kSharedInfo = 320;     // SKB_DATA_ALIGN(sizeof(struct skb_shared_info))
+    constexpr uint32_t kXdpHeadroom = 256; // XDP_PACKET_HEADROOM
+    constexpr uint32_t kSharedInfo = 320;  // SKB_DATA_ALIGN(sizeof(struct skb_shared_info))
     constexpr uint32_t kEthHeader = 14;
-    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader - PSPXDP_TAG_BYTES;
+    return uint32_t(page > 0 ? page : 4096) - kXdpHeadroom - kSharedInfo - kEthHeader -
+           PSPXDP_TAG_BYTES;
 }
 
 Result<void> ensure_bpffs() {
@@ -178,7 +181,8 @@ Result<void> remove_pins(const Paths &p, Notes &notes) {
         notes.push_back("left " + p.pin_dir + " in place: it holds " + list +
                         ", which pspxdp did not create");
     } else if (rmdir(p.pin_dir.c_str()) < 0 && errno != ENOENT && first_error.empty()) {
-        first_error = common::path_error("removing the pin directory of " + p.dev, p.pin_dir, errno);
+        first_error =
+            common::path_error("removing the pin directory of " + p.dev, p.pin_dir, errno);
     }
     rmdir(common::kPinRoot); // fails harmlessly while other DEVs are attached
     if (!first_error.empty()) return err(first_error);
@@ -350,7 +354,8 @@ Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool k
     if (same_dev && s.tc_attached) {
         std::string who;
         auto owner = tc_filter_owner(s.dev_ifindex, &who);
-        if (!owner) note(owner.error());
+        if (!owner)
+            note(owner.error());
         else if (*owner == Ownership::Ours) {
             if (auto r = remove_tc_filter(s.dev_ifindex); !r) note(r.error());
         } else if (*owner == Ownership::Foreign)
@@ -360,8 +365,10 @@ Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool k
     if (same_dev && s.clsact_created) {
         auto kind = ingress_qdisc_kind(s.dev_ifindex);
         auto only_ours = clsact_holds_only_ours(s.dev_ifindex);
-        if (!kind) note(kind.error());
-        else if (!only_ours) note(only_ours.error());
+        if (!kind)
+            note(kind.error());
+        else if (!only_ours)
+            note(only_ours.error());
         else if (*kind == "clsact" && !*only_ours)
             notes.push_back("left the clsact qdisc on " + s.dev +
                             ": pspxdp created it, but it now holds filters of others");

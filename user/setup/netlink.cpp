@@ -85,10 +85,13 @@ template <class F> int nl_request(NlMsg &msg, F on_msg, bool dump) {
     sa.nl_family = AF_NETLINK;
     static uint32_t seq = 1;
     msg.hdr()->nlmsg_seq = ++seq;
-    if (dump) msg.hdr()->nlmsg_flags |= NLM_F_DUMP;
-    else msg.hdr()->nlmsg_flags |= NLM_F_ACK;
+    if (dump)
+        msg.hdr()->nlmsg_flags |= NLM_F_DUMP;
+    else
+        msg.hdr()->nlmsg_flags |= NLM_F_ACK;
     const auto &b = msg.bytes();
-    if (sendto(sock.get(), b.data(), b.size(), 0, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) < 0)
+    if (sendto(sock.get(), b.data(), b.size(), 0, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) <
+        0)
         return -errno;
     std::vector<uint8_t> buf(65536);
     for (;;) {
@@ -218,26 +221,14 @@ Result<uint32_t> ifindex_of(const std::string &name) {
 
 } // namespace
 
-LinkInfo link_from_msg(const nlmsghdr *msg) {
-    return parse_link(msg);
-}
+LinkInfo link_from_msg(const nlmsghdr *msg) { return parse_link(msg); }
 
-bool LinkInfo::is_ether() const {
-    return type == ARPHRD_ETHER;
-}
-bool LinkInfo::is_up() const {
-    return flags & IFF_UP;
-}
-bool LinkInfo::has_carrier() const {
-    return flags & IFF_LOWER_UP;
-}
+bool LinkInfo::is_ether() const { return type == ARPHRD_ETHER; }
+bool LinkInfo::is_up() const { return flags & IFF_UP; }
+bool LinkInfo::has_carrier() const { return flags & IFF_LOWER_UP; }
 
-Result<LinkInfo> get_link(const std::string &name) {
-    return get_link_impl(&name, 0);
-}
-Result<LinkInfo> get_link(uint32_t ifindex) {
-    return get_link_impl(nullptr, ifindex);
-}
+Result<LinkInfo> get_link(const std::string &name) { return get_link_impl(&name, 0); }
+Result<LinkInfo> get_link(uint32_t ifindex) { return get_link_impl(nullptr, ifindex); }
 
 namespace {
 // Walks the attributes after a tcmsg.
@@ -275,7 +266,9 @@ Result<std::string> ingress_qdisc_kind(uint32_t ifindex) {
             });
         },
         true);
-    if (rc < 0) return err("listing the qdiscs of ifindex " + std::to_string(ifindex) + ": " + errno_text(rc));
+    if (rc < 0)
+        return err("listing the qdiscs of ifindex " + std::to_string(ifindex) + ": " +
+                   errno_text(rc));
     return kind;
 }
 
@@ -315,7 +308,8 @@ Result<std::vector<TcFilter>> list_tc_filters(uint32_t ifindex, bool egress) {
     // No clsact/ingress qdisc: nothing to list.
     if (rc == -EINVAL || rc == -ENOENT) return out;
     if (rc < 0)
-        return err("listing the TC filters of ifindex " + std::to_string(ifindex) + ": " + errno_text(rc));
+        return err("listing the TC filters of ifindex " + std::to_string(ifindex) + ": " +
+                   errno_text(rc));
     return out;
 }
 
@@ -425,7 +419,8 @@ Result<void> change_link(const std::string &name, uint32_t flags, uint32_t chang
 } // namespace
 
 Result<void> set_link_up(const std::string &name) {
-    return change_link(name, IFF_UP, IFF_UP, [](NlMsg &) {}, "setting " + name + " up");
+    return change_link(
+        name, IFF_UP, IFF_UP, [](NlMsg &) {}, "setting " + name + " up");
 }
 
 Result<void> set_mtu(const std::string &name, uint32_t mtu) {
@@ -459,11 +454,7 @@ Result<void> set_tx_checksum(const std::string &name, bool on) {
     return {};
 }
 
-std::string pacer_name_a(uint32_t dev_ifindex) {
-    return "psp" + std::to_string(dev_ifindex) + "a";
-}
-std::string pacer_name_b(uint32_t dev_ifindex) {
-    return "psp" + std::to_string(dev_ifindex) + "b";
-}
+std::string pacer_name_a(uint32_t dev_ifindex) { return "psp" + std::to_string(dev_ifindex) + "a"; }
+std::string pacer_name_b(uint32_t dev_ifindex) { return "psp" + std::to_string(dev_ifindex) + "b"; }
 
 } // namespace pspxdp::setup

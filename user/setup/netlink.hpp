@@ -56,7 +56,8 @@ struct TcFilter {
     uint32_t handle = 0;
     uint16_t protocol = 0; // network byte order, as tc shows it (ETH_P_ALL = all)
     std::string kind;      // "bpf", "u32", ...
-    std::string bpf_name;  // cls_bpf: the program's name as tc shows it ("classifier.bpf.o:[..]" or the prog name)
+    std::string bpf_name;  // cls_bpf: the program's name as tc shows it ("classifier.bpf.o:[..]" or
+                           // the prog name)
     uint32_t bpf_id = 0;   // cls_bpf: the program's id
 };
 // The filters on DEV's clsact egress (egress=true) or ingress hook. No

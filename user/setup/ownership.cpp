@@ -38,8 +38,8 @@ const std::vector<MapIdentity> &our_maps() {
             bpf_map *m;
             bpf_object__for_each_map(m, obj) {
                 if (bpf_map__is_internal(m)) continue;
-                MapIdentity id{bpf_map__name(m), uint32_t(bpf_map__type(m)),
-                               bpf_map__key_size(m), bpf_map__value_size(m)};
+                MapIdentity id{bpf_map__name(m), uint32_t(bpf_map__type(m)), bpf_map__key_size(m),
+                               bpf_map__value_size(m)};
                 bool dup = false;
                 for (const auto &o : out) dup |= o.name == id.name;
                 if (!dup) out.push_back(id);

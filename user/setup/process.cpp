@@ -1,7 +1,7 @@
 #include "setup/process.hpp"
 
-#include "common/clock.hpp"
 #include "common/caps.hpp"
+#include "common/clock.hpp"
 #include "common/pins.hpp"
 #include "common/text.hpp"
 #include "pspxdp/shared.h"
@@ -107,8 +107,7 @@ std::string log_tail(const Paths &p, int n) {
         if (int(lines.size()) > n) lines.pop_front();
     }
     std::string out;
-    for (auto &l : lines)
-        out += "  " + l + "\n";
+    for (auto &l : lines) out += "  " + l + "\n";
     return out;
 }
 
@@ -130,8 +129,7 @@ Result<pid_t> spawn(const Paths &p, const std::vector<std::string> &args) {
         std::vector<std::string> argv_s = {"pspxdp", "daemon", p.dev};
         argv_s.insert(argv_s.end(), args.begin(), args.end());
         std::vector<char *> argv;
-        for (auto &s : argv_s)
-            argv.push_back(s.data());
+        for (auto &s : argv_s) argv.push_back(s.data());
         argv.push_back(nullptr);
         execv("/proc/self/exe", argv.data());
         std::fprintf(stderr, "pspxdp: exec /proc/self/exe: %s\n", std::strerror(errno));
@@ -147,7 +145,8 @@ Result<void> wait_started(const Paths &p, pid_t pid, int timeout_ms) {
     if (!fd) return fd.failure();
     uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * common::kNsPerMs;
     while (mono_ns() < deadline) {
-        if (!alive(pid)) return err("daemon exited at start; " + p.log + " says:\n" + log_tail(p, 5));
+        if (!alive(pid))
+            return err("daemon exited at start; " + p.log + " says:\n" + log_tail(p, 5));
         uint32_t key = 0;
         pspxdp_pacer_state st{};
         if (bpf_map_lookup_elem(fd->get(), &key, &st) == 0 && pspxdp_pacer_alive(&st, mono_ns()))
@@ -166,15 +165,13 @@ Result<bool> stop(const Paths &p, int timeout_ms) {
     if (kill(pid, SIGTERM) < 0 && errno != ESRCH)
         return err("stopping daemon pid " + std::to_string(pid) + ": " + errno_text(errno));
     uint64_t deadline = mono_ns() + uint64_t(timeout_ms) * common::kNsPerMs;
-    while (alive(pid) && mono_ns() < deadline)
-        usleep(10 * 1000);
+    while (alive(pid) && mono_ns() < deadline) usleep(10 * 1000);
     if (alive(pid)) {
         std::fprintf(stderr,
                      "pspxdp: warning: daemon pid %d ignored SIGTERM for %d ms, killing it\n",
                      int(pid), timeout_ms);
         kill(pid, SIGKILL);
-        for (int i = 0; i < 100 && alive(pid); ++i)
-            usleep(10 * 1000);
+        for (int i = 0; i < 100 && alive(pid); ++i) usleep(10 * 1000);
     }
     unlink(p.pid.c_str());
     return true;

@@ -71,8 +71,7 @@ Result<AttachState> AttachState::from_kv(const std::map<std::string, std::string
 Result<void> write_state(const Paths &p, const AttachState &s) {
     const std::string tmp = p.state + ".tmp";
     std::string text;
-    for (auto &[k, v] : s.to_kv())
-        text += k + "=" + v + "\n";
+    for (auto &[k, v] : s.to_kv()) text += k + "=" + v + "\n";
     int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return err(common::path_error("writing the state of " + p.dev, tmp, errno));
     fchmod(fd, 0644); // whatever the umask: status reads it unprivileged
@@ -89,9 +88,7 @@ Result<void> write_state(const Paths &p, const AttachState &s) {
     return {};
 }
 
-bool state_exists(const Paths &p) {
-    return access(p.state.c_str(), F_OK) == 0;
-}
+bool state_exists(const Paths &p) { return access(p.state.c_str(), F_OK) == 0; }
 
 Result<AttachState> read_state(const Paths &p) {
     std::ifstream f(p.state);
@@ -108,7 +105,8 @@ Result<AttachState> read_state(const Paths &p) {
     }
     auto s = AttachState::from_kv(kv);
     if (!s) return err(p.state + ": " + s.error());
-    if (s->dev != p.dev) return err(p.state + ": records device " + common::quote(s->dev) + ", not " + p.dev);
+    if (s->dev != p.dev)
+        return err(p.state + ": records device " + common::quote(s->dev) + ", not " + p.dev);
     return s;
 }
 

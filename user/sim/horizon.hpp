@@ -36,15 +36,15 @@ std::vector<HorizonScenario> horizon_scenarios(double seconds);
 struct HorizonRow {
     std::string scenario;
     std::string mode;
-    double seconds = 0;             // simulated real time
-    double gap_time_share = 0;      // gap frames' share of the wire's time
-    double gap_byte_share = 0;      // ... of the bytes sent
-    double emitted_per_s = 0;       // frames and gap frames handed to the NIC
-    double wakeups_per_s = 0;       // waits the daemon slept or spun through
-    double spin_share = 0;          // of one core, spinning before due times
+    double seconds = 0;              // simulated real time
+    double gap_time_share = 0;       // gap frames' share of the wire's time
+    double gap_byte_share = 0;       // ... of the bytes sent
+    double emitted_per_s = 0;        // frames and gap frames handed to the NIC
+    double wakeups_per_s = 0;        // waits the daemon slept or spun through
+    double spin_share = 0;           // of one core, spinning before due times
     double worst_rate_error_pct = 0; // paced classes, measured mean vs target
-    double worst_burst_mtu = 0;     // max burstiness at the class rate, worst class
-    double normal_bps = 0;          // what the normal class got, if any
+    double worst_burst_mtu = 0;      // max burstiness at the class rate, worst class
+    double normal_bps = 0;           // what the normal class got, if any
     EngineCounters counters;
 };
 

@@ -30,33 +30,52 @@ uint64_t LatenessTable::sample(std::mt19937_64 &rng) const {
 // average 0.3 .. 10): the tails (p99.9 and beyond) are preemption and steal
 // time, the conditions a pacer on a shared host meets.
 const LatenessTable &measured_sleep() {
-    static const LatenessTable t{
-        "clock_nanosleep",
-        "clock_nanosleep(TIMER_ABSTIME) lateness, this VM, busy",
-        {{0, 4057}, {0.1, 12014}, {0.25, 13257}, {0.5, 15104}, {0.75, 20810}, {0.9, 31451},
-         {0.95, 36232}, {0.99, 65823}, {0.995, 89727}, {0.999, 447019}, {0.9995, 639439},
-         {0.9999, 1710513}, {1, 3704188}}};
+    static const LatenessTable t{"clock_nanosleep",
+                                 "clock_nanosleep(TIMER_ABSTIME) lateness, this VM, busy",
+                                 {{0, 4057},
+                                  {0.1, 12014},
+                                  {0.25, 13257},
+                                  {0.5, 15104},
+                                  {0.75, 20810},
+                                  {0.9, 31451},
+                                  {0.95, 36232},
+                                  {0.99, 65823},
+                                  {0.995, 89727},
+                                  {0.999, 447019},
+                                  {0.9995, 639439},
+                                  {0.9999, 1710513},
+                                  {1, 3704188}}};
     return t;
 }
 
 const LatenessTable &measured_spin() {
-    static const LatenessTable t{
-        "spin",
-        "busy read of CLOCK_MONOTONIC until the deadline, this VM, busy",
-        {{0, 40}, {0.1, 52}, {0.25, 59}, {0.5, 68}, {0.75, 78}, {0.9, 89}, {0.95, 97},
-         {0.99, 5320}, {0.995, 9534}, {0.999, 310235}, {0.9995, 991612}, {0.9999, 3914249},
-         {1, 14254788}}};
+    static const LatenessTable t{"spin",
+                                 "busy read of CLOCK_MONOTONIC until the deadline, this VM, busy",
+                                 {{0, 40},
+                                  {0.1, 52},
+                                  {0.25, 59},
+                                  {0.5, 68},
+                                  {0.75, 78},
+                                  {0.9, 89},
+                                  {0.95, 97},
+                                  {0.99, 5320},
+                                  {0.995, 9534},
+                                  {0.999, 310235},
+                                  {0.9995, 991612},
+                                  {0.9999, 3914249},
+                                  {1, 14254788}}};
     return t;
 }
 
 Result<std::vector<LatenessTable>> parse_lateness_json(std::string_view text) {
     nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_array())
-        return err("lateness table: expected a JSON list of {\"name\", \"quantiles\"} (bench_timers --json)");
+        return err("lateness table: expected a JSON list of {\"name\", \"quantiles\"} "
+                   "(bench_timers --json)");
     std::vector<LatenessTable> out;
     for (const auto &e : j) {
-        if (!e.is_object() || !e.contains("name") || !e["name"].is_string() || !e.contains("quantiles") ||
-            !e["quantiles"].is_array())
+        if (!e.is_object() || !e.contains("name") || !e["name"].is_string() ||
+            !e.contains("quantiles") || !e["quantiles"].is_array())
             return err("lateness table: every entry needs \"name\" and \"quantiles\"");
         LatenessTable t;
         t.name = e["name"].get<std::string>();

@@ -61,7 +61,8 @@ std::vector<PaperScenario> paper_scenarios(double scale) {
     {
         PaperScenario p{"96 classes x 10Mbit", base(scaled(100'000, scale)), "9.91Mbit", "1 MTU",
                         ""};
-        for (int i = 0; i < 96; ++i) p.config.sources.push_back(paced("1:" + std::to_string(i + 1), 10 * kMbit));
+        for (int i = 0; i < 96; ++i)
+            p.config.sources.push_back(paced("1:" + std::to_string(i + 1), 10 * kMbit));
         out.push_back(std::move(p));
     }
     {
@@ -100,7 +101,8 @@ ScenarioResult run_scenario(const PaperScenario &scenario) {
         r.target_bps = s.rate_bps;
         r.frames = fr.frames;
         r.mean_bps = fr.mean_rate_bps;
-        r.error_pct = s.rate_bps ? (fr.mean_rate_bps - double(s.rate_bps)) / double(s.rate_bps) * 100 : 0;
+        r.error_pct =
+            s.rate_bps ? (fr.mean_rate_bps - double(s.rate_bps)) / double(s.rate_bps) * 100 : 0;
         r.rate_min_bps = fr.rate_n_min_bps;
         r.rate_max_bps = fr.rate_n_max_bps;
         r.max_burst_mtu = fr.max_burst_mtu;

@@ -14,7 +14,7 @@ namespace pspxdp::sim {
 struct PaperScenario {
     std::string name;
     SimConfig config;
-    std::string paper_mean;  // what the paper measured (2005, e1000), for the table
+    std::string paper_mean; // what the paper measured (2005, e1000), for the table
     std::string paper_burst;
     std::string note;
 };

@@ -109,10 +109,10 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
                 const uint64_t ahead = g > wire ? g - wire : 0;
                 if (ahead + wm.batch_bytes > cfg.engine.window_bytes) {
                     // Room for a batch: the window's queued wire time covers the lateness.
-                    const uint64_t room_ns =
-                        (ahead + wm.batch_bytes - cfg.engine.window_bytes) * 8'000'000'000ull /
-                        cfg.engine.line_rate_bps;
-                    Decision w{Action::Wait, 0, 0, now + std::max<uint64_t>(1, room_ns), UINT64_MAX};
+                    const uint64_t room_ns = (ahead + wm.batch_bytes - cfg.engine.window_bytes) *
+                                             8'000'000'000ull / cfg.engine.line_rate_bps;
+                    Decision w{Action::Wait, 0, 0, now + std::max<uint64_t>(1, room_ns),
+                               UINT64_MAX};
                     now = std::min(woken(now, w), std::max(now + 1, next_arrival()));
                     continue;
                 }

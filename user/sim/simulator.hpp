@@ -25,7 +25,7 @@ namespace pspxdp::sim {
 
 struct SourceSpec {
     std::string name;
-    uint64_t rate_bps = 0;  // the class's rate; 0 makes it a normal class
+    uint64_t rate_bps = 0;   // the class's rate; 0 makes it a normal class
     uint32_t min_len = 1514; // frame lengths (no FCS), uniform in [min_len, max_len]
     uint32_t max_len = 1514;
     // Offered traffic. Greedy: always backlogged. Otherwise on/off: during
@@ -56,7 +56,7 @@ struct SimConfig {
     std::vector<SourceSpec> sources;
     uint64_t max_class_frames = 100'000; // stop after this many real frames
     uint64_t max_decisions = UINT64_MAX;
-    uint64_t max_ns = UINT64_MAX;        // stop when real time passes this
+    uint64_t max_ns = UINT64_MAX; // stop when real time passes this
     uint64_t seed = 1;
     bool record_trace = true;
 };
@@ -66,11 +66,11 @@ struct SimResult {
     EngineCounters counters;       // engine runs only
     std::vector<uint64_t> sent;    // frames per source
     std::vector<uint64_t> drops;   // arrivals dropped at a full queue, per source
-    uint64_t decisions = 0;   // calls to next()
-    uint64_t emitted = 0;     // Frame and Gap decisions: descriptors on the TX ring
-    uint64_t wakeups = 0;     // waits that slept or spun until a future wake time
-    uint64_t spin_ns = 0;     // time spent spinning before wake times
-    uint64_t start_ns = 0;    // first decision
+    uint64_t decisions = 0;        // calls to next()
+    uint64_t emitted = 0;          // Frame and Gap decisions: descriptors on the TX ring
+    uint64_t wakeups = 0;          // waits that slept or spun until a future wake time
+    uint64_t spin_ns = 0;          // time spent spinning before wake times
+    uint64_t start_ns = 0;         // first decision
     uint64_t end_ns = 0;
 };
 

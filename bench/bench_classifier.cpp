@@ -91,31 +91,21 @@ std::string filter_line(unsigned i) {
     const std::string cls = " classid 1:" + std::to_string(1 + i % 16);
     char buf[160];
     switch (i % 8) {
-    case 0:
-        std::snprintf(buf, sizeof buf, "dst 10.%u.%u.0/24", a, b);
-        break;
+    case 0: std::snprintf(buf, sizeof buf, "dst 10.%u.%u.0/24", a, b); break;
     case 1:
         std::snprintf(buf, sizeof buf, "src 10.%u.%u.7/32 proto tcp dport %u", a, b, 1 + k % 60000);
         break;
     case 2:
         std::snprintf(buf, sizeof buf, "dst 172.16.%u.%u/32 proto udp dport 5000-5099", a, b);
         break;
-    case 3:
-        std::snprintf(buf, sizeof buf, "dst 2001:db8:%x:%x::/64", a, b);
-        break;
+    case 3: std::snprintf(buf, sizeof buf, "dst 2001:db8:%x:%x::/64", a, b); break;
     case 4:
         std::snprintf(buf, sizeof buf, "src 2001:db8:%x%02x::/48 proto udp sport %u", a, b,
                       1 + k % 60000);
         break;
-    case 5:
-        std::snprintf(buf, sizeof buf, "vlan %u dscp %u", k % 4096, k / 4096 % 64);
-        break;
-    case 6:
-        std::snprintf(buf, sizeof buf, "dst 192.168.%u.%u/32 proto udp dport 53", a, b);
-        break;
-    default:
-        std::snprintf(buf, sizeof buf, "proto tcp sport %u", 1 + k % 65535);
-        break;
+    case 5: std::snprintf(buf, sizeof buf, "vlan %u dscp %u", k % 4096, k / 4096 % 64); break;
+    case 6: std::snprintf(buf, sizeof buf, "dst 192.168.%u.%u/32 proto udp dport 53", a, b); break;
+    default: std::snprintf(buf, sizeof buf, "proto tcp sport %u", 1 + k % 65535); break;
     }
     return pref + buf + cls;
 }

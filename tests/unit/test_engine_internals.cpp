@@ -53,18 +53,10 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
                 // Keys above G: mostly close, some equal to others, some far.
                 uint64_t dist;
                 switch (rng() % 4) {
-                case 0:
-                    dist = 1 + rng() % 200;
-                    break;
-                case 1:
-                    dist = 1 + rng() % 5000;
-                    break;
-                case 2:
-                    dist = 1 + rng() % max_dist;
-                    break;
-                default:
-                    dist = model.empty() ? 1 : model.begin()->first - g;
-                    break;
+                case 0: dist = 1 + rng() % 200; break;
+                case 1: dist = 1 + rng() % 5000; break;
+                case 2: dist = 1 + rng() % max_dist; break;
+                default: dist = model.empty() ? 1 : model.begin()->first - g; break;
                 }
                 nodes[cls].clock = g + dist;
                 wheel.insert(nodes.data(), cls);
@@ -494,12 +486,9 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     // or no gaps at all. Idling needs real time to end.
     auto random_horizon = [&]() -> uint64_t {
         switch (rng() % 3) {
-        case 0:
-            return rng() % 20'000;
-        case 1:
-            return rng() % 5'000'000;
-        default:
-            return kGapHorizonInf;
+        case 0: return rng() % 20'000;
+        case 1: return rng() % 5'000'000;
+        default: return kGapHorizonInf;
         }
     };
     cfg.gap_horizon_ns = random_horizon();
@@ -507,11 +496,8 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     // The normal-frame rule in its three regimes: never held (the paper's),
     // the default, and tight (held often, starvation guard exercised).
     switch (rng() % 3) {
-    case 0:
-        cfg.normal_block_bytes = UINT64_MAX;
-        break;
-    case 1:
-        break;
+    case 0: cfg.normal_block_bytes = UINT64_MAX; break;
+    case 1: break;
     case 2:
         cfg.normal_block_bytes = rng() % 300;
         cfg.normal_starve_bytes = rng() % 5000;
@@ -527,23 +513,17 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
         if (room == 0 || rng() % 6 == 0) return 0; // normal
         if (uniform && uniform_rate <= room) return uniform_rate;
         switch (rng() % 4) {
-        case 0:
-            return 1 + rng() % std::min<uint64_t>(room, 100'000); // very slow
-        case 1:
-            return 1 + rng() % std::max<uint64_t>(1, room / 50);
-        default:
-            return 1 + rng() % room;
+        case 0: return 1 + rng() % std::min<uint64_t>(room, 100'000); // very slow
+        case 1: return 1 + rng() % std::max<uint64_t>(1, room / 50);
+        default: return 1 + rng() % room;
         }
     };
     auto random_len = [&]() -> uint32_t {
         if (uniform) return 1514;
         switch (rng() % 4) {
-        case 0:
-            return 60;
-        case 1:
-            return cfg.framing.max_frame_len();
-        default:
-            return 1 + uint32_t(rng() % cfg.framing.max_frame_len());
+        case 0: return 60;
+        case 1: return cfg.framing.max_frame_len();
+        default: return 1 + uint32_t(rng() % cfg.framing.max_frame_len());
         }
     };
 

@@ -24,12 +24,9 @@ const char *kind_name(const control::ClassInfo &c) {
 
 const char *state_name(const control::ClassInfo &c) {
     switch (c.state) {
-    case PSPXDP_SLOT_SERVED:
-        return c.served ? "served" : "unserved";
-    case PSPXDP_SLOT_DRAINING:
-        return "draining";
-    default:
-        return "unserved";
+    case PSPXDP_SLOT_SERVED: return c.served ? "served" : "unserved";
+    case PSPXDP_SLOT_DRAINING: return "draining";
+    default: return "unserved";
     }
 }
 

@@ -83,16 +83,11 @@ std::string format_factor(double v) {
 // A number of o's type as the user would write it.
 std::string format_number(const Option &o, uint64_t v) {
     switch (o.type) {
-    case OptType::Rate:
-        return format_rate(v);
-    case OptType::Bytes:
-        return format_bytes(v);
-    case OptType::Duration:
-        return format_duration(v);
-    case OptType::TimeOrInf:
-        return v == kTimeInf ? "inf" : format_duration(v);
-    default:
-        return std::to_string(v);
+    case OptType::Rate: return format_rate(v);
+    case OptType::Bytes: return format_bytes(v);
+    case OptType::Duration: return format_duration(v);
+    case OptType::TimeOrInf: return v == kTimeInf ? "inf" : format_duration(v);
+    default: return std::to_string(v);
     }
 }
 
@@ -123,16 +118,11 @@ std::string metavar_of(const Option &o) {
 
 const char *unit_name(uint64_t ns) {
     switch (ns) {
-    case 1:
-        return "ns";
-    case 1'000:
-        return "us";
-    case 1'000'000:
-        return "ms";
-    case 1'000'000'000:
-        return "s";
-    default:
-        return "?";
+    case 1: return "ns";
+    case 1'000: return "us";
+    case 1'000'000: return "ms";
+    case 1'000'000'000: return "s";
+    default: return "?";
     }
 }
 
@@ -154,10 +144,8 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
     const std::string word = quote(text);
     uint64_t v = 0;
     switch (o.type) {
-    case OptType::Flag:
-        return OptValue{true};
-    case OptType::String:
-        return OptValue{std::string(text)};
+    case OptType::Flag: return OptValue{true};
+    case OptType::String: return OptValue{std::string(text)};
     case OptType::ClassId: {
         auto c = parse_classid(text);
         if (!c) return refuse(c.error());

@@ -33,24 +33,15 @@ bool has_cap(int cap) {
 
 std::string cap_name(int cap) {
     switch (cap) {
-    case CAP_DAC_OVERRIDE:
-        return "CAP_DAC_OVERRIDE";
-    case CAP_DAC_READ_SEARCH:
-        return "CAP_DAC_READ_SEARCH";
-    case CAP_KILL:
-        return "CAP_KILL";
-    case CAP_NET_ADMIN:
-        return "CAP_NET_ADMIN";
-    case CAP_NET_RAW:
-        return "CAP_NET_RAW";
-    case CAP_SYS_ADMIN:
-        return "CAP_SYS_ADMIN";
-    case CAP_PERFMON:
-        return "CAP_PERFMON";
-    case CAP_BPF:
-        return "CAP_BPF";
-    default:
-        return "capability " + std::to_string(cap);
+    case CAP_DAC_OVERRIDE: return "CAP_DAC_OVERRIDE";
+    case CAP_DAC_READ_SEARCH: return "CAP_DAC_READ_SEARCH";
+    case CAP_KILL: return "CAP_KILL";
+    case CAP_NET_ADMIN: return "CAP_NET_ADMIN";
+    case CAP_NET_RAW: return "CAP_NET_RAW";
+    case CAP_SYS_ADMIN: return "CAP_SYS_ADMIN";
+    case CAP_PERFMON: return "CAP_PERFMON";
+    case CAP_BPF: return "CAP_BPF";
+    default: return "capability " + std::to_string(cap);
     }
 }
 

@@ -111,9 +111,7 @@ void Engine::set_class_rate(Class &c, uint64_t rate_bps) {
 void Engine::unlink(uint32_t cls) {
     Class &c = classes_[cls];
     switch (c.where) {
-    case Where::Pending:
-        pending_.remove(classes_.data(), cls);
-        break;
+    case Where::Pending: pending_.remove(classes_.data(), cls); break;
     case Where::Eligible:
         if (solo_ == cls) {
             solo_ = kNone;
@@ -125,11 +123,8 @@ void Engine::unlink(uint32_t cls) {
             stale_eligible_ = 0;
         }
         break;
-    case Where::Normal:
-        normal_unlink(cls);
-        break;
-    case Where::None:
-        break;
+    case Where::Normal: normal_unlink(cls); break;
+    case Where::None: break;
     }
     c.where = Where::None;
 }
@@ -276,16 +271,13 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
         }
         c.fresh = true;
         break;
-    case State::Sent:
-        --awaiting_head_;
-        break;
+    case State::Sent: --awaiting_head_; break;
     case State::Backlogged: // the head changed under us
         unlink(cls);
         --backlogged_;
         restore_frac(c);
         break;
-    case State::Free:
-        return;
+    case State::Free: return;
     }
     c.state = State::Backlogged;
     ++backlogged_;

@@ -12,12 +12,9 @@ namespace pspxdp::daemon {
 
 const char *wire_clock_name(WireClock c) {
     switch (c) {
-    case WireClock::Byte:
-        return "byte";
-    case WireClock::None:
-        return "none";
-    default:
-        return "auto";
+    case WireClock::Byte: return "byte";
+    case WireClock::None: return "none";
+    default: return "auto";
     }
 }
 

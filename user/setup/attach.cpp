@@ -96,18 +96,12 @@ std::string old_why(const Probe &pr) {
 
 const char *kind_name(K k) {
     switch (k) {
-    case K::NotAttached:
-        return "not attached";
-    case K::Alive:
-        return "alive";
-    case K::Dead:
-        return "dead";
-    case K::DevGone:
-        return "device gone";
-    case K::Elsewhere:
-        return "attached elsewhere";
-    case K::Broken:
-        return "broken";
+    case K::NotAttached: return "not attached";
+    case K::Alive: return "alive";
+    case K::Dead: return "dead";
+    case K::DevGone: return "device gone";
+    case K::Elsewhere: return "attached elsewhere";
+    case K::Broken: return "broken";
     }
     return "?";
 }
@@ -187,13 +181,10 @@ Result<AttachState> check_here(const Paths &p) {
     switch (r.kind) {
     case K::Alive:
     case K::Dead:
-    case K::DevGone:
-        return *r.state;
-    case K::NotAttached:
-        return err(p.dev + " is not attached");
+    case K::DevGone: return *r.state;
+    case K::NotAttached: return err(p.dev + " is not attached");
     case K::Elsewhere:
-    case K::Broken:
-        return err(r.why);
+    case K::Broken: return err(r.why);
     }
     return err(r.why);
 }
@@ -251,12 +242,10 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     case K::Alive:
         return err(opt.dev + " is already attached (pspxdp detach " + opt.dev + " first)");
     case K::Elsewhere:
-    case K::Broken:
-        return err(pr.why);
+    case K::Broken: return err(pr.why);
     case K::NotAttached:
     case K::Dead:
-    case K::DevGone:
-        break;
+    case K::DevGone: break;
     }
 
     // The line rate, and what it is checked against: the paced classes a

@@ -391,8 +391,7 @@ Result<void> teardown(const Paths &p, const AttachState &s, Notes &notes, bool k
         case Ownership::Foreign:
             notes.push_back("left " + s.pacer_a + ": it is no longer pspxdp's pacer veth");
             break;
-        case Ownership::Absent:
-            break;
+        case Ownership::Absent: break;
         }
     } else if (s.xdp_attached && s.pacer_b_ifindex) {
         int rc = bpf_xdp_detach(int(s.pacer_b_ifindex), XDP_FLAGS_DRV_MODE, nullptr);

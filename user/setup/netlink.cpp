@@ -160,18 +160,10 @@ LinkInfo parse_link(const nlmsghdr *h) {
         case IFLA_IFNAME:
             li.name.assign(static_cast<const char *>(d), strnlen(static_cast<const char *>(d), dl));
             break;
-        case IFLA_MTU:
-            std::memcpy(&li.mtu, d, 4);
-            break;
-        case IFLA_LINK:
-            std::memcpy(&li.link, d, 4);
-            break;
-        case IFLA_NUM_TX_QUEUES:
-            std::memcpy(&li.num_tx_queues, d, 4);
-            break;
-        case IFLA_NUM_RX_QUEUES:
-            std::memcpy(&li.num_rx_queues, d, 4);
-            break;
+        case IFLA_MTU: std::memcpy(&li.mtu, d, 4); break;
+        case IFLA_LINK: std::memcpy(&li.link, d, 4); break;
+        case IFLA_NUM_TX_QUEUES: std::memcpy(&li.num_tx_queues, d, 4); break;
+        case IFLA_NUM_RX_QUEUES: std::memcpy(&li.num_rx_queues, d, 4); break;
         case IFLA_ADDRESS:
             if (dl == 6) std::memcpy(li.mac.data(), d, 6);
             break;
@@ -183,8 +175,7 @@ LinkInfo parse_link(const nlmsghdr *h) {
                                    strnlen(static_cast<const char *>(RTA_DATA(n)), RTA_PAYLOAD(n)));
             break;
         }
-        default:
-            break;
+        default: break;
         }
     }
     return li;

@@ -44,6 +44,15 @@ Result<bool> Device::class_exists(uint32_t classid) const {
     return err(dev_ + ": read class_config: " + errno_text(errno));
 }
 
+Result<void> Device::require_class(uint32_t classid, const std::string &hint) const {
+    auto exists = class_exists(classid);
+    if (!exists) return exists.failure();
+    if (!*exists)
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
+                      " does not exist on " + dev_ + hint);
+    return {};
+}
+
 Result<std::vector<std::pair<ClassSpec, uint32_t>>> Device::class_specs_with_slots() const {
     auto all = common::read_class_configs(class_config_.get());
     if (!all) return err(dev_ + ": " + all.error());
@@ -215,11 +224,7 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
 
 Result<void> Device::class_del(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
-    auto exists = class_exists(classid);
-    if (!exists) return exists.failure();
-    if (!*exists)
-        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
-                      " does not exist on " + dev_);
+    if (auto r = require_class(classid, ""); !r) return r;
     auto st = state();
     if (!st) return st.failure();
     if (pspxdp_classid_raw(st->default_classid) == classid)
@@ -244,12 +249,9 @@ Result<void> Device::class_del(uint32_t classid) {
 
 Result<void> Device::set_default(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
-    auto exists = class_exists(classid);
-    if (!exists) return exists.failure();
-    if (!*exists)
-        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
-                      " does not exist on " + dev_ + " (pspxdp class add " + dev_ + " " +
-                      format_classid(ClassId::from_raw(classid)) + " normal)");
+    const std::string id = format_classid(ClassId::from_raw(classid));
+    if (auto r = require_class(classid, " (pspxdp class add " + dev_ + " " + id + " normal)"); !r)
+        return r;
     return update_pacer_state(classid, std::nullopt);
 }
 

@@ -135,6 +135,8 @@ class Device {
     // class_config in one batched read (100,000 classes in milliseconds).
     Result<std::vector<std::pair<ClassSpec, uint32_t>>> class_specs_with_slots() const;
     Result<bool> class_exists(uint32_t classid) const;
+    // Refuses ("class X does not exist on DEV" + hint) unless classid exists.
+    Result<void> require_class(uint32_t classid, const std::string &hint) const;
     FilterMaps filter_maps() const;
     // Writes fields of pacer_state (default class, line rate) and bumps
     // config_gen.

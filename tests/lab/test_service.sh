@@ -6,16 +6,16 @@
 #     and says READY=1 (Type=notify) once pacing, not before;
 #   - SIGHUP (ExecReload): RELOADING=1, the file applied, READY=1;
 #   - SIGTERM: STOPPING=1, exit 0, DEV detached;
-#   - without any one of the capabilities attach needs it refuses, naming
-#     what failed, and never says READY=1 (so the set is not larger than
-#     needed: CAP_IPC_LOCK and CAP_SYS_NICE serve --rt, asserted by the unit's
-#     comment, not here).
+#   - without any one of the capabilities it refuses, naming what failed,
+#     and never says READY=1: the set is not larger than needed
+#     (CAP_IPC_LOCK: the UMEM under RLIMIT_MEMLOCK 8 MB, systemd's default;
+#     CAP_SYS_NICE: attach --rt).
 # PID 1 here need not be systemd: nothing below asks it anything. Exit 77 =
 # skipped (not root, no setpriv).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-psp_require test_service "$PSPXDP" -- python3 setpriv
+psp_require test_service "$PSPXDP" -- python3 setpriv prlimit
 UNIT=$HERE/../../packaging/pspxdp@.service.in
 read -ra CAPS <<<"$(sed -n 's/^CapabilityBoundingSet=//p' "$UNIT")"
 # setpriv's spelling: CAP_NET_ADMIN -> +net_admin
@@ -40,9 +40,11 @@ psp_check "notification socket ready" psp_wait_for 5 test -S "$TMP/notify" || ex
 : >"$TMP/notify.log"
 
 # ExecStart as the unit runs it: in DEV's namespace, the bounding set the unit's.
-start() { # CAPS... (the bounding set)
-    NOTIFY_SOCKET=$TMP/notify $N setpriv --inh-caps=-all --bounding-set="$(setpriv_caps "$@")" \
-        "$PSPXDP" attach $DEV --foreground --config "$TMP/dev.conf" >"$TMP/fg.out" 2>&1 &
+# The limits a service gets by default: RLIMIT_MEMLOCK 8 MB, no RLIMIT_RTPRIO.
+start() { # CAPS... (the bounding set); EXTRA: more attach options
+    NOTIFY_SOCKET=$TMP/notify prlimit --memlock=8388608:8388608 --rtprio=0:0 \
+        $N setpriv --inh-caps=-all --bounding-set="$(setpriv_caps "$@")" \
+        "$PSPXDP" attach $DEV --foreground --config "$TMP/dev.conf" ${EXTRA:-} >"$TMP/fg.out" 2>&1 &
     FG=$!
     PIDS+=($FG)
 }
@@ -73,14 +75,17 @@ psp_check "... STOPPING=1 said" notified "STOPPING=1"
 psp_check "... DEV detached" test ! -e /sys/fs/bpf/pspxdp/$DEV
 
 # Each capability attach needs: without it, a refusal and no READY=1.
-for drop in CAP_NET_ADMIN CAP_BPF CAP_PERFMON CAP_NET_RAW; do
+for drop in "${CAPS[@]}"; do
+    EXTRA=
+    [[ $drop == CAP_SYS_NICE ]] && EXTRA=--rt
     fewer=()
     for c in "${CAPS[@]}"; do [[ $c != "$drop" ]] && fewer+=("$c"); done
     : >"$TMP/notify.log"
     start "${fewer[@]}"
     wait $FG
     rc=$?
-    psp_check "without $drop: attach fails (exit $rc: $(tail -1 "$TMP/fg.out"))" test $rc -ne 0
+    why=$(grep -m1 -iE 'cannot|needs|denied|failed' "$TMP/fg.out")
+    psp_check "without $drop: attach${EXTRA:+ $EXTRA} fails (exit $rc: ${why:-$(tail -1 "$TMP/fg.out")})" test $rc -ne 0
     psp_check "... never READY=1" bash -c "! grep -q READY=1 '$TMP/notify.log'"
     $N "$PSPXDP" detach $DEV >/dev/null 2>&1
 done

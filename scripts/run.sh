@@ -39,14 +39,21 @@ if [[ $EUID -ne 0 ]]; then
 fi
 rc=0
 BUILD_DIR=$PWD/$BUILD_DIR bash lab/lab.sh "${LAB_ARGS[@]}" || rc=$?
+# Where lab.sh wrote (its --out, --publish, else its default).
 OUT=$BUILD_DIR/results
-for a in "${LAB_ARGS[@]}"; do [[ $a == --publish ]] && OUT=docs/results; done
+for ((i = 0; i < ${#LAB_ARGS[@]}; i++)); do
+    case ${LAB_ARGS[i]} in
+    --publish) OUT=docs/results ;;
+    --out) OUT=${LAB_ARGS[i + 1]:-} ;;
+    --out=*) OUT=${LAB_ARGS[i]#--out=} ;;
+    esac
+done
 echo
 if ((rc == 0)); then
     echo "shown:   the paper's experiments replayed, then pspxdp beside tbf, htb and no shaping on one veth wire (tables above)"
 else
     echo "shown:   the paper's experiments replayed; the lab stopped (exit $rc, its messages above)"
 fi
-echo "files:   $OUT/<date>-<what>/ (README.md with tables, CSV, PNG, the machine and the command; or where -- --out said)"
+echo "files:   $OUT/<date>-<what>/ (README.md with the tables, CSV, PNG, the machine and the command)"
 echo "next:    ./scripts/run.sh -- --full (every experiment), ./scripts/test.sh (every test), or pace a real device: README \"Install\" and \"Using it\""
 exit $rc

@@ -70,6 +70,7 @@ psp_check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp de
 psp_check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
 psp_check "unit is Type=notify" grep -q '^Type=notify$' "$UNIT"
 psp_check "example configuration installed" test -s "$DEST/root/usr/share/doc/pspxdp/example.conf"
+psp_check "/etc/pspxdp made, for the unit's DEV.conf" test -d "$DEST/root/etc/pspxdp"
 if command -v systemd-analyze >/dev/null; then
     # An instance of the template naming the DESTDIR's binary (verify checks
     # that what ExecStart= names is executable); the man page is not looked
@@ -91,7 +92,7 @@ if (cd "$DEST" && cpack --config "$BUILD/CPackConfig.cmake" -G DEB -B "$DEST/pkg
     psp_check "cpack -G DEB made $(basename "${DEB:-no .deb}") ($(du -k "${DEB:-/dev/null}" | cut -f1) KB)" test -s "${DEB:-}"
     dpkg-deb -c "$DEB" | awk '{print $6}' >"$DEST/deb.files"
     for f in ./usr/sbin/pspxdp ./usr/share/man/man8/pspxdp.8 ./usr/share/bash-completion/completions/pspxdp \
-        ./usr/lib/systemd/system/pspxdp@.service ./usr/share/doc/pspxdp/example.conf; do
+        ./usr/lib/systemd/system/pspxdp@.service ./usr/share/doc/pspxdp/example.conf ./etc/pspxdp/; do
         psp_check "... holds $f" grep -qx "$f" "$DEST/deb.files"
     done
     DEPENDS=$(dpkg-deb -f "$DEB" Depends)
@@ -101,6 +102,8 @@ if (cd "$DEST" && cpack --config "$BUILD/CPackConfig.cmake" -G DEB -B "$DEST/pkg
     done
     psp_check "... dpkg -I: package pspxdp, section net" \
         bash -c "dpkg -I '$DEB' | grep -q '^ Package: pspxdp$' && dpkg -I '$DEB' | grep -q '^ Section: net$'"
+    psp_check "... dpkg -I: postinst and postrm (systemctl daemon-reload)" \
+        bash -c "dpkg-deb -I '$DEB' postinst | grep -q daemon-reload && dpkg-deb -I '$DEB' postrm | grep -q daemon-reload"
     dpkg-deb -x "$DEB" "$DEST/deb"
     psp_check "... its unit names /usr/sbin/pspxdp (not the staging directory)" \
         grep -q '^ExecStart=/usr/sbin/pspxdp attach ' "$DEST/deb/usr/lib/systemd/system/pspxdp@.service"

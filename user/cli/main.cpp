@@ -11,10 +11,6 @@
 
 using namespace pspxdp::cli;
 
-#ifndef PSPXDP_GIT_REVISION
-#define PSPXDP_GIT_REVISION "unknown"
-#endif
-
 static void usage(FILE *out) {
     std::fprintf(out, "Usage: pspxdp COMMAND [OPTIONS]\n\n"
                       "Paces egress traffic per class, to the byte, by filling every idle moment\n"

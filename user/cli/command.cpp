@@ -1,6 +1,7 @@
 #include "cli/command.hpp"
 
 #include "core/quote.hpp"
+#include "daemon/log.hpp"
 
 #include <cctype>
 #include <charconv>
@@ -516,7 +517,10 @@ void print_man_page(FILE *out) {
                  "(bpftool map dump pinned ...).\n"
                  ".TP\n.I /run/pspxdp/DEV.{state,pid,log,lock}\n"
                  "what attach created, the daemon's pid and log, the device lock. The log is "
-                 "rotated at 4 MiB to DEV.log.1 (one old file kept); under systemd "
+                 "rotated at ");
+    std::fprintf(out, "%llu MiB", (unsigned long long)(daemon::kLogMaxBytes >> 20));
+    std::fprintf(out, "%s",
+                 " to DEV.log.1 (one old file kept); under systemd "
                  "(pspxdp@DEV.service) it goes to the journal instead: journalctl -u "
                  "pspxdp@DEV.\n"
                  ".TP\n.I /etc/pspxdp/DEV.conf\n"

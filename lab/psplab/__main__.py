@@ -86,8 +86,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
                     help="run pspxdp's daemon SCHED_FIFO at PRIO (default 10; 0: normal priority, "
                     "it then stalls on a busy machine and TC passes frames unpaced)")
-    ap.add_argument("--out", default=str(HERE.parent / "docs" / "results"),
-                    help="results root (default docs/results)")
+    # A run is scratch unless published: the committed results the README
+    # cites stay as they are (a quick run would overwrite a full one).
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--out", help="results root (default $BUILD_DIR/results, build/results)")
+    where.add_argument("--publish", action="store_true",
+                       help="write the results under docs/results, the ones the README cites")
     ap.add_argument("--json", action="store_true", help="print every row as one JSON object on stdout "
                     "(tables go to stderr)")
     ap.add_argument("--keep", help="keep the raw files (captures, logs, reports) in this directory")
@@ -116,6 +120,8 @@ def main() -> int:
 
     command = "lab/lab.sh " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     lab = Lab(os.path.abspath(build))
+    out = os.path.abspath(a.out or (str(HERE.parent / "docs" / "results") if a.publish
+                                    else f"{build}/results"))
     ctx = RunContext(
         full=a.full,
         seconds=a.seconds if a.seconds is not None else (5.0 if a.full else 2.0),
@@ -123,14 +129,14 @@ def main() -> int:
         line_rate=a.line_rate, bottleneck=a.bottleneck, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt,
         pspxdp=os.environ.get("PSPXDP") or f"{build}/user/pspxdp",
         traffic=f"{build}/lab/psp_traffic",
-        out=os.path.abspath(a.out),
+        out=out,
         started=report.now(),
         command=command,
         keep_pcaps=bool(a.keep),
         lab=lab,
         work=tempfile.mkdtemp(prefix="psp-lab."),
         progress=progress,
-        summary={"line_rate": a.line_rate, "command": command},
+        summary={"line_rate": a.line_rate, "command": command, "out": out},
     )
     names = a.only or (experiments.FULL if a.full else experiments.QUICK)
 

@@ -27,5 +27,8 @@ psp_check "unit attaches with /etc/pspxdp/DEV.conf" \
     grep -q '^ExecStart=/usr/sbin/pspxdp attach %I --foreground --config /etc/pspxdp/%I.conf$' "$UNIT"
 psp_check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp detach %I$' "$UNIT"
 psp_check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
+GUNIT=$DEST/usr/lib/systemd/system/pspxdp-group@.service
+psp_check "cluster unit joins with /etc/pspxdp/DEV.group" \
+    grep -q '^ExecStart=/usr/sbin/pspxdp group join %I $PSPXDP_GROUP$' "$GUNIT"
 psp_check "example configuration installed" test -s "$DEST/usr/share/doc/pspxdp/example.conf"
 psp_finish

@@ -276,6 +276,8 @@ void Runner::apply_rate(uint64_t rate_bps) {
     // The deadline first: the watchdog must not lower a raise made on a
     // renewal it has not seen yet.
     sync_shared();
+    // The watchdog got there first (we were late): nothing to change.
+    if (sh_->applied_bps.load() == rate_bps && sh_->rate_changes.load() > 0) return;
     auto d = control::Device::open(cfg_.dev, control::Access::Change);
     if (!d) {
         log_line("apply " + format_rate(rate_bps) + ": " + d.error());

@@ -34,8 +34,10 @@ struct AgentConfig {
     cluster::Timing timing;
     uint64_t keepalive_every_ns = 1'000'000'000; // TTL/3
     uint64_t demand_window_ns = 200'000'000;
-    // Each etcd request, per endpoint: well below half the margin (§11.7).
-    long request_timeout_ms = 200;
+    // Each etcd request, per endpoint. A keep-alive answered late is still
+    // counted from when it was sent (R4); this bounds how long a dead
+    // endpoint holds up the next.
+    long request_timeout_ms = 500;
 };
 
 // A class the group drives at "0" holds this rate: a paced class needs one

@@ -95,7 +95,7 @@ int run_show(const Args &args) {
     if (auto r = agent::check_name("group", group); !r) return fail(r);
     auto endpoints = etcd::parse_endpoints(args.text("etcd"));
     if (!endpoints) return fail(endpoints);
-    etcd::Client c(*endpoints, 1000);
+    etcd::Client c(*endpoints, 2000);
     agent::GroupKeys keys(group);
     auto range = c.range_prefix(keys.prefix);
     if (!range) return fail(range);

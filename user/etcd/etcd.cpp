@@ -301,7 +301,8 @@ Result<std::string> Client::post(const std::string &url, const std::string &body
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     // 4xx/5xx carry a gRPC error body: an unavailable member (no leader)
     // answers 503, which is worth another endpoint.
-    if (status >= 500) return err(url + ": HTTP " + std::to_string(status) + " " + answer);
+    if (status >= 500 || answer.empty())
+        return err(url + ": HTTP " + std::to_string(status) + " " + answer);
     return answer;
 }
 

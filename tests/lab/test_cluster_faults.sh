@@ -138,7 +138,7 @@ for i in 1 2; do
     psp_check "etcd down: status of host $i says it holds a safe allocation" \
         psp_wait_for 5 cl_state $i "s['holding_safe_allocation'] and not s['etcd_reachable']"
 done
-cl_ns 1 "$PSPXDP" status c3d1$$ | grep 'group ' | sed 's/^/     /'
+cl_ns 1 "$PSPXDP" status c3d1$$ | grep -A1 'group ' | sed 's/^/     /'
 for k in 0 1 2; do cl_etcd_member $k; done
 psp_check "etcd back: the shares back (125 Mbit/s)" \
     psp_wait_for 20 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'

@@ -223,6 +223,7 @@ void print_groups(Printer &p, const std::string &dev) {
                   holding ? ": holds a safe allocation (at most its floor, reserved for it)" : "");
         p.u64("rate_changes", j.value("rate_changes", uint64_t(0)), ", %s rate changes");
         p.u64("pid", j.value("pid", uint64_t(0)), " (agent pid %s)");
+        p.u64("updated_ns", j.value("updated_ns", uint64_t(0)), ""); // CLOCK_REALTIME
         p.close_object();
         p.newline();
     }

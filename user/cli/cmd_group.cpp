@@ -44,6 +44,11 @@ int run_join(const Args &args) {
     cfg.floor_bps = args.number("floor");
     cfg.log_path = args.has("log") ? args.text("log") : "";
     cfg.timing.lease_ttl_ns = args.number("ttl");
+    // etcd's leases are in whole seconds, and the deadline must be computed
+    // from the TTL etcd grants (never above what was asked).
+    if (cfg.timing.lease_ttl_ns % 1'000'000'000 != 0)
+        return fail_input("--ttl " + format_duration(cfg.timing.lease_ttl_ns) +
+                          ": etcd leases are whole seconds");
     cfg.keepalive_every_ns = cfg.timing.lease_ttl_ns / 3;
     if (cfg.floor_bps > cfg.budget_bps)
         return fail_input("--floor " + format_rate(cfg.floor_bps) + " does not fit in --budget " +

@@ -15,6 +15,7 @@ PKGS=(
   ccache
   libsystemd-dev
   prometheus
+  etcd-server libcurl4-openssl-dev libssl-dev
 )
 
 missing=()

@@ -113,4 +113,7 @@ else
     cat "$DEST/cpack.log"
     psp_check "cpack -G DEB" false
 fi
+GUNIT=$DEST/root/usr/lib/systemd/system/pspxdp-group@.service
+psp_check "cluster unit joins with /etc/pspxdp/DEV.group" \
+    grep -q '^ExecStart=/usr/sbin/pspxdp group join %I $PSPXDP_GROUP$' "$GUNIT"
 psp_finish

@@ -139,6 +139,11 @@ std::vector<KeyDoc> key_docs() {
          "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
          "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
          "nothing sent"},
+        {"status", "groups",
+         "cluster mode: an object per group agent on DEV's classes: group, classid, host, phase, "
+         "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "
+         "holding_safe_allocation (at most its floor without etcd), rate_changes, pid, "
+         "updated_ns"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;

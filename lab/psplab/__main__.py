@@ -105,6 +105,9 @@ def to_json(o: object) -> object:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["cluster"]:  # the cluster lab: its own options (lab/psplab/cluster.py)
+        from . import cluster
+        return cluster.main(sys.argv[2:])
     a = parse_args()
     if a.check_args:  # lab.sh: arguments first, then the prerequisites
         return 0

@@ -1,0 +1,575 @@
+"""The cluster lab (docs/design.md §11.8): the paper's cluster experiments,
+N hosts sharing one bottleneck, side by side.
+
+    python3 -m psplab cluster [--quick] [--only pair,alltoall,scale] [--publish]
+
+- pair: paper §5.3, 2-to-2: two hosts' TCP flows at 200 Mbit/s each through
+  B = 500 Mbit/s with a 32 KB FIFO, the second starting 5 s after the first;
+  pspxdp+pspxdp, tbf+tbf and the two mixes: rates per second, totals,
+  bottleneck drops.
+- alltoall: MPI_Alltoall's pattern (the paper's ref. 7, NAS IS): N hosts each
+  send X MB to every other host's receiver through the bottleneck, repeated:
+  completion time per round and bottleneck drops for no shaping, tbf at B/N
+  per host and pspxdp at B/N per host.
+- scale: a 1,000-host estimate from the cluster simulation (lab/psp_cluster_scale).
+
+pspxdp runs on each host's veth in its clockless mode (`--clock none`):
+frames leave at their real-time due times, with no gap frames; on a veth
+that is the real-time mode (there is no NIC whose byte clock could be
+judged). Every figure here is real time on a 2-core VM shared with other
+work: the tables print them, the tests (tests/lab/test_cluster_lab.sh)
+assert only what is deterministic.
+
+Results: tables on stdout; CSV, PNG and README.md under a scratch directory
+(printed) unless --publish (docs/results/cluster-*/) or --out DIR.
+"""
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from . import report
+from .cluster_net import ClusterNet
+from .net import load_json, sh
+from .report import Results, Table, num
+from .shapers import SHAPER_QUEUE, TYPICAL_BUCKET, WIRE_BUCKET, WIRE_QUEUE, Pspxdp
+from .units import fmt_rate, parse_rate_bps
+
+HERE = Path(__file__).resolve().parent.parent  # lab/
+SINK_PORT = 7000
+CLASSID = "1:1"
+
+
+@dataclass
+class Options:
+    quick: bool
+    hosts: int
+    line_rate: str
+    bottleneck: str
+    fifo_bytes: int
+    delay_ms: float
+    daemon_rt: int
+    build: str
+    out: str
+    command: str
+    started: datetime.datetime
+    work: str
+    progress: Callable[[str], None]
+    summary: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def pspxdp(self) -> str:
+        return os.environ.get("PSPXDP") or f"{self.build}/user/pspxdp"
+
+
+class ClusterResults(Results):
+    """docs/results/cluster-WHAT/ (no date: the cluster lab's files are one set)."""
+
+    def __init__(self, opt: Options, what: str) -> None:
+        super().__init__(opt.out, f"cluster-{what}", opt.command, opt.started)
+        with contextlib.suppress(OSError):  # Results made the dated directory: not ours
+            os.rmdir(self.dir)
+        self.dir = os.path.join(opt.out, f"cluster-{what}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.what = f"cluster lab: {what}"
+
+
+# --- what paces one host ------------------------------------------------------
+
+@dataclass
+class HostCounters:
+    """pspxdp's class on one host (None for tc): every frame TC handed it,
+    taken, sent, dropped; tc: the qdiscs' drops."""
+    shaper: str
+    drops: int
+    tc_frames: int | None = None
+    rx_frames: int | None = None
+    tx_frames: int | None = None
+    backlog_frames: int | None = None
+    lost_in_rings: int | None = None
+    passed: int | None = None
+    accounting_failures: int | None = None
+
+    @property
+    def accounted(self) -> bool | None:
+        """pspxdp: every frame the class took was sent, dropped (counted) or is
+        still queued, and every frame TC handed it was taken, lost in the
+        rings (counted) or passed unpaced (counted)."""
+        if self.rx_frames is None or self.tx_frames is None or self.tc_frames is None:
+            return None
+        return (self.rx_frames == self.tx_frames + self.drops + (self.backlog_frames or 0)
+                and self.tc_frames <= self.rx_frames + (self.lost_in_rings or 0) + (self.passed or 0)
+                and not self.accounting_failures)
+
+
+class HostShaper:
+    """none | tbf | pspxdp on host i's veth. tc rows sit under a model of the
+    host's NIC (a root tbf at the line rate M, as the one-host lab): a veth has
+    no rate and would send an unshaped burst at memory speed."""
+
+    def __init__(self, net: ClusterNet, opt: Options, i: int, kind: str, rate: str | None) -> None:
+        self.net, self.opt, self.i, self.kind, self.rate = net, opt, i, kind, rate
+        self.ns, self.dev = net.hosts[i], net.host_devs[i]
+        self.p = Pspxdp(opt.pspxdp, self.ns, self.dev)
+
+    def describe(self) -> str:
+        if self.kind == "pspxdp":
+            return (f"pspxdp attach --line-rate {self.opt.line_rate} --clock none (clockless: real-time "
+                    f"due times, no gap frames), one class {CLASSID} at the host's rate, the default class")
+        wire = f"root tbf rate {self.opt.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} (the NIC at M)"
+        if self.kind == "tbf":
+            return f"{wire} + tbf rate R burst {TYPICAL_BUCKET} limit {SHAPER_QUEUE}"
+        return wire
+
+    def setup(self) -> None:
+        if self.kind == "pspxdp":
+            assert self.rate
+            self.net.pspxdp_devs.append((self.ns, self.dev))
+            self.p.attach(self.opt.line_rate, ("--clock", "none"))
+            self.p.class_set(CLASSID, self.rate)
+            self.p.run("default", self.dev, CLASSID)
+            pid = json.loads(self.p.run("status", self.dev, "-j")).get("daemon_pid")
+            if self.opt.daemon_rt and pid:
+                # as the one-host lab: a pacing daemon is deployed real-time
+                sh(["chrt", "-a", "-f", "-p", str(self.opt.daemon_rt), str(pid)])
+            return
+        self.ns.run("tc", "qdisc", "add", "dev", self.dev, "root", "handle", "1:", "tbf", "rate",
+                    self.opt.line_rate, "burst", WIRE_BUCKET, "limit", WIRE_QUEUE)
+        if self.kind == "tbf":
+            assert self.rate
+            self.ns.run("tc", "qdisc", "add", "dev", self.dev, "parent", "1:1", "handle", "10:", "tbf",
+                        "rate", self.rate, "burst", TYPICAL_BUCKET, "limit", SHAPER_QUEUE)
+        elif self.kind != "none":
+            raise ValueError(f"unknown shaper {self.kind}")
+
+    def counters(self) -> HostCounters:
+        if self.kind != "pspxdp":
+            q = json.loads(self.ns.run("tc", "-s", "-j", "qdisc", "show", "dev", self.dev))
+            return HostCounters(self.kind, drops=sum(x.get("drops", 0) for x in q))
+        d = json.loads(self.p.run("status", self.dev, "-j"))
+        c = next(x for x in d["classes"] if x["class"] == CLASSID)
+        dm, xdp = d.get("daemon") or {}, d.get("xdp") or {}
+        return HostCounters(
+            "pspxdp", drops=sum(v for k, v in c.items() if k.startswith("drop_")),
+            tc_frames=c["tc_frames"], rx_frames=c["rx_frames"], tx_frames=c["tx_frames"],
+            backlog_frames=c["backlog_frames"],
+            lost_in_rings=(dm.get("socket_ring_full", 0) + dm.get("socket_fill_empty", 0)
+                           + dm.get("died_in_rings", 0) + xdp.get("no_socket", 0)),
+            passed=c["tc_passed"], accounting_failures=dm.get("accounting_failures", 0))
+
+    def settle(self, seconds: float = 5.0) -> HostCounters:
+        """The counters once the class's backlog drained (bounded wait)."""
+        deadline = time.monotonic() + seconds
+        c = self.counters()
+        while c.backlog_frames and time.monotonic() < deadline:
+            time.sleep(0.05)
+            c = self.counters()
+        return c
+
+    def teardown(self) -> None:
+        if self.kind == "pspxdp":
+            self.p.detach()
+            self.net.pspxdp_devs.remove((self.ns, self.dev))
+        else:
+            self.ns.run("tc", "qdisc", "del", "dev", self.dev, "root", check=False)
+
+
+@contextlib.contextmanager
+def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]]) -> Iterator[list[HostShaper]]:
+    """Host i shaped by plan[i] = (kind, rate) for the duration."""
+    shapers = [HostShaper(net, opt, i, kind, rate) for i, (kind, rate) in enumerate(plan)]
+    done: list[HostShaper] = []
+    try:
+        for s in shapers:
+            s.setup()
+            done.append(s)
+        yield shapers
+    finally:
+        for s in reversed(done):
+            s.teardown()
+
+
+# --- traffic -----------------------------------------------------------------
+
+def traffic_cmd(*args: str | int | float) -> list[str]:
+    return ["env", f"PYTHONPATH={HERE}", sys.executable, "-m", "psplab.cluster_traffic", *map(str, args)]
+
+
+@contextlib.contextmanager
+def sink(net: ClusterNet, opt: Options, tag: str, seconds: float) -> Iterator[str]:
+    """The receivers' sink for the duration; yields its report's path (read
+    once the block ends)."""
+    path = os.path.join(opt.work, f"{tag}.sink.json")
+    log = path + ".log"
+    p = net.spawn(net.d.cmd("nice", "-n", "-10", *traffic_cmd("sink", "--port", SINK_PORT, "--seconds",
+                                                              seconds, "--out", path)), out_path=log)
+    for _ in range(100):
+        if Path(log).exists() and "listening" in Path(log).read_text():
+            break
+        time.sleep(0.05)
+    try:
+        yield path
+    finally:
+        p.send_signal(signal.SIGTERM)
+        net.reap(p, 10)
+
+
+def senders(net: ClusterNet, opt: Options, tag: str, jobs: Sequence[tuple[int, list[str], int, float, float]],
+            timeout: float) -> list[dict[str, Any]]:
+    """jobs: (host, destinations, bytes per destination or 0, seconds,
+    start_at); runs them all, returns their reports in order."""
+    procs = []
+    for k, (host, dsts, nbytes, seconds, start_at) in enumerate(jobs):
+        path = os.path.join(opt.work, f"{tag}.send{k}.json")
+        cmd = net.hosts[host].cmd("nice", "-n", "-10", *traffic_cmd(
+            "send", "--to", ",".join(dsts), "--port", SINK_PORT, "--bytes", nbytes, "--seconds", seconds,
+            "--start-at", f"{start_at:.6f}", "--out", path))
+        procs.append((net.spawn(cmd, err_path=path + ".err"), path))
+    for p, _ in procs:
+        net.reap(p, timeout)
+    return [load_json(path) for _, path in procs]
+
+
+# --- 1. paper §5.3, 2-to-2 ------------------------------------------------------
+
+@dataclass
+class PairRow:
+    combo: str
+    host: int
+    shaper: str
+    target_bps: int
+    start_s: float
+    mean_bps: float          # over the host's time on, after its first second
+    both_on_bps: float       # over the seconds both flows were on
+    retransmits: int
+    shaper_drops: int
+    bottleneck_drops: int    # the run's, both hosts'
+    accounted: bool | None
+
+
+def per_second(report: dict[str, Any], src: str, t_start: float, seconds: int) -> list[float]:
+    """bit/s per second of the sink's bins for src, from CLOCK_REALTIME t_start."""
+    bins: list[int] = report.get("by_src", {}).get(src, [])
+    bin_s: float = report.get("bin_s", 0.1)
+    per = round(1 / bin_s)
+    first = round((t_start - report.get("t0", t_start)) / bin_s)
+    out = []
+    for s in range(seconds):
+        lo = first + s * per
+        out.append(sum(bins[max(lo, 0):max(lo + per, 0)]) * 8.0)
+    return out
+
+
+def pair(net: ClusterNet, opt: Options) -> None:
+    res = ClusterResults(opt, "pair")
+    rate, second_at = "200mbit", 5
+    total = 10 if opt.quick else 20
+    combos = [("pspxdp", "pspxdp"), ("tbf", "tbf"), ("pspxdp", "tbf"), ("tbf", "pspxdp")]
+    rtt = net.rtt_ms()
+    rows: list[PairRow] = []
+    series: dict[str, list[list[float]]] = {}
+    for combo in combos:
+        name = "+".join(combo)
+        opt.progress(f"2-to-2 (§5.3): {name}, {total} s")
+        net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
+        retx0 = [net.retransmits(i) for i in range(2)]
+        with shaped(net, opt, [(combo[0], rate), (combo[1], rate)]) as sh_, \
+                sink(net, opt, f"pair-{name}", total + 30) as sink_path:
+            t0 = time.time() + 1.0
+            jobs = [(0, [net.receivers[0]], 0, float(total), t0),
+                    (1, [net.receivers[1]], 0, float(total - second_at), t0 + second_at)]
+            sent = senders(net, opt, f"pair-{name}", jobs, total + 60)
+            counters = [s.settle() for s in sh_]
+        bn = net.bottleneck()
+        rep = load_json(sink_path)
+        rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(2)]
+        series[name] = rates
+        for i in range(2):
+            start = 0 if i == 0 else second_at
+            on = rates[i][start + 1:]
+            both = rates[i][second_at + 1:]
+            errs = sent[i].get("errors")
+            if errs:
+                print(f"  {name} host {i}: sender errors: {errs}", file=sys.stderr)
+            rows.append(PairRow(
+                combo=name, host=i, shaper=combo[i], target_bps=parse_rate_bps(rate), start_s=start,
+                mean_bps=sum(on) / max(len(on), 1), both_on_bps=sum(both) / max(len(both), 1),
+                retransmits=net.retransmits(i) - retx0[i], shaper_drops=counters[i].drops,
+                bottleneck_drops=bn["drops"], accounted=counters[i].accounted))
+    t = Table(f"Paper §5.3, 2-to-2: two TCP flows paced to {rate} each through a drop-tail FIFO of "
+              f"{opt.fifo_bytes >> 10} KB at {opt.bottleneck}, RTT {num(rtt, '{:.1f}')} ms",
+              ["hosts", "host", "shaper", "start s", "mean Mbit/s", "both on Mbit/s", "sum both on",
+               "retransmits", "shaper drops", "bottleneck drops"],
+              [f"host 0 sends for {total} s; host 1 starts {second_at} s later and stops with it; one "
+               "TCP flow (cubic) each, to its own receiver behind the bottleneck",
+               "mean: received rate (sink, payload bytes) over the host's seconds on, its first second "
+               "left out; both on: over the seconds both flows ran (the first left out)",
+               "retransmits: the host's TCP RetransSegs; bottleneck drops: the run's (both hosts')",
+               f"tbf: {HostShaper(net, opt, 0, 'tbf', rate).describe()}",
+               f"pspxdp: {HostShaper(net, opt, 0, 'pspxdp', rate).describe()}",
+               report.REAL_TIME_NOTE])
+    for name in dict.fromkeys(r.combo for r in rows):
+        sum_both = sum(r.both_on_bps for r in rows if r.combo == name)
+        for r in rows:
+            if r.combo == name:
+                t.add(r.combo if r.host == 0 else "", r.host, r.shaper, r.start_s, f"{r.mean_bps / 1e6:.1f}",
+                      f"{r.both_on_bps / 1e6:.1f}", f"{sum_both / 1e6:.1f}" if r.host == 0 else "",
+                      r.retransmits, r.shaper_drops, r.bottleneck_drops if r.host == 0 else "")
+    res.table(t)
+    res.csv("pair.csv", [asdict(r) for r in rows])
+    res.csv("pair-per-second.csv", [{"combo": c, "host": i, "second": s, "rate_bps": v}
+                                    for c, rr in series.items() for i, ser in enumerate(rr)
+                                    for s, v in enumerate(ser)])
+    plt = report.pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6), sharex=True, sharey=True)
+    for ax, (name, rr) in zip(axes.flat, series.items(), strict=False):
+        for i, ser in enumerate(rr):
+            ax.plot(range(len(ser)), [v / 1e6 for v in ser], marker=".", label=f"host {i} ({name.split('+')[i]})")
+        ax.plot(range(total), [sum(v) / 1e6 for v in zip(*rr, strict=True)], "k:", lw=1, label="sum")
+        ax.axhline(parse_rate_bps(rate) / 1e6, color="tab:red", ls="--", lw=0.8)
+        ax.axhline(parse_rate_bps(opt.bottleneck) / 1e6, color="gray", ls="--", lw=0.8)
+        ax.set_title(name, fontsize=9)
+        ax.legend(fontsize=7)
+    for ax in axes[1]:
+        ax.set_xlabel("time (s)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("received Mbit/s (1 s)")
+    fig.suptitle(f"Paper §5.3: 2 x {rate} through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, "
+                 f"RTT {num(rtt, '{:.0f}')} ms (real time, veths)", fontsize=9)
+    res.save(fig, "pair.png")
+    res.finish()
+    opt.summary["pair"] = rows
+
+
+# --- 2. all-to-all -------------------------------------------------------------
+
+@dataclass
+class AlltoallRow:
+    shaper: str
+    hosts: int
+    bytes_per_pair: int
+    rounds: int
+    rate_per_host: str
+    completion_s: list[float]
+    mean_s: float
+    bottleneck_drops: int
+    retransmits: int
+    shaper_drops: int
+    sender_errors: int
+    accounted: bool | None
+
+
+def alltoall(net: ClusterNet, opt: Options) -> None:
+    res = ClusterResults(opt, "alltoall")
+    n = opt.hosts
+    nbytes = (2 if opt.quick else 8) << 20
+    rounds = 2 if opt.quick else 5
+    share = fmt_rate(parse_rate_bps(opt.bottleneck) // n)
+    configs: list[tuple[str, str | None]] = [("none", None), ("tbf", share), ("pspxdp", share)]
+    rows: list[AlltoallRow] = []
+    for kind, rate in configs:
+        opt.progress(f"all-to-all: {n} hosts x {nbytes >> 20} MB to each other, {rounds} rounds: {kind}")
+        net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
+        retx0 = sum(net.retransmits(i) for i in range(n))
+        times: list[float] = []
+        errors = 0
+        with shaped(net, opt, [(kind, rate)] * n) as sh_, \
+                sink(net, opt, f"a2a-{kind}", 600) as _:
+            for k in range(rounds):
+                t0 = time.time() + 0.5
+                jobs = [(i, [net.receivers[j] for j in range(n) if j != i], nbytes, 300.0, t0) for i in range(n)]
+                sent = senders(net, opt, f"a2a-{kind}-{k}", jobs, 320)
+                errors += sum(len(s.get("errors") or []) for s in sent)
+                times.append(max(s.get("end", t0 + 300) for s in sent) - t0)
+            counters = [s.settle() for s in sh_]
+        bn = net.bottleneck()
+        acc = [c.accounted for c in counters]
+        rows.append(AlltoallRow(
+            shaper=kind, hosts=n, bytes_per_pair=nbytes, rounds=rounds, rate_per_host=rate or "-",
+            completion_s=[round(x, 3) for x in times], mean_s=sum(times) / len(times),
+            bottleneck_drops=bn["drops"], retransmits=sum(net.retransmits(i) for i in range(n)) - retx0,
+            shaper_drops=sum(c.drops for c in counters), sender_errors=errors,
+            accounted=None if None in acc else all(acc)))
+    ideal = n * (n - 1) * nbytes * 8 / parse_rate_bps(opt.bottleneck)
+    base = rows[0].mean_s
+    t = Table(f"All-to-all (MPI_Alltoall's pattern): {n} hosts each send {nbytes >> 20} MB to every other "
+              f"host's receiver through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, {rounds} rounds",
+              ["shaper", "rate per host", "completion s (mean)", "min", "max", "speed-up vs none",
+               "bottleneck drops", "retransmits", "shaper drops"],
+              [f"completion: from the common start to the last receiver's last byte (the sink's close), "
+               f"per round; the bottleneck alone needs {ideal:.2f} s of payload (headers not counted)",
+               "each round opens a TCP connection per pair (the handshake and slow start are in the time)",
+               f"rate per host: B/N; tbf and none under a model of the host's NIC at {opt.line_rate}",
+               report.REAL_TIME_NOTE])
+    for r in rows:
+        t.add(r.shaper, r.rate_per_host, f"{r.mean_s:.2f}", f"{min(r.completion_s):.2f}",
+              f"{max(r.completion_s):.2f}", f"{base / r.mean_s:.2f}x", r.bottleneck_drops, r.retransmits,
+              r.shaper_drops)
+    res.table(t)
+    res.csv("alltoall.csv", [asdict(r) for r in rows])
+    plt = report.pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, r in enumerate(rows):
+        ax.plot([k] * len(r.completion_s), r.completion_s, "o", alpha=0.6)
+        ax.bar(k, r.mean_s, alpha=0.4, label=f"{r.shaper} ({r.bottleneck_drops} drops)")
+    ax.axhline(ideal, color="k", ls=":", lw=1, label="payload / B")
+    ax.set_xticks(range(len(rows)), [r.shaper for r in rows])
+    ax.set_ylabel("completion time per round (s)")
+    ax.set_title(f"All-to-all, {n} hosts x {nbytes >> 20} MB per pair, {opt.bottleneck}, FIFO "
+                 f"{opt.fifo_bytes >> 10} KB (real time, veths)", fontsize=9)
+    ax.legend(fontsize=8)
+    res.save(fig, "alltoall.png")
+    res.finish()
+    opt.summary["alltoall"] = rows
+
+
+# --- 3. 1,000 hosts: the simulation ------------------------------------------------
+
+def scale(_net: ClusterNet | None, opt: Options) -> None:
+    res = ClusterResults(opt, "scale")
+    binary = f"{opt.build}/lab/psp_cluster_scale"
+    sizes = "10,100,300" if opt.quick else "10,100,300,1000"
+    opt.progress(f"scale: the cluster simulation at {sizes} hosts")
+    d = json.loads(sh([binary, "--hosts", sizes, "--seconds", 10 if opt.quick else 20], timeout=1800))
+    rows: list[dict[str, Any]] = d["rows"]
+    t = Table("A group of N hosts in the cluster simulation (user/cluster/simulation): etcd load, "
+              "convergence, allocation CPU",
+              ["hosts", "etcd writes/s", "per host", "keep-alives/s", "converge p50 ms", "p95 ms", "max ms",
+               "violations", "allocate() us", "sim CPU s"],
+              [d["note"]])
+    for r in rows:
+        t.add(r["hosts"], f"{r['writes_per_s']:.1f}", f"{r['writes_per_s_per_host']:.2f}",
+              f"{r['keepalives_per_s']:.0f}", num(r["converge_p50_ms"], "{:.0f}"),
+              num(r["converge_p95_ms"], "{:.0f}"), num(r["converge_max_ms"], "{:.0f}"), r["violations"],
+              f"{r['allocate_us']:.0f}", f"{r['sim_cpu_s']:.1f}")
+    res.table(t)
+    res.csv("scale.csv", rows)
+    plt = report.pyplot()
+    fig, ax = plt.subplots(1, 2, figsize=(10, 4))
+    hs = [r["hosts"] for r in rows]
+    ax[0].plot(hs, [r["writes_per_s"] for r in rows], "o-", label="writes/s (puts, CAS)")
+    ax[0].plot(hs, [r["keepalives_per_s"] for r in rows], "x--", label="keep-alives/s")
+    ax[0].set_xscale("log")
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("hosts")
+    ax[0].legend(fontsize=8)
+    ax[1].plot(hs, [r["converge_p95_ms"] or 0 for r in rows], "o-", label="convergence p95 (ms)")
+    ax[1].plot(hs, [r["allocate_us"] / 1000 for r in rows], "x--", label="allocate() (ms)")
+    ax[1].set_xscale("log")
+    ax[1].set_xlabel("hosts")
+    ax[1].legend(fontsize=8)
+    fig.suptitle("Cluster mode at scale, simulated (one etcd, delays 1-20 ms one way)", fontsize=9)
+    res.save(fig, "scale.png")
+    res.finish()
+    opt.summary["scale"] = rows
+
+
+NETWORK = {"pair": pair, "alltoall": alltoall}
+ALL = [*NETWORK, "scale"]
+
+
+# --- the command --------------------------------------------------------------------
+
+def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace:
+    from .__main__ import Parser, number_in, rate
+    ap = Parser(prog="python3 -m psplab cluster", description=(
+        "The paper's cluster experiments: N hosts (network namespaces), each paced by its own pspxdp or "
+        "shaped by tbf, through one drop-tail bottleneck. Tables on stdout; CSV, plots and README.md under "
+        "a scratch directory unless --publish (docs/results/cluster-*/) or --out."))
+    ap.add_argument("--quick", action="store_true", help="the CI form: shorter runs, fewer rounds (< 3 min)")
+    ap.add_argument("--only", help="comma-separated: " + ",".join(ALL))
+    ap.add_argument("--hosts", type=number_in(int, 4, 8), default=4, help="all-to-all hosts (4..8, default 4)")
+    ap.add_argument("--line-rate", type=rate, default="1gbit", help="each host's NIC (default 1gbit)")
+    ap.add_argument("--bottleneck", type=rate, default="500mbit", help="B (default 500mbit)")
+    ap.add_argument("--fifo", type=number_in(int, 4096, 64 << 20), default=32 << 10,
+                    help="the bottleneck FIFO in bytes (default 32768)")
+    ap.add_argument("--delay-ms", type=number_in(float, 10.0, 100.0), default=20.0,
+                    help="one-way delay of the ACKs' path (default 20: RTT >= 20 ms)")
+    ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
+                    help="pspxdp's daemons SCHED_FIFO at PRIO (default 10; 0: normal)")
+    ap.add_argument("--publish", action="store_true", help="write the results to docs/results/cluster-*/")
+    ap.add_argument("--out", help="results root (default: a new scratch directory under /tmp)")
+    ap.add_argument("--json", action="store_true", help="every row as one JSON object on stdout")
+    a = ap.parse_args(argv)
+    if a.only:
+        for x in a.only.split(","):
+            if x not in ALL:
+                ap.error(f'--only: unknown experiment "{x}" ({", ".join(ALL)})')
+    if a.publish and a.out:
+        ap.error("--publish and --out: give one")
+    if not parse_rate_bps(a.bottleneck) < parse_rate_bps(a.line_rate):
+        ap.error(f"--bottleneck {a.bottleneck} must be below --line-rate {a.line_rate}")
+    return a
+
+
+def main(argv: Sequence[str]) -> int:
+    started = report.now()
+    a = parse(argv, started)
+    build = os.environ.get("BUILD_DIR") or str(HERE.parent / "build")
+    t0 = time.monotonic()
+
+    def progress(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:6.1f}s] {msg} ...", file=sys.stderr, flush=True)
+
+    out = (str(HERE.parent / "docs" / "results") if a.publish else
+           a.out or tempfile.mkdtemp(prefix="psp-cluster-results."))
+    names = a.only.split(",") if a.only else ALL
+    opt = Options(quick=a.quick, hosts=a.hosts, line_rate=a.line_rate, bottleneck=a.bottleneck,
+                  fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
+                  out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),
+                  started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress)
+    real_stdout = sys.stdout
+    if a.json:
+        sys.stdout = sys.stderr
+
+    def on_signal(sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {sig}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGALRM, on_signal)
+    signal.alarm(600 if a.quick else 1800)
+    net = ClusterNet(opt.build, max(opt.hosts, 2)) if any(x in NETWORK for x in names) else None
+    rc = 0
+    try:
+        if net:
+            progress(f"building the topology ({net.n} hosts, namespaces {net.tag}-*)")
+            net.build_topology()
+            net.start_delay(opt.delay_ms, 1700, os.path.join(opt.work, "delay.json"))
+        for x in names:
+            if x in NETWORK:
+                assert net
+                NETWORK[x](net, opt)
+            else:
+                scale(net, opt)
+    except KeyboardInterrupt as e:
+        print(f"cluster lab: stopped ({e})", file=sys.stderr)
+        rc = 130
+    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        import traceback
+        traceback.print_exc()
+        print(f"cluster lab: failed: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if net:
+            opt.summary["delay_line"] = net.stop_delay()
+            net.teardown()
+        import shutil
+        shutil.rmtree(opt.work, ignore_errors=True)
+    print(f"cluster lab: {'done' if rc == 0 else 'incomplete'} in {time.monotonic() - t0:.0f} s; results "
+          f"under {opt.out}", file=sys.stderr)
+    if a.json:
+        real_stdout.write(json.dumps(opt.summary, default=lambda o: asdict(o)) + "\n")
+    return rc

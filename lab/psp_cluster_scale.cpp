@@ -6,7 +6,11 @@
 // apart), the time the group takes to converge after a demand change,
 // the invariant checker's verdict, and the CPU one allocate() takes.
 //
-//   psp_cluster_scale --hosts 10,100,1000 [--seconds S] [--seed N]
+//   psp_cluster_scale --hosts 10,100,300 [--allocate-only 1000] [--seconds S] [--seed N]
+//
+// --allocate-only N: only the allocate() figure at N hosts (the simulation's
+// cost grows as N^3: every write is a view to each of N hosts, each of
+// which reads N records, and an epoch is N acks).
 //
 // The group: budget 10 Gbit/s, floors B/(4N), weights 1-4, demands uneven
 // (B/N x 0.2..3). Hosts join one every 20 ms; once all have joined, a demand
@@ -87,6 +91,23 @@ Plan plan(size_t n, uint64_t steady_ns, uint64_t seed) {
     return p;
 }
 
+// One allocate() over the whole group, every member live, as a proposer
+// computes an epoch: microseconds of this machine's CPU.
+double allocate_us(const SimConfig &config) {
+    const size_t n = config.hosts.size();
+    Roster roster{kBudget, {}};
+    std::map<HostId, Live> live;
+    for (size_t i = 0; i < n; ++i) {
+        roster.members[config.hosts[i].name] = config.hosts[i].member;
+        live[config.hosts[i].name] = {1, 1, config.demands[i].demand_bps};
+    }
+    const int reps = n >= 1000 ? 200 : 2000;
+    volatile uint64_t sink = 0; // the result is used: the loop stays
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < reps; ++k) sink = sink + allocate(roster, live, uint64_t(k)).rate_bps.size();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
 nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
     Plan p = plan(n, steady_ns, seed);
     const double cpu0 = cpu_seconds();
@@ -118,20 +139,7 @@ nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
     };
     CheckReport check = check_budget(kBudget, r.logs);
 
-    // allocate() over the whole group, every member live, as a proposer does it.
-    Roster roster{kBudget, {}};
-    std::map<HostId, Live> live;
-    for (size_t i = 0; i < n; ++i) {
-        roster.members[p.config.hosts[i].name] = p.config.hosts[i].member;
-        live[p.config.hosts[i].name] = {1, 1, p.config.demands[i].demand_bps};
-    }
-    const int reps = n >= 1000 ? 200 : 2000;
-    volatile uint64_t sink = 0; // the result is used: the loop stays
-    auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < reps; ++k) sink = sink + allocate(roster, live, uint64_t(k)).rate_bps.size();
-    const double alloc_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
-
+    const double alloc_us = allocate_us(p.config);
     uint64_t changes = 0;
     for (const auto &log : r.logs) changes += log.size();
     return {{"hosts", n},
@@ -152,27 +160,27 @@ nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
 }
 
 int usage(const char *msg) {
-    std::fprintf(stderr, "psp_cluster_scale: %s\nusage: psp_cluster_scale --hosts N[,N...] [--seconds S] "
-                         "[--seed N]\n", msg);
+    std::fprintf(stderr, "psp_cluster_scale: %s\nusage: psp_cluster_scale --hosts N[,N...] [--allocate-only N[,N...]] "
+                         "[--seconds S] [--seed N]\n", msg);
     return 2;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-    std::vector<size_t> sizes;
+    std::vector<size_t> sizes, alloc_only;
     uint64_t seconds = 20, seed = 1;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (i + 1 >= argc) return usage(("missing the value of " + a).c_str());
         std::string v = argv[++i];
         try {
-            if (a == "--hosts") {
+            if (a == "--hosts" || a == "--allocate-only") {
                 std::stringstream ss(v);
                 for (std::string x; std::getline(ss, x, ',');) {
                     size_t n = std::stoul(x);
-                    if (n < 2 || n > 5000) return usage(("--hosts " + x + ": expected 2..5000").c_str());
-                    sizes.push_back(n);
+                    if (n < 2 || n > 100000) return usage((a + " " + x + ": expected 2..100000").c_str());
+                    (a == "--hosts" ? sizes : alloc_only).push_back(n);
                 }
             } else if (a == "--seconds") {
                 seconds = std::stoull(v);
@@ -186,11 +194,15 @@ int main(int argc, char **argv) {
             return usage(("\"" + v + "\": expected a number for " + a).c_str());
         }
     }
-    if (sizes.empty()) return usage("--hosts is required");
+    if (sizes.empty() && alloc_only.empty()) return usage("--hosts or --allocate-only is required");
     nlohmann::json rows = nlohmann::json::array();
     for (size_t n : sizes) rows.push_back(row(n, seconds * 1'000'000'000ull, seed));
+    nlohmann::json allocs = nlohmann::json::array();
+    for (size_t n : alloc_only)
+        allocs.push_back({{"hosts", n}, {"allocate_us", allocate_us(plan(n, 3'000'000'000ull, seed).config)}});
     nlohmann::json out = {
         {"rows", rows},
+        {"allocate_only", allocs},
         {"note", "simulated, " + std::to_string(seconds) +
                      " s after every host joined (joins' writes left out): budget 10 Gbit/s, floors "
                      "B/(4N), weights 1-4, demands B/N x 0.2..3; every 3 s a tenth of the hosts go "

@@ -104,8 +104,10 @@ class ClusterNet(Lab):
 
     # --- the bottleneck
     def set_bottleneck(self, rate: str, fifo_bytes: int) -> None:
-        """A fresh drop-tail FIFO (its counters at 0)."""
-        self.r.run("tc", "qdisc", "replace", "dev", self.rout, "root", "tbf", "rate", rate, "burst",
+        """A fresh drop-tail FIFO (its counters at 0: a replace by the same
+        kind would keep them)."""
+        self.r.run("tc", "qdisc", "del", "dev", self.rout, "root", check=False)
+        self.r.run("tc", "qdisc", "add", "dev", self.rout, "root", "tbf", "rate", rate, "burst",
                    ONE_FRAME_BUCKET, "limit", fifo_bytes)
 
     def bottleneck(self) -> dict[str, int]:
@@ -118,9 +120,6 @@ class ClusterNet(Lab):
         lines = [x.split() for x in self.hosts[host].run("cat", "/proc/net/snmp").splitlines()
                  if x.startswith("Tcp:")]
         return int(lines[1][lines[0].index("RetransSegs")])
-
-    def delay_report(self) -> dict[str, Any]:
-        return self.stop_delay()
 
 
 __all__ = ["ClusterNet", "load_json"]

@@ -69,6 +69,7 @@ class Options:
     work: str
     progress: Callable[[str], None]
     summary: dict[str, object] = field(default_factory=dict)
+    etcd: str | None = None  # etcd's client URL once started (the group runs)
 
     @property
     def pspxdp(self) -> str:
@@ -120,13 +121,20 @@ class HostShaper:
     host's NIC (a root tbf at the line rate M, as the one-host lab): a veth has
     no rate and would send an unshaped burst at memory speed."""
 
-    def __init__(self, net: ClusterNet, opt: Options, i: int, kind: str, rate: str | None) -> None:
-        self.net, self.opt, self.i, self.kind, self.rate = net, opt, i, kind, rate
+    def __init__(self, net: ClusterNet, opt: Options, i: int, kind: str, rate: str | None,
+                 group: str | None = None) -> None:
+        """kind group: rate is the host's floor, group the group's name."""
+        self.net, self.opt, self.i, self.kind, self.rate, self.group = net, opt, i, kind, rate, group
+        self.agent: subprocess.Popen[bytes] | None = None
+        self.rate_log = os.path.join(opt.work, f"{group}-h{i}.rates")
         self.ns, self.dev = net.hosts[i], net.host_devs[i]
         self.p = Pspxdp(opt.pspxdp, self.ns, self.dev)
         self.window = max(opt.fifo_bytes // 2, 1514)
 
     def describe(self) -> str:
+        if self.kind == "group":
+            return (f"as pspxdp, the class driven by pspxdp group join --budget {self.opt.bottleneck} "
+                    f"--floor {self.rate} (one etcd member in the router's namespace)")
         if self.kind == "pspxdp":
             return (f"pspxdp attach --line-rate {self.opt.line_rate} --clock none --window {self.window} "
                     f"(clockless: real-time due times, no gap frames; at most half the FIFO at once after a "
@@ -137,7 +145,7 @@ class HostShaper:
         return wire
 
     def setup(self) -> None:
-        if self.kind == "pspxdp":
+        if self.kind in ("pspxdp", "group"):
             assert self.rate
             self.net.pspxdp_devs.append((self.ns, self.dev))
             # --window: how far a late daemon may catch up at once, i.e. its
@@ -150,6 +158,12 @@ class HostShaper:
             if self.opt.daemon_rt and pid:
                 # as the one-host lab: a pacing daemon is deployed real-time
                 sh(["chrt", "-a", "-f", "-p", str(self.opt.daemon_rt), str(pid)])
+            if self.kind == "group":
+                assert self.opt.etcd and self.group
+                self.agent = self.net.spawn(self.ns.cmd(
+                    self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
+                    "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
+                    f"h{self.i}", "--log", self.rate_log), err_path=self.rate_log + ".err")
             return
         self.ns.run("tc", "qdisc", "add", "dev", self.dev, "root", "handle", "1:", "tbf", "rate",
                     self.opt.line_rate, "burst", WIRE_BUCKET, "limit", WIRE_QUEUE)
@@ -161,14 +175,14 @@ class HostShaper:
             raise ValueError(f"unknown shaper {self.kind}")
 
     def counters(self) -> HostCounters:
-        if self.kind != "pspxdp":
+        if self.kind not in ("pspxdp", "group"):
             q = json.loads(self.ns.run("tc", "-s", "-j", "qdisc", "show", "dev", self.dev))
             return HostCounters(self.kind, drops=sum(x.get("drops", 0) for x in q))
         d = json.loads(self.p.run("status", self.dev, "-j"))
         c = next(x for x in d["classes"] if x["class"] == CLASSID)
         dm, xdp = d.get("daemon") or {}, d.get("xdp") or {}
         return HostCounters(
-            "pspxdp", drops=sum(v for k, v in c.items() if k.startswith("drop_")),
+            self.kind, drops=sum(v for k, v in c.items() if k.startswith("drop_")),
             tc_frames=c["tc_frames"], rx_frames=c["rx_frames"], tx_frames=c["tx_frames"],
             backlog_frames=c["backlog_frames"],
             lost_in_rings=(dm.get("socket_ring_full", 0) + dm.get("socket_fill_empty", 0)
@@ -185,7 +199,12 @@ class HostShaper:
         return c
 
     def teardown(self) -> None:
-        if self.kind == "pspxdp":
+        if self.agent:
+            # SIGTERM: the agent lowers to 0, leaves the roster, revokes its lease
+            self.agent.send_signal(signal.SIGTERM)
+            self.net.reap(self.agent, 10)
+            self.agent = None
+        if self.kind in ("pspxdp", "group"):
             self.p.detach()
             self.net.pspxdp_devs.remove((self.ns, self.dev))
         else:
@@ -193,18 +212,76 @@ class HostShaper:
 
 
 @contextlib.contextmanager
-def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]]) -> Iterator[list[HostShaper]]:
-    """Host i shaped by plan[i] = (kind, rate) for the duration."""
-    shapers = [HostShaper(net, opt, i, kind, rate) for i, (kind, rate) in enumerate(plan)]
+def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]],
+           group: str | None = None) -> Iterator[list[HostShaper]]:
+    """Host i shaped by plan[i] = (kind, rate) for the duration; a group's
+    members all joined and the first epoch settled before it yields."""
+    shapers = [HostShaper(net, opt, i, kind, rate, group) for i, (kind, rate) in enumerate(plan)]
     done: list[HostShaper] = []
     try:
         for s in shapers:
             s.setup()
             done.append(s)
+        if group:
+            wait_settled(net, opt, group, len(shapers))
         yield shapers
     finally:
         for s in reversed(done):
             s.teardown()
+
+
+def group_show(net: ClusterNet, opt: Options, group: str) -> dict[str, Any]:
+    """`pspxdp group show -j` (from R, beside etcd); {} if it cannot answer."""
+    out = net.r.run(opt.pspxdp, "group", "show", group, "--etcd", opt.etcd or "", "-j", check=False, timeout=10)
+    try:
+        d = json.loads(out)
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def wait_settled(net: ClusterNet, opt: Options, group: str, members: int, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        d = group_show(net, opt, group)
+        live = [m for m in d.get("members", []) if m.get("live") == "yes"]
+        if len(live) == members and d.get("settled") and d.get("epoch", 0) > 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"group {group}: {members} members did not join and settle within {seconds:g} s")
+
+
+@dataclass
+class Verdict:
+    """`pspxdp group check`: the rate logs replayed against the budget."""
+    violations: int
+    line: str
+
+
+def check_logs(opt: Options, shapers: Sequence[HostShaper]) -> Verdict:
+    logs = [s.rate_log for s in shapers if s.kind == "group"]
+    r = subprocess.run([opt.pspxdp, "group", "check", "--budget", opt.bottleneck, *logs],
+                       capture_output=True, text=True, timeout=60)
+    last = (r.stdout.strip().splitlines() or [r.stderr.strip()])[-1]
+    n = int(last.rsplit(":", 1)[1].split()[0]) if r.returncode in (0, 1) and "violations" in last else -1
+    return Verdict(violations=n, line=last)
+
+
+def read_rate_log(path: str) -> list[tuple[float, int]]:
+    """(CLOCK_REALTIME seconds, rate bit/s) per line of an agent's log."""
+    out = []
+    with contextlib.suppress(OSError), open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 2 and w[0].isdigit() and w[1].isdigit():
+                out.append((int(w[0]) / 1e9, int(w[1])))
+    return out
+
+
+def group_available(opt: Options) -> bool:
+    """This build has `pspxdp group` (cluster mode) and etcd is installed."""
+    r = subprocess.run([opt.pspxdp, "group", "--help"], capture_output=True, timeout=10)
+    return r.returncode == 0 and subprocess.run(["which", "etcd"], capture_output=True).returncode == 0
 
 
 # --- traffic -----------------------------------------------------------------
@@ -281,8 +358,10 @@ def per_second(report: dict[str, Any], src: str, t_start: float, seconds: int) -
 def pair(net: ClusterNet, opt: Options) -> None:
     res = ClusterResults(opt, "pair")
     rate, second_at = "200mbit", 5
-    total = 10 if opt.quick else 20
+    total = 8 if opt.quick else 20
     combos = [("pspxdp", "pspxdp"), ("tbf", "tbf"), ("pspxdp", "tbf"), ("tbf", "pspxdp")]
+    if opt.quick:  # the CI form: the paper's two pure pairs
+        combos = combos[:2]
     rtt = net.rtt_ms()
     rows: list[PairRow] = []
     series: dict[str, list[list[float]]] = {}
@@ -363,9 +442,10 @@ def pair(net: ClusterNet, opt: Options) -> None:
 
 @dataclass
 class AlltoallRow:
+    pattern: str
     shaper: str
     hosts: int
-    bytes_per_pair: int
+    bytes_per_pair: list[int]   # by sending host
     rounds: int
     rate_per_host: str
     completion_s: list[float]
@@ -375,70 +455,236 @@ class AlltoallRow:
     shaper_drops: int
     sender_errors: int
     accounted: bool | None
+    violations: int | None = None  # the group's rate logs against the budget
+
+
+def alltoall_run(net: ClusterNet, opt: Options, pattern: str, sizes: list[int], rounds: int, kind: str,
+                 rate: str | None) -> AlltoallRow:
+    n = len(sizes)
+    group = f"c4a2a{net.pid}{pattern}" if kind == "group" else None
+    opt.progress(f"all-to-all ({pattern}): {n} hosts, {[x >> 20 for x in sizes]} MB to each other, "
+                 f"{rounds} rounds: {kind}")
+    net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
+    retx0 = sum(net.retransmits(i) for i in range(n))
+    times: list[float] = []
+    errors = 0
+    with shaped(net, opt, [(kind, rate)] * n, group) as sh_, sink(net, opt, f"a2a-{pattern}-{kind}", 600):
+        for k in range(rounds):
+            t0 = time.time() + 0.5
+            jobs = [(i, [net.receivers[j] for j in range(n) if j != i], sizes[i], 300.0, t0) for i in range(n)]
+            sent = senders(net, opt, f"a2a-{pattern}-{kind}-{k}", jobs, 320)
+            errors += sum(len(s.get("errors") or []) for s in sent)
+            times.append(max(s.get("end", t0 + 300) for s in sent) - t0)
+        counters = [s.settle() for s in sh_]
+    verdict = check_logs(opt, sh_) if group else None
+    bn = net.bottleneck()
+    acc = [c.accounted for c in counters]
+    return AlltoallRow(
+        pattern=pattern, shaper=kind if kind != "group" else "pspxdp group", hosts=n, bytes_per_pair=sizes,
+        rounds=rounds, rate_per_host=f"dynamic (floor {rate})" if kind == "group" else rate or "-",
+        completion_s=[round(x, 3) for x in times], mean_s=sum(times) / len(times),
+        bottleneck_drops=bn["drops"], retransmits=sum(net.retransmits(i) for i in range(n)) - retx0,
+        shaper_drops=sum(c.drops for c in counters), sender_errors=errors,
+        accounted=None if None in acc else all(acc), violations=verdict.violations if verdict else None)
 
 
 def alltoall(net: ClusterNet, opt: Options) -> None:
     res = ClusterResults(opt, "alltoall")
     n = opt.hosts
-    nbytes = (2 if opt.quick else 8) << 20
+    mb = 2 if opt.quick else 8
     rounds = 2 if opt.quick else 5
     share = fmt_rate(parse_rate_bps(opt.bottleneck) // n)
-    configs: list[tuple[str, str | None]] = [("none", None), ("tbf", share), ("pspxdp", share)]
+    floor = fmt_rate(parse_rate_bps(opt.bottleneck) // (4 * n))
+    group = group_available(opt)
+    if group and not opt.etcd:
+        opt.etcd = net.start_etcd(os.path.join(opt.work, "etcd"), os.path.join(opt.work, "etcd.log"))
+    patterns = {"even": [mb << 20] * n, "uneven": [(4 * mb) << 20] + [mb << 20] * (n - 1)}
+    if opt.quick:
+        del patterns["uneven"]
     rows: list[AlltoallRow] = []
-    for kind, rate in configs:
-        opt.progress(f"all-to-all: {n} hosts x {nbytes >> 20} MB to each other, {rounds} rounds: {kind}")
-        net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
-        retx0 = sum(net.retransmits(i) for i in range(n))
-        times: list[float] = []
-        errors = 0
-        with shaped(net, opt, [(kind, rate)] * n) as sh_, \
-                sink(net, opt, f"a2a-{kind}", 600) as _:
-            for k in range(rounds):
-                t0 = time.time() + 0.5
-                jobs = [(i, [net.receivers[j] for j in range(n) if j != i], nbytes, 300.0, t0) for i in range(n)]
-                sent = senders(net, opt, f"a2a-{kind}-{k}", jobs, 320)
-                errors += sum(len(s.get("errors") or []) for s in sent)
-                times.append(max(s.get("end", t0 + 300) for s in sent) - t0)
-            counters = [s.settle() for s in sh_]
-        bn = net.bottleneck()
-        acc = [c.accounted for c in counters]
-        rows.append(AlltoallRow(
-            shaper=kind, hosts=n, bytes_per_pair=nbytes, rounds=rounds, rate_per_host=rate or "-",
-            completion_s=[round(x, 3) for x in times], mean_s=sum(times) / len(times),
-            bottleneck_drops=bn["drops"], retransmits=sum(net.retransmits(i) for i in range(n)) - retx0,
-            shaper_drops=sum(c.drops for c in counters), sender_errors=errors,
-            accounted=None if None in acc else all(acc)))
-    ideal = n * (n - 1) * nbytes * 8 / parse_rate_bps(opt.bottleneck)
-    base = rows[0].mean_s
-    t = Table(f"All-to-all (MPI_Alltoall's pattern): {n} hosts each send {nbytes >> 20} MB to every other "
-              f"host's receiver through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, {rounds} rounds",
-              ["shaper", "rate per host", "completion s (mean)", "min", "max", "speed-up vs none",
-               "bottleneck drops", "retransmits", "shaper drops"],
-              [f"completion: from the common start to the last receiver's last byte (the sink's close), "
-               f"per round; the bottleneck alone needs {ideal:.2f} s of payload (headers not counted)",
-               "each round opens a TCP connection per pair (the handshake and slow start are in the time)",
-               f"rate per host: B/N; tbf and none under a model of the host's NIC at {opt.line_rate}",
+    for pattern, sizes in patterns.items():
+        configs: list[tuple[str, str | None]] = [("none", None), ("tbf", share), ("pspxdp", share)]
+        if group:
+            configs.append(("group", floor))
+        for kind, rate in configs:
+            rows.append(alltoall_run(net, opt, pattern, sizes, rounds, kind, rate))
+    bps = parse_rate_bps(opt.bottleneck)
+    t = Table(f"All-to-all (MPI_Alltoall's pattern): {n} hosts each send X MB to every other host's receiver "
+              f"through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, {rounds} rounds",
+              ["pattern", "shaper", "rate per host", "completion s (mean)", "min", "max", "speed-up vs none",
+               "bottleneck drops", "retransmits", "shaper drops", "violations"],
+              [f"even: X = {mb} MB from every host; uneven: host 0 sends {4 * mb} MB to each, the others {mb} MB",
+               "completion: from the common start to the last receiver's last byte (the sink's close), per "
+               "round; each round opens a TCP connection per pair (the handshake and slow start are in the time)",
+               f"rate per host: B/N; tbf and none under a model of the host's NIC at {opt.line_rate}; pspxdp "
+               f"group: the hosts share B through etcd, floor B/(4N) each",
+               "violations: `pspxdp group check` over the agents' applied-rate logs (the sum of the rates "
+               "applied above the budget at any instant)",
+               "group rows: " + ("run" if group else "not run: this build has no `pspxdp group` or no etcd"),
                report.REAL_TIME_NOTE])
-    for r in rows:
-        t.add(r.shaper, r.rate_per_host, f"{r.mean_s:.2f}", f"{min(r.completion_s):.2f}",
-              f"{max(r.completion_s):.2f}", f"{base / r.mean_s:.2f}x", r.bottleneck_drops, r.retransmits,
-              r.shaper_drops)
+    for pattern in patterns:
+        pr = [r for r in rows if r.pattern == pattern]
+        ideal = sum(sizes_ * (n - 1) for sizes_ in pr[0].bytes_per_pair) * 8 / bps
+        t.notes.insert(2, f"{pattern}: the bottleneck alone needs {ideal:.2f} s for the payload")
+        for r in pr:
+            t.add(pattern, r.shaper, r.rate_per_host, f"{r.mean_s:.2f}", f"{min(r.completion_s):.2f}",
+                  f"{max(r.completion_s):.2f}", f"{pr[0].mean_s / r.mean_s:.2f}x", r.bottleneck_drops,
+                  r.retransmits, r.shaper_drops, num(r.violations, "{}"))
     res.table(t)
     res.csv("alltoall.csv", [asdict(r) for r in rows])
     plt = report.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for k, r in enumerate(rows):
-        ax.plot([k] * len(r.completion_s), r.completion_s, "o", alpha=0.6)
-        ax.bar(k, r.mean_s, alpha=0.4, label=f"{r.shaper} ({r.bottleneck_drops} drops)")
-    ax.axhline(ideal, color="k", ls=":", lw=1, label="payload / B")
-    ax.set_xticks(range(len(rows)), [r.shaper for r in rows])
-    ax.set_ylabel("completion time per round (s)")
-    ax.set_title(f"All-to-all, {n} hosts x {nbytes >> 20} MB per pair, {opt.bottleneck}, FIFO "
-                 f"{opt.fifo_bytes >> 10} KB (real time, veths)", fontsize=9)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, len(patterns), figsize=(11, 4), sharey=True)
+    for ax, pattern in zip(axes, patterns, strict=True):
+        pr = [r for r in rows if r.pattern == pattern]
+        for k, r in enumerate(pr):
+            ax.plot([k] * len(r.completion_s), r.completion_s, "k.", alpha=0.6)
+            ax.bar(k, r.mean_s, alpha=0.5, label=f"{r.shaper}: {r.bottleneck_drops} drops")
+        ideal = sum(x * (n - 1) for x in pr[0].bytes_per_pair) * 8 / bps
+        ax.axhline(ideal, color="k", ls=":", lw=1, label="payload / B")
+        ax.set_xticks(range(len(pr)), [r.shaper for r in pr], fontsize=8)
+        ax.set_title(f"{pattern}: {[x >> 20 for x in pr[0].bytes_per_pair]} MB per pair", fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("completion time per round (s)")
+    fig.suptitle(f"All-to-all, {n} hosts through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB "
+                 "(real time, veths)", fontsize=9)
     res.save(fig, "alltoall.png")
     res.finish()
     opt.summary["alltoall"] = rows
+
+
+# --- 3. uneven, changing demand (pspxdp group) --------------------------------
+
+@dataclass
+class ChangeRow:
+    """One change of demand: when, what, how long the applied rates took to
+    settle, and the bottleneck's use and the fairness until the next."""
+    t_s: float
+    change: str
+    backlogged: int
+    converge_ms: float | None    # to the last applied-rate change before the next change
+    utilisation: float | None    # of B (L2 estimate), the seconds after the first
+    fairness: float | None       # Jain's index over the backlogged hosts' received rates
+
+
+def jain(xs: Sequence[float]) -> float | None:
+    return (sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))) if xs and any(xs) else None
+
+
+def dynamic(net: ClusterNet, opt: Options) -> None:
+    if not group_available(opt):
+        print("cluster lab: dynamic skipped: this build has no `pspxdp group` (or etcd is missing)",
+              file=sys.stderr)
+        opt.summary["dynamic"] = {"skipped": "no pspxdp group"}
+        return
+    res = ClusterResults(opt, "dynamic")
+    if not opt.etcd:
+        opt.etcd = net.start_etcd(os.path.join(opt.work, "etcd"), os.path.join(opt.work, "etcd.log"))
+    n = net.n
+    bps = parse_rate_bps(opt.bottleneck)
+    floor = fmt_rate(bps // (4 * n))
+    unit = 3 if opt.quick else 5
+    # host i sends from on[i] to off[i] (in units): 0-8, 1-7, 2-6, 3-5
+    on = [(i * unit, (2 * n - i) * unit) for i in range(n)]
+    total = 2 * n * unit
+    group = f"c4dyn{net.pid}"
+    opt.progress(f"uneven, changing demand: {n} hosts in group {group}, {total} s")
+    net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
+    shows: list[tuple[float, dict[str, Any]]] = []
+    with shaped(net, opt, [("group", floor)] * n, group) as sh_, \
+            sink(net, opt, "dynamic", total + 40) as sink_path:
+        t0 = time.time() + 1.0
+        jobs = [(i, [net.receivers[i]], 0, float(off - start), t0 + start) for i, (start, off) in enumerate(on)]
+        procs = []
+        for k, (host, dsts, _nb, secs, at) in enumerate(jobs):
+            path = os.path.join(opt.work, f"dyn.send{k}.json")
+            procs.append(net.spawn(net.hosts[host].cmd("nice", "-n", "-10", *traffic_cmd(
+                "send", "--to", ",".join(dsts), "--port", SINK_PORT, "--seconds", secs, "--start-at",
+                f"{at:.6f}", "--out", path)), err_path=path + ".err"))
+        while time.time() < t0 + total + 1:  # the allocation as etcd shows it, 4 times a second
+            shows.append((time.time(), group_show(net, opt, group)))
+            time.sleep(0.25)
+        for p in procs:
+            net.reap(p, 60)
+        counters = [s.settle() for s in sh_]
+    verdict = check_logs(opt, sh_)
+    bn = net.bottleneck()
+    rep = load_json(sink_path)
+    rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(n)]
+    logs = [read_rate_log(s.rate_log) for s in sh_]
+    # Changes: every start and stop.
+    events = sorted({(start, f"h{i} starts") for i, (start, _) in enumerate(on)}
+                    | {(off, f"h{i} stops") for i, (_, off) in enumerate(on) if off < total})
+    rows: list[ChangeRow] = []
+    l2 = 1514 / 1448  # the bottleneck counts L2 bytes of full frames; the sink, TCP payload
+    for k, (t, what) in enumerate(events):
+        t_next = events[k + 1][0] if k + 1 < len(events) else total
+        busy = [i for i, (a, b) in enumerate(on) if a <= t < b]
+        last = max((x for log in logs for x, _ in log if t0 + t <= x < t0 + t_next), default=None)
+        span = range(t + 1, t_next)
+        util = [sum(rates[i][s] for i in range(n)) * l2 / bps for s in span]
+        fair = [f for s in span if (f := jain([rates[i][s] for i in busy])) is not None]
+        rows.append(ChangeRow(t_s=t, change=what, backlogged=len(busy),
+                              converge_ms=None if last is None else (last - t0 - t) * 1e3,
+                              utilisation=sum(util) / len(util) if util else None,
+                              fairness=min(fair) if fair else None))
+    t_ = Table(f"Uneven, changing demand: {n} hosts in one pspxdp group sharing {opt.bottleneck} (FIFO "
+               f"{opt.fifo_bytes >> 10} KB), bulk TCP flows starting and stopping",
+               ["t s", "change", "backlogged", "converged ms", "utilisation of B", "fairness (min)"],
+               [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(4N) = {floor} each; one etcd member",
+                "converged: from the change to the last applied-rate change (the agents' logs) before the next "
+                "change; none: no rate moved",
+                "utilisation: received payload x 1514/1448 (full frames) over B, per second, mean over the "
+                "seconds after the first; fairness: Jain's index of the backlogged hosts' received rates, the "
+                "worst second",
+                f"bottleneck: {bn['drops']} drops over the run; pspxdp group check: {verdict.line}",
+                f"shaper drops (pspxdp's classes): {sum(c.drops for c in counters)}; counters account for "
+                f"every frame: {all(c.accounted for c in counters)}",
+                report.REAL_TIME_NOTE])
+    for r in rows:
+        t_.add(r.t_s, r.change, r.backlogged, num(r.converge_ms, "{:.0f}"),
+               num(None if r.utilisation is None else r.utilisation * 100, "{:.1f}%"), num(r.fairness, "{:.3f}"))
+    res.table(t_)
+    res.csv("dynamic-changes.csv", [asdict(r) for r in rows])
+    res.csv("dynamic-applied.csv", [{"host": i, "t_s": round(x - t0, 3), "rate_bps": v}
+                                    for i, log in enumerate(logs) for x, v in log])
+    res.csv("dynamic-received.csv", [{"host": i, "second": s, "rate_bps": v}
+                                     for i, ser in enumerate(rates) for s, v in enumerate(ser)])
+    alloc_pts: dict[str, list[tuple[float, float]]] = {}
+    for x, d in shows:
+        for m in d.get("members", []):
+            a = m.get("allocation_bps")
+            if isinstance(a, (int, float)):
+                alloc_pts.setdefault(str(m.get("host")), []).append((x - t0, a / 1e6))
+    res.csv("dynamic-allocation.csv", [{"host": h, "t_s": round(x, 3), "allocation_mbps": y}
+                                       for h, pts in alloc_pts.items() for x, y in pts])
+    plt = report.pyplot()
+    fig, ax = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for i, log in enumerate(logs):
+        if log:
+            xs = [x - t0 for x, _ in log] + [total]
+            ys = [v / 1e6 for _, v in log] + [log[-1][1] / 1e6]
+            line = ax[0].step(xs, ys, where="post", label=f"h{i} applied")[0]
+            pts = alloc_pts.get(f"h{i}", [])
+            ax[0].plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=3, color=line.get_color(),
+                       label=f"h{i} allocation (etcd)")
+        ax[1].plot([s + 0.5 for s in range(total)], [v / 1e6 for v in rates[i]], marker=".", label=f"h{i}")
+    ax[1].plot([s + 0.5 for s in range(total)], [sum(v) * l2 / 1e6 for v in zip(*rates, strict=True)], "k:",
+               label="sum (L2 est.)")
+    for a in ax:
+        a.axhline(bps / 1e6, color="gray", ls="--", lw=0.8)
+        a.legend(fontsize=7, ncol=4)
+        for t, _ in events:
+            a.axvline(t, color="gray", lw=0.5, alpha=0.5)
+    ax[0].set_ylabel("rate (Mbit/s)")
+    ax[1].set_ylabel("received Mbit/s (1 s)")
+    ax[1].set_xlabel("time (s)")
+    fig.suptitle(f"pspxdp group: {n} hosts share {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB "
+                 f"(real time, veths); {verdict.line}", fontsize=9)
+    res.save(fig, "dynamic.png")
+    res.finish()
+    opt.summary["dynamic"] = {"changes": rows, "violations": verdict.violations, "verdict": verdict.line,
+                              "bottleneck_drops": bn["drops"],
+                              "accounted": all(c.accounted for c in counters)}
 
 
 # --- 3. 1,000 hosts: the simulation ------------------------------------------------
@@ -512,7 +758,7 @@ def scale(_net: ClusterNet | None, opt: Options) -> None:
     opt.summary["scale"] = [*rows, est]
 
 
-NETWORK = {"pair": pair, "alltoall": alltoall}
+NETWORK = {"pair": pair, "alltoall": alltoall, "dynamic": dynamic}
 ALL = [*NETWORK, "scale"]
 
 

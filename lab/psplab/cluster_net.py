@@ -25,6 +25,8 @@ from .net import Lab, Ns, load_json
 from .shapers import ONE_FRAME_BUCKET
 
 NET = "10.84"
+ETCD_IP = f"{NET}.250.1"   # etcd in R, on a dummy device every host routes to
+ETCD_PORTS = (23810, 23811)  # client, peer: the cluster lab's (c4) range
 
 
 class ClusterNet(Lab):
@@ -39,6 +41,7 @@ class ClusterNet(Lab):
         self.router_devs = [f"{p}r{i}" for i in range(n_hosts)]
         self.rout, self.din = p + "o", p + "i"
         self.dret, self.lin, self.lout, self.rret = p + "x", p + "y", p + "z", p + "k"
+        self.etcd_dev = p + "e"
         self.host_ips = [f"{NET}.{i}.1" for i in range(n_hosts)]
         self.receivers = [f"{NET}.200.{10 + i}" for i in range(n_hosts)]
 
@@ -69,6 +72,7 @@ class ClusterNet(Lab):
             h.run("ip", "addr", "add", f"{self.host_ips[i]}/24", "dev", hd)
             r.run("ip", "addr", "add", f"{NET}.{i}.2/24", "dev", rd)
             h.run("ip", "route", "add", f"{NET}.200.0/24", "via", f"{NET}.{i}.2", "dev", hd)
+            h.run("ip", "route", "add", f"{NET}.250.0/24", "via", f"{NET}.{i}.2", "dev", hd)
             h.run("ip", "neigh", "replace", f"{NET}.{i}.2", "lladdr", r.mac(rd), "dev", hd, "nud", "permanent")
             r.run("ip", "neigh", "replace", self.host_ips[i], "lladdr", h.mac(hd), "dev", rd, "nud", "permanent")
             d.run("ip", "neigh", "replace", self.host_ips[i], "lladdr", mac_lin, "dev", self.dret,
@@ -84,6 +88,11 @@ class ClusterNet(Lab):
             ns.sysctl("net.core.wmem_max", 64 << 20)
             ns.sysctl("net.ipv4.tcp_rmem", f"4096 131072 {64 << 20}")
             ns.sysctl("net.ipv4.tcp_wmem", f"4096 131072 {64 << 20}")
+        # The senders ask for ECN: pspxdp's classes mark CE on a frame joining
+        # a backlog longer than ce_threshold (4 ms): TCP slows down before
+        # the class limit drops (tbf and the bottleneck never mark).
+        for h in self.hosts:
+            h.sysctl("net.ipv4.tcp_ecn", 1)
         for i, h in enumerate(self.hosts):
             h.run("ping", "-c1", "-W2", f"{NET}.{i}.2")
 
@@ -94,6 +103,24 @@ class ClusterNet(Lab):
                          "--seconds", seconds, "--rt-priority", 50)
         self.delay = (self.spawn(cmd, out_path), out_path)
         time.sleep(0.2)
+
+    def start_etcd(self, data_dir: str, log_path: str) -> str:
+        """One etcd member (Debian's etcd-server) in R: the hosts reach it
+        over their own wires (a few small requests a second, paced with the
+        rest). Returns its client URL once it answers."""
+        self.r.run("ip", "link", "add", self.etcd_dev, "type", "dummy")
+        self.r.run("ip", "addr", "add", f"{ETCD_IP}/32", "dev", self.etcd_dev)
+        self.r.run("ip", "link", "set", self.etcd_dev, "up")
+        client, peer = (f"http://{ETCD_IP}:{p}" for p in ETCD_PORTS)
+        self.spawn(self.r.cmd("etcd", "--name", "c4lab", "--data-dir", data_dir, "--listen-client-urls", client,
+                              "--advertise-client-urls", client, "--listen-peer-urls", peer,
+                              "--initial-advertise-peer-urls", peer, "--initial-cluster", f"c4lab={peer}",
+                              "--log-level", "warn"), err_path=log_path)
+        for _ in range(200):
+            if self.r.run("curl", "-fsS", "-m", "1", f"{client}/health", check=False).find('"true"') >= 0:
+                return client
+            time.sleep(0.05)
+        raise RuntimeError(f"etcd did not answer on {client} within 10 s (its log: {log_path})")
 
     def rtt_ms(self, host: int = 0) -> float | None:
         out = self.hosts[host].run("ping", "-c", "5", "-i", "0.2", "-q", self.receivers[0], check=False)

@@ -26,6 +26,7 @@ Results: tables on stdout; CSV, PNG and README.md under a scratch directory
 import argparse
 import contextlib
 import datetime
+import itertools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,7 +44,7 @@ from types import FrameType
 from typing import Any
 
 from . import report
-from .cluster_net import ClusterNet
+from .cluster_net import ETCD_PORTS, ClusterNet
 from .net import load_json, sh
 from .report import Results, Table, num
 from .shapers import SHAPER_QUEUE, TYPICAL_BUCKET, WIRE_BUCKET, WIRE_QUEUE, Pspxdp
@@ -51,6 +53,7 @@ from .units import fmt_rate, parse_rate_bps
 HERE = Path(__file__).resolve().parent.parent  # lab/
 SINK_PORT = 7000
 CLASSID = "1:1"
+CONTROL_CLASSID = "1:2"  # the group agent's etcd traffic (a normal class: unpaced)
 
 
 @dataclass
@@ -160,6 +163,11 @@ class HostShaper:
                 sh(["chrt", "-a", "-f", "-p", str(self.opt.daemon_rt), str(pid)])
             if self.kind == "group":
                 assert self.opt.etcd and self.group
+                # The agent's own requests to etcd go by an unpaced class: in
+                # the class the group drives they would wait behind (or be
+                # held at 0 with) the traffic whose rate they decide.
+                self.p.class_set(CONTROL_CLASSID, "normal")
+                self.p.filter_port("tcp", ETCD_PORTS[0], CONTROL_CLASSID)
                 self.agent = self.net.spawn(self.ns.cmd(
                     self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
                     "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
@@ -223,7 +231,12 @@ def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]]
             s.setup()
             done.append(s)
         if group:
-            wait_settled(net, opt, group, len(shapers))
+            try:
+                wait_settled(net, opt, group, len(shapers))
+            except RuntimeError as e:
+                errs = [Path(s.rate_log + ".err").read_text().strip()[-300:] for s in shapers
+                        if Path(s.rate_log + ".err").exists()]
+                raise RuntimeError(f"{e}; the agents said: {errs}") from None
         yield shapers
     finally:
         for s in reversed(done):
@@ -242,13 +255,15 @@ def group_show(net: ClusterNet, opt: Options, group: str) -> dict[str, Any]:
 
 def wait_settled(net: ClusterNet, opt: Options, group: str, members: int, seconds: float = 20) -> None:
     deadline = time.monotonic() + seconds
+    d: dict[str, Any] = {}
     while time.monotonic() < deadline:
         d = group_show(net, opt, group)
         live = [m for m in d.get("members", []) if m.get("live") == "yes"]
         if len(live) == members and d.get("settled") and d.get("epoch", 0) > 0:
             return
         time.sleep(0.1)
-    raise RuntimeError(f"group {group}: {members} members did not join and settle within {seconds:g} s")
+    raise RuntimeError(f"group {group}: {members} members did not join and settle within {seconds:g} s "
+                       f"(group show: {json.dumps(d)[:300]})")
 
 
 @dataclass
@@ -309,6 +324,48 @@ def sink(net: ClusterNet, opt: Options, tag: str, seconds: float) -> Iterator[st
         net.reap(p, 10)
 
 
+class WireSampler:
+    """Every host's wire bytes (ClusterNet.wire_bytes) 4 times a second, with
+    the time each was read: the per-second rates of the plots. The sink's
+    bins would show when a starved sink got to read, not when the data came."""
+
+    def __init__(self, net: ClusterNet) -> None:
+        self.net = net
+        self.samples: list[tuple[float, list[int]]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            before = time.time()
+            counts = self.net.wire_bytes()
+            self.samples.append(((before + time.time()) / 2, counts))
+            self.stop.wait(0.25)
+
+    def __enter__(self) -> "WireSampler":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+    def per_second(self, host: int, t_start: float, seconds: int) -> list[float]:
+        """bit/s each second from t_start, the counter interpolated in time."""
+        pts = [(t, b[host]) for t, b in self.samples]
+
+        def at(t: float) -> float:
+            if not pts:
+                return 0.0
+            if t <= pts[0][0]:
+                return float(pts[0][1])
+            for (ta, ba), (tb, bb) in itertools.pairwise(pts):
+                if ta <= t <= tb:
+                    return ba + (bb - ba) * (t - ta) / max(tb - ta, 1e-9)
+            return float(pts[-1][1])
+        return [(at(t_start + s + 1) - at(t_start + s)) * 8 for s in range(seconds)]
+
+
 def senders(net: ClusterNet, opt: Options, tag: str, jobs: Sequence[tuple[int, list[str], int, float, float]],
             timeout: float) -> list[dict[str, Any]]:
     """jobs: (host, destinations, bytes per destination or 0, seconds,
@@ -340,6 +397,7 @@ class PairRow:
     shaper_drops: int
     bottleneck_drops: int    # the run's, both hosts'
     accounted: bool | None
+    unpaced: int | None      # frames pspxdp's TC passed unpaced (fail-open: its daemon stalled)
 
 
 def per_second(report: dict[str, Any], src: str, t_start: float, seconds: int) -> list[float]:
@@ -371,7 +429,7 @@ def pair(net: ClusterNet, opt: Options) -> None:
         net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
         retx0 = [net.retransmits(i) for i in range(2)]
         with shaped(net, opt, [(combo[0], rate), (combo[1], rate)]) as sh_, \
-                sink(net, opt, f"pair-{name}", total + 30) as sink_path:
+                sink(net, opt, f"pair-{name}", total + 30) as sink_path, WireSampler(net) as wire:
             t0 = time.time() + 1.0
             jobs = [(0, [net.receivers[0]], 0, float(total), t0),
                     (1, [net.receivers[1]], 0, float(total - second_at), t0 + second_at)]
@@ -380,7 +438,7 @@ def pair(net: ClusterNet, opt: Options) -> None:
         bn = net.bottleneck()
         rep = load_json(sink_path)
         rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(2)]
-        series[name] = rates
+        series[name] = [wire.per_second(i, t0, total) for i in range(2)]
         for i in range(2):
             start = 0 if i == 0 else second_at
             on = rates[i][start + 1:]
@@ -392,16 +450,20 @@ def pair(net: ClusterNet, opt: Options) -> None:
                 combo=name, host=i, shaper=combo[i], target_bps=parse_rate_bps(rate), start_s=start,
                 mean_bps=sum(on) / max(len(on), 1), both_on_bps=sum(both) / max(len(both), 1),
                 retransmits=net.retransmits(i) - retx0[i], shaper_drops=counters[i].drops,
-                bottleneck_drops=bn["drops"], accounted=counters[i].accounted))
+                bottleneck_drops=bn["drops"], accounted=counters[i].accounted, unpaced=counters[i].passed))
     t = Table(f"Paper §5.3, 2-to-2: two TCP flows paced to {rate} each through a drop-tail FIFO of "
               f"{opt.fifo_bytes >> 10} KB at {opt.bottleneck}, RTT {num(rtt, '{:.1f}')} ms",
               ["hosts", "host", "shaper", "start s", "mean Mbit/s", "both on Mbit/s", "sum both on",
-               "retransmits", "shaper drops", "bottleneck drops"],
+               "retransmits", "shaper drops", "unpaced", "bottleneck drops"],
               [f"host 0 sends for {total} s; host 1 starts {second_at} s later and stops with it; one "
                "TCP flow (cubic) each, to its own receiver behind the bottleneck",
                "mean: received rate (sink, payload bytes) over the host's seconds on, its first second "
                "left out; both on: over the seconds both flows ran (the first left out)",
-               "retransmits: the host's TCP RetransSegs; bottleneck drops: the run's (both hosts')",
+               "retransmits: the host's TCP RetransSegs; bottleneck drops: the run's (both hosts'); unpaced: "
+               "frames pspxdp's TC program passed unpaced because the daemon's heartbeat went stale (fail-open "
+               "after a stall of 100 ms: CPU starvation on this shared VM)",
+               "the plot: what each host put on its wire per second (the router's counter of the host's veth, "
+               "L2 bytes, retransmissions included), read 4 times a second",
                f"tbf: {HostShaper(net, opt, 0, 'tbf', rate).describe()}",
                f"pspxdp: {HostShaper(net, opt, 0, 'pspxdp', rate).describe()}",
                report.REAL_TIME_NOTE])
@@ -411,10 +473,11 @@ def pair(net: ClusterNet, opt: Options) -> None:
             if r.combo == name:
                 t.add(r.combo if r.host == 0 else "", r.host, r.shaper, r.start_s, f"{r.mean_bps / 1e6:.1f}",
                       f"{r.both_on_bps / 1e6:.1f}", f"{sum_both / 1e6:.1f}" if r.host == 0 else "",
-                      r.retransmits, r.shaper_drops, r.bottleneck_drops if r.host == 0 else "")
+                      r.retransmits, r.shaper_drops, num(r.unpaced, "{}"),
+                      r.bottleneck_drops if r.host == 0 else "")
     res.table(t)
     res.csv("pair.csv", [asdict(r) for r in rows])
-    res.csv("pair-per-second.csv", [{"combo": c, "host": i, "second": s, "rate_bps": v}
+    res.csv("pair-per-second.csv", [{"combo": c, "host": i, "second": s, "wire_bps": v}
                                     for c, rr in series.items() for i, ser in enumerate(rr)
                                     for s, v in enumerate(ser)])
     plt = report.pyplot()
@@ -430,7 +493,7 @@ def pair(net: ClusterNet, opt: Options) -> None:
     for ax in axes[1]:
         ax.set_xlabel("time (s)")
     for ax in axes[:, 0]:
-        ax.set_ylabel("received Mbit/s (1 s)")
+        ax.set_ylabel("on the host's wire, Mbit/s (1 s)")
     fig.suptitle(f"Paper §5.3: 2 x {rate} through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, "
                  f"RTT {num(rtt, '{:.0f}')} ms (real time, veths)", fontsize=9)
     res.save(fig, "pair.png")
@@ -455,6 +518,7 @@ class AlltoallRow:
     shaper_drops: int
     sender_errors: int
     accounted: bool | None
+    unpaced: int | None
     violations: int | None = None  # the group's rate logs against the budget
 
 
@@ -485,7 +549,9 @@ def alltoall_run(net: ClusterNet, opt: Options, pattern: str, sizes: list[int], 
         completion_s=[round(x, 3) for x in times], mean_s=sum(times) / len(times),
         bottleneck_drops=bn["drops"], retransmits=sum(net.retransmits(i) for i in range(n)) - retx0,
         shaper_drops=sum(c.drops for c in counters), sender_errors=errors,
-        accounted=None if None in acc else all(acc), violations=verdict.violations if verdict else None)
+        accounted=None if None in acc else all(acc),
+        unpaced=None if kind in ("none", "tbf") else sum(c.passed or 0 for c in counters),
+        violations=verdict.violations if verdict else None)
 
 
 def alltoall(net: ClusterNet, opt: Options) -> None:
@@ -512,7 +578,7 @@ def alltoall(net: ClusterNet, opt: Options) -> None:
     t = Table(f"All-to-all (MPI_Alltoall's pattern): {n} hosts each send X MB to every other host's receiver "
               f"through {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB, {rounds} rounds",
               ["pattern", "shaper", "rate per host", "completion s (mean)", "min", "max", "speed-up vs none",
-               "bottleneck drops", "retransmits", "shaper drops", "violations"],
+               "bottleneck drops", "retransmits", "shaper drops", "unpaced", "violations"],
               [f"even: X = {mb} MB from every host; uneven: host 0 sends {4 * mb} MB to each, the others {mb} MB",
                "completion: from the common start to the last receiver's last byte (the sink's close), per "
                "round; each round opens a TCP connection per pair (the handshake and slow start are in the time)",
@@ -529,7 +595,7 @@ def alltoall(net: ClusterNet, opt: Options) -> None:
         for r in pr:
             t.add(pattern, r.shaper, r.rate_per_host, f"{r.mean_s:.2f}", f"{min(r.completion_s):.2f}",
                   f"{max(r.completion_s):.2f}", f"{pr[0].mean_s / r.mean_s:.2f}x", r.bottleneck_drops,
-                  r.retransmits, r.shaper_drops, num(r.violations, "{}"))
+                  r.retransmits, r.shaper_drops, num(r.unpaced, "{}"), num(r.violations, "{}"))
     res.table(t)
     res.csv("alltoall.csv", [asdict(r) for r in rows])
     plt = report.pyplot()
@@ -582,8 +648,8 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     n = net.n
     bps = parse_rate_bps(opt.bottleneck)
     floor = fmt_rate(bps // (4 * n))
-    unit = 3 if opt.quick else 5
-    # host i sends from on[i] to off[i] (in units): 0-8, 1-7, 2-6, 3-5
+    unit = 2 if opt.quick else 5
+    # host i sends from on[i] to off[i] (in units, N = 4): 0-8, 1-7, 2-6, 3-5
     on = [(i * unit, (2 * n - i) * unit) for i in range(n)]
     total = 2 * n * unit
     group = f"c4dyn{net.pid}"
@@ -591,7 +657,7 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     net.set_bottleneck(opt.bottleneck, opt.fifo_bytes)
     shows: list[tuple[float, dict[str, Any]]] = []
     with shaped(net, opt, [("group", floor)] * n, group) as sh_, \
-            sink(net, opt, "dynamic", total + 40) as sink_path:
+            sink(net, opt, "dynamic", total + 40) as sink_path, WireSampler(net) as wire:
         t0 = time.time() + 1.0
         jobs = [(i, [net.receivers[i]], 0, float(off - start), t0 + start) for i, (start, off) in enumerate(on)]
         procs = []
@@ -610,6 +676,7 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     bn = net.bottleneck()
     rep = load_json(sink_path)
     rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(n)]
+    wires = [wire.per_second(i, t0, total) for i in range(n)]
     logs = [read_rate_log(s.rate_log) for s in sh_]
     # Changes: every start and stop.
     events = sorted({(start, f"h{i} starts") for i, (start, _) in enumerate(on)}
@@ -622,7 +689,7 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
         last = max((x for log in logs for x, _ in log if t0 + t <= x < t0 + t_next), default=None)
         span = range(t + 1, t_next)
         util = [sum(rates[i][s] for i in range(n)) * l2 / bps for s in span]
-        fair = [f for s in span if (f := jain([rates[i][s] for i in busy])) is not None]
+        fair = [f for s in span if (f := jain([wires[i][s] for i in busy])) is not None]
         rows.append(ChangeRow(t_s=t, change=what, backlogged=len(busy),
                               converge_ms=None if last is None else (last - t0 - t) * 1e3,
                               utilisation=sum(util) / len(util) if util else None,
@@ -633,9 +700,9 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
                [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(4N) = {floor} each; one etcd member",
                 "converged: from the change to the last applied-rate change (the agents' logs) before the next "
                 "change; none: no rate moved",
-                "utilisation: received payload x 1514/1448 (full frames) over B, per second, mean over the "
-                "seconds after the first; fairness: Jain's index of the backlogged hosts' received rates, the "
-                "worst second",
+                "utilisation: received payload x 1514/1448 (full frames) over B, mean over the seconds after "
+                "the first; fairness: Jain's index of the backlogged hosts' rates on their wires, the worst "
+                "second",
                 f"bottleneck: {bn['drops']} drops over the run; pspxdp group check: {verdict.line}",
                 f"shaper drops (pspxdp's classes): {sum(c.drops for c in counters)}; counters account for "
                 f"every frame: {all(c.accounted for c in counters)}",
@@ -647,8 +714,8 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     res.csv("dynamic-changes.csv", [asdict(r) for r in rows])
     res.csv("dynamic-applied.csv", [{"host": i, "t_s": round(x - t0, 3), "rate_bps": v}
                                     for i, log in enumerate(logs) for x, v in log])
-    res.csv("dynamic-received.csv", [{"host": i, "second": s, "rate_bps": v}
-                                     for i, ser in enumerate(rates) for s, v in enumerate(ser)])
+    res.csv("dynamic-per-second.csv", [{"host": i, "second": s, "received_bps": v, "wire_bps": wires[i][s]}
+                                       for i, ser in enumerate(rates) for s, v in enumerate(ser)])
     alloc_pts: dict[str, list[tuple[float, float]]] = {}
     for x, d in shows:
         for m in d.get("members", []):
@@ -667,16 +734,17 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
             pts = alloc_pts.get(f"h{i}", [])
             ax[0].plot([p[0] for p in pts], [p[1] for p in pts], ".", ms=3, color=line.get_color(),
                        label=f"h{i} allocation (etcd)")
-        ax[1].plot([s + 0.5 for s in range(total)], [v / 1e6 for v in rates[i]], marker=".", label=f"h{i}")
-    ax[1].plot([s + 0.5 for s in range(total)], [sum(v) * l2 / 1e6 for v in zip(*rates, strict=True)], "k:",
-               label="sum (L2 est.)")
+        ax[1].plot([s + 0.5 for s in range(total)], [v / 1e6 for v in wires[i]], marker=".", label=f"h{i}")
+    ax[1].plot([s + 0.5 for s in range(total)], [sum(v) / 1e6 for v in zip(*wires, strict=True)], "k:",
+               label="sum")
     for a in ax:
         a.axhline(bps / 1e6, color="gray", ls="--", lw=0.8)
         a.legend(fontsize=7, ncol=4)
         for t, _ in events:
             a.axvline(t, color="gray", lw=0.5, alpha=0.5)
     ax[0].set_ylabel("rate (Mbit/s)")
-    ax[1].set_ylabel("received Mbit/s (1 s)")
+    ax[0].set_xlim(-1, total + 1)
+    ax[1].set_ylabel("on the host's wire, Mbit/s (1 s)")
     ax[1].set_xlabel("time (s)")
     fig.suptitle(f"pspxdp group: {n} hosts share {opt.bottleneck}, FIFO {opt.fifo_bytes >> 10} KB "
                  f"(real time, veths); {verdict.line}", fontsize=9)

@@ -25,7 +25,7 @@ from .net import Lab, Ns, load_json
 from .shapers import ONE_FRAME_BUCKET
 
 NET = "10.84"
-ETCD_IP = f"{NET}.250.1"   # etcd in R, on a dummy device every host routes to
+ETCD_IP = f"{NET}.250.1"   # etcd in R, on its loopback: every host routes to it
 ETCD_PORTS = (23810, 23811)  # client, peer: the cluster lab's (c4) range
 
 
@@ -41,7 +41,6 @@ class ClusterNet(Lab):
         self.router_devs = [f"{p}r{i}" for i in range(n_hosts)]
         self.rout, self.din = p + "o", p + "i"
         self.dret, self.lin, self.lout, self.rret = p + "x", p + "y", p + "z", p + "k"
-        self.etcd_dev = p + "e"
         self.host_ips = [f"{NET}.{i}.1" for i in range(n_hosts)]
         self.receivers = [f"{NET}.200.{10 + i}" for i in range(n_hosts)]
 
@@ -108,9 +107,7 @@ class ClusterNet(Lab):
         """One etcd member (Debian's etcd-server) in R: the hosts reach it
         over their own wires (a few small requests a second, paced with the
         rest). Returns its client URL once it answers."""
-        self.r.run("ip", "link", "add", self.etcd_dev, "type", "dummy")
-        self.r.run("ip", "addr", "add", f"{ETCD_IP}/32", "dev", self.etcd_dev)
-        self.r.run("ip", "link", "set", self.etcd_dev, "up")
+        self.r.run("ip", "addr", "add", f"{ETCD_IP}/32", "dev", "lo")  # this kernel has no dummy devices
         client, peer = (f"http://{ETCD_IP}:{p}" for p in ETCD_PORTS)
         self.spawn(self.r.cmd("etcd", "--name", "c4lab", "--data-dir", data_dir, "--listen-client-urls", client,
                               "--advertise-client-urls", client, "--listen-peer-urls", peer,
@@ -141,6 +138,12 @@ class ClusterNet(Lab):
         q: list[dict[str, Any]] = json.loads(self.r.run("tc", "-s", "-j", "qdisc", "show", "dev", self.rout))
         return {"drops": sum(x.get("drops", 0) for x in q), "packets": sum(x.get("packets", 0) for x in q),
                 "bytes": sum(x.get("bytes", 0) for x in q)}
+
+    def wire_bytes(self) -> list[int]:
+        """Bytes each host has put on its wire so far (R's rx counter of the
+        host's veth: the kernel's, exact whenever it is read)."""
+        links = {x["ifname"]: x for x in json.loads(self.r.run("ip", "-s", "-j", "link", "show"))}
+        return [int(links[d]["stats64"]["rx"]["bytes"]) for d in self.router_devs]
 
     def retransmits(self, host: int) -> int:
         """The host's TCP RetransSegs (its own namespace's counter)."""

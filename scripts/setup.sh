@@ -14,6 +14,7 @@ PKGS=(
   python3 python3-matplotlib python3-mypy python3-venv
   ccache
   prometheus
+  etcd-server libcurl4-openssl-dev libssl-dev
 )
 
 missing=()

@@ -76,7 +76,8 @@ Plan plan(size_t n, uint64_t steady_ns, uint64_t seed) {
     }
     p.steps_from_ns = n * kJoinEvery + 2'000 * kMs;
     std::vector<bool> idle(n, false);
-    for (uint64_t t = p.steps_from_ns; t + kStepEvery <= p.steps_from_ns + steady_ns; t += kStepEvery) {
+    for (uint64_t t = p.steps_from_ns; t + kStepEvery <= p.steps_from_ns + steady_ns;
+         t += kStepEvery) {
         p.steps.push_back(t);
         std::vector<size_t> all(n);
         for (size_t i = 0; i < n; ++i) all[i] = i;
@@ -104,8 +105,11 @@ double allocate_us(const SimConfig &config) {
     const int reps = n >= 1000 ? 200 : 2000;
     volatile uint64_t sink = 0; // the result is used: the loop stays
     auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < reps; ++k) sink = sink + allocate(roster, live, uint64_t(k)).rate_bps.size();
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
+    for (int k = 0; k < reps; ++k)
+        sink = sink + allocate(roster, live, uint64_t(k)).rate_bps.size();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+               .count() /
+           reps;
 }
 
 nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
@@ -115,9 +119,10 @@ nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
     const double sim_cpu = cpu_seconds() - cpu0;
     SimConfig joins = p.config;
     joins.end_ns = p.steps_from_ns;
-    joins.demands.erase(std::remove_if(joins.demands.begin(), joins.demands.end(),
-                                       [&](const SimDemand &d) { return d.time_ns >= p.steps_from_ns; }),
-                        joins.demands.end());
+    joins.demands.erase(
+        std::remove_if(joins.demands.begin(), joins.demands.end(),
+                       [&](const SimDemand &d) { return d.time_ns >= p.steps_from_ns; }),
+        joins.demands.end());
     const uint64_t join_writes = simulate_cluster(joins).store_writes;
     const double steady_s = double(steady_ns) / 1e9;
 
@@ -135,7 +140,8 @@ nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
     std::sort(converge_ms.begin(), converge_ms.end());
     auto pct = [&](double q) -> nlohmann::json {
         if (converge_ms.empty()) return nullptr;
-        return converge_ms[std::min(converge_ms.size() - 1, size_t(q * double(converge_ms.size())))];
+        return converge_ms[std::min(converge_ms.size() - 1,
+                                    size_t(q * double(converge_ms.size())))];
     };
     CheckReport check = check_budget(kBudget, r.logs);
 
@@ -160,8 +166,11 @@ nlohmann::json row(size_t n, uint64_t steady_ns, uint64_t seed) {
 }
 
 int usage(const char *msg) {
-    std::fprintf(stderr, "psp_cluster_scale: %s\nusage: psp_cluster_scale --hosts N[,N...] [--allocate-only N[,N...]] "
-                         "[--seconds S] [--seed N]\n", msg);
+    std::fprintf(stderr,
+                 "psp_cluster_scale: %s\nusage: psp_cluster_scale --hosts N[,N...] "
+                 "[--allocate-only N[,N...]] "
+                 "[--seconds S] [--seed N]\n",
+                 msg);
     return 2;
 }
 
@@ -179,7 +188,8 @@ int main(int argc, char **argv) {
                 std::stringstream ss(v);
                 for (std::string x; std::getline(ss, x, ',');) {
                     size_t n = std::stoul(x);
-                    if (n < 2 || n > 100000) return usage((a + " " + x + ": expected 2..100000").c_str());
+                    if (n < 2 || n > 100000)
+                        return usage((a + " " + x + ": expected 2..100000").c_str());
                     (a == "--hosts" ? sizes : alloc_only).push_back(n);
                 }
             } else if (a == "--seconds") {
@@ -199,17 +209,19 @@ int main(int argc, char **argv) {
     for (size_t n : sizes) rows.push_back(row(n, seconds * 1'000'000'000ull, seed));
     nlohmann::json allocs = nlohmann::json::array();
     for (size_t n : alloc_only)
-        allocs.push_back({{"hosts", n}, {"allocate_us", allocate_us(plan(n, 3'000'000'000ull, seed).config)}});
+        allocs.push_back(
+            {{"hosts", n}, {"allocate_us", allocate_us(plan(n, 3'000'000'000ull, seed).config)}});
     nlohmann::json out = {
         {"rows", rows},
         {"allocate_only", allocs},
-        {"note", "simulated, " + std::to_string(seconds) +
-                     " s after every host joined (joins' writes left out): budget 10 Gbit/s, floors "
-                     "B/(4N), weights 1-4, demands B/N x 0.2..3; every 3 s a tenth of the hosts go "
-                     "idle or come back; one-way delays 1-20 ms, timers up to 50 ms late, TTL 3 s, "
-                     "keep-alives every 1 s; converge: from a step to the last rate change it caused; "
-                     "allocate(): one proposer's computation over N live members (this machine, "
-                     "real CPU); sim CPU: the whole simulation's"}};
+        {"note",
+         "simulated, " + std::to_string(seconds) +
+             " s after every host joined (joins' writes left out): budget 10 Gbit/s, floors "
+             "B/(4N), weights 1-4, demands B/N x 0.2..3; every 3 s a tenth of the hosts go "
+             "idle or come back; one-way delays 1-20 ms, timers up to 50 ms late, TTL 3 s, "
+             "keep-alives every 1 s; converge: from a step to the last rate change it caused; "
+             "allocate(): one proposer's computation over N live members (this machine, "
+             "real CPU); sim CPU: the whole simulation's"}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
 }

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,7 +41,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from . import report
@@ -887,14 +887,9 @@ def main(argv: Sequence[str]) -> int:
     if a.json:
         sys.stdout = sys.stderr
 
-    def on_signal(sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {sig}")
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(600 if a.quick else 1800)
     net = ClusterNet(opt.build, max(opt.hosts, 2)) if any(x in NETWORK for x in names) else None
-    rc = 0
-    try:
+
+    def body() -> None:
         if net:
             progress(f"building the topology ({net.n} hosts, namespaces {net.tag}-*)")
             net.build_topology()
@@ -905,22 +900,15 @@ def main(argv: Sequence[str]) -> int:
                 NETWORK[x](net, opt)
             else:
                 scale(net, opt)
-    except KeyboardInterrupt as e:
-        print(f"cluster lab: stopped ({e})", file=sys.stderr)
-        rc = 130
-    except Exception as e:  # noqa: BLE001 - report, clean up, fail
-        import traceback
-        traceback.print_exc()
-        print(f"cluster lab: failed: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def cleanup() -> None:
         if net:
             opt.summary["delay_line"] = net.stop_delay()
             net.teardown()
-        import shutil
         shutil.rmtree(opt.work, ignore_errors=True)
+
+    from .__main__ import guarded
+    rc = guarded("cluster lab", body, cleanup, 600 if a.quick else 1800)
     print(f"cluster lab: {'done' if rc == 0 else 'incomplete'} in {time.monotonic() - t0:.0f} s; results "
           f"under {opt.out}", file=sys.stderr)
     if a.json:

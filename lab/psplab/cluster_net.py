@@ -95,13 +95,9 @@ class ClusterNet(Lab):
         for i, h in enumerate(self.hosts):
             h.run("ping", "-c1", "-W2", f"{NET}.{i}.2")
 
-    def start_delay(self, delay_ms: float, seconds: float, out_path: str) -> None:
-        """The delay line on D -> R (ACKs), delay_ms one way."""
-        cmd = self.l.cmd(f"{self.build}/lab/psp_delay", "--in", self.lin, "--out", self.lout,
-                         "--dst-mac", self.r.mac(self.rret), "--delay-ms", delay_ms,
-                         "--seconds", seconds, "--rt-priority", 50)
-        self.delay = (self.spawn(cmd, out_path), out_path)
-        time.sleep(0.2)
+    def delay_dst_mac(self) -> str:
+        """The delay line sends the ACKs to R's RRET (R routes them on)."""
+        return self.r.mac(self.rret)
 
     def start_etcd(self, data_dir: str, log_path: str) -> str:
         """One etcd member (Debian's etcd-server) in R: the hosts reach it

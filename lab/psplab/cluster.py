@@ -593,7 +593,8 @@ def alltoall(net: ClusterNet, opt: Options) -> None:
     for pattern in patterns:
         pr = [r for r in rows if r.pattern == pattern]
         ideal = sum(sizes_ * (n - 1) for sizes_ in pr[0].bytes_per_pair) * 8 / bps
-        t.notes.insert(2, f"{pattern}: the bottleneck alone needs {ideal:.2f} s for the payload")
+        t.notes.insert(1 + list(patterns).index(pattern),
+                       f"{pattern}: the bottleneck alone needs {ideal:.2f} s for the payload")
         for r in pr:
             t.add(pattern, r.shaper, r.rate_per_host, f"{r.mean_s:.2f}", f"{min(r.completion_s):.2f}",
                   f"{max(r.completion_s):.2f}", f"{pr[0].mean_s / r.mean_s:.2f}x", r.bottleneck_drops,

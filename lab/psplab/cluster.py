@@ -214,6 +214,9 @@ class HostShaper:
             self.agent = None
         if self.kind in ("pspxdp", "group"):
             self.p.detach()
+            # what the agent leaves of itself (its lock file) goes with the device
+            for f in Path("/run/pspxdp").glob(f"{self.dev}.group-*"):
+                f.unlink(missing_ok=True)
             self.net.pspxdp_devs.remove((self.ns, self.dev))
         else:
             self.ns.run("tc", "qdisc", "del", "dev", self.dev, "root", check=False)

@@ -108,7 +108,36 @@ def to_json(o: object) -> object:
     return str(o)
 
 
+def guarded(who: str, body: Callable[[], None], cleanup: Callable[[], None], alarm_s: int) -> int:
+    """Runs body, stopped as by ^C on SIGTERM or after alarm_s (SIGALRM); a
+    failure is reported with its traceback; cleanup runs whatever happened,
+    with SIGTERM and SIGINT ignored. Returns 0, 130 (stopped) or 1 (failed)."""
+    def on_signal(sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {sig}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGALRM, on_signal)
+    signal.alarm(alarm_s)
+    rc = 0
+    try:
+        body()
+    except KeyboardInterrupt as e:
+        print(f"{who}: stopped ({e})", file=sys.stderr)
+        rc = 130
+    except Exception as e:  # noqa: BLE001 - report, clean up, fail
+        traceback.print_exc()
+        print(f"{who}: failed: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        cleanup()
+    return rc
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["cluster"]:  # the cluster lab: its own options (lab/psplab/cluster.py)
+        from . import cluster
+        return cluster.main(sys.argv[2:])
     a = parse_args()
     if a.check_args:  # lab.sh: arguments first, then the prerequisites
         return 0
@@ -144,33 +173,20 @@ def main() -> int:
     if a.json:  # tables to stderr, the JSON alone on stdout
         sys.stdout = sys.stderr
 
-    def on_signal(sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {sig}")
-    signal.signal(signal.SIGTERM, on_signal)
-    # Bounded in time whatever happens (the full set takes ~15 minutes).
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(3600 if a.full else 900)
-
-    rc = 0
-    try:
+    def body() -> None:
         progress(f"building the topology (namespaces {lab.tag}-s/r/d/l)")
         lab.build_topology()
         for n in names:
             experiments.ALL[n](ctx)
-    except KeyboardInterrupt as e:
-        print(f"lab: stopped ({e})", file=sys.stderr)
-        rc = 130
-    except Exception as e:  # noqa: BLE001 - report, clean up, fail
-        traceback.print_exc()
-        print(f"lab: failed: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def cleanup() -> None:
         lab.teardown()
         if a.keep:
             shutil.copytree(ctx.work, a.keep, symlinks=True, dirs_exist_ok=True)
         shutil.rmtree(ctx.work, ignore_errors=True)
+
+    # Bounded in time whatever happens (the full set takes ~15 minutes).
+    rc = guarded("lab", body, cleanup, 3600 if a.full else 900)
     print(f"lab: {'done' if rc == 0 else 'incomplete'} in {time.monotonic() - t0:.0f} s; results under "
           f"{ctx.out}", file=sys.stderr)
     if a.json:

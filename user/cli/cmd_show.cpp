@@ -139,6 +139,9 @@ std::vector<KeyDoc> key_docs() {
          "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
          "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
          "nothing sent"},
+        {"status", "lost_wire_share",
+         "share of the wire's time the daemon lost by running late in its last second "
+         "(lost_wire_ppm / 10^6), 0..1; null: no daemon counters"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;

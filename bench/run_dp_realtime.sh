@@ -108,7 +108,7 @@ measure() {
         # enough at a load of 20. They sleep 200 us a round (psp_traffic), so
         # they cannot take a core whole; a deadline or fifo daemon preempts them.
         $N timeout $((SECS + 20)) chrt -f 1 "$TRAFFIC" send 10.89.0.2 "$port" --rate "$offered" \
-            --size 1472 --seconds $((SECS + 8)) >/dev/null &
+            --size 1472 --seconds $((SECS + 8)) >"$TMP/send.$port.json" 2>&1 &
         PIDS+=($!)
     done
     if ((hog)); then
@@ -158,6 +158,12 @@ PY
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
     PIDS=()
+    for c in "${classes[@]}"; do # what the senders managed, for a look (--keep)
+        read -r id rate port offered <<<"$c"
+        echo "$label $mode hog $hog $id: $(cat "$TMP/send.$port.json")" >>"$TMP/senders.log"
+    done
+    # detach removes the daemon's log: keep it (--keep, PSP_KEEP=1)
+    { echo "== $label $mode hog $hog"; cat "/run/pspxdp/$DEV.log"; } >>"$TMP/daemon.log" 2>/dev/null
     $N "$PSPXDP" detach $DEV >>"$TMP/attach.log" 2>&1
 }
 

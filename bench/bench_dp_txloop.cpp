@@ -125,10 +125,15 @@ int main(int argc, char **argv) {
     scfg.tx_size = kRing;
     scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;
     scfg.bind_flags = XDP_COPY;
-    rc = xsk_socket__create_shared(&xsk, dev.c_str(), 0, umem, nullptr, &tx, &fill, &comp, &scfg);
+    // The daemon of the round before released this queue a moment ago: the
+    // kernel frees it later (retry_busy), as the daemon waits for its own.
+    rc = pspxdp::datapath::retry_busy([&] {
+        return xsk_socket__create_shared(&xsk, dev.c_str(), 0, umem, nullptr, &tx, &fill, &comp,
+                                         &scfg);
+    });
     if (rc) {
-        std::fprintf(stderr, "bench_dp_txloop: AF_XDP TX socket on %s: %s\n", dev.c_str(),
-                     std::strerror(-rc));
+        std::fprintf(stderr, "bench_dp_txloop: AF_XDP TX socket on %s queue 0: %s\n", dev.c_str(),
+                     pspxdp::datapath::busy_queue_text(rc).c_str());
         return 1;
     }
     int fd = xsk_socket__fd(xsk);

@@ -30,9 +30,10 @@
 #
 # How each figure is taken:
 #  - bare: bench_dp_txloop, PAUSE frames of 1514 B (and 60 B), pinned to C.
-#    Both it and the daemon flat out run SCHED_FIFO 10 (chrt, attach --rt):
-#    on a machine busy with other work the comparison is then one of code
-#    paths, not of how much CPU each happened to get.
+#    Both it and the daemon flat out run SCHED_FIFO 10 pinned to C (chrt,
+#    attach --sched fifo --cpu C): on a machine busy with other work the
+#    comparison is then one of code paths, not of how much CPU each happened
+#    to get.
 #  - daemon flat out: line rate 100gbit, so the wire position runs away from
 #    anything the daemon can emit and it never waits; one class backlogged.
 #    Frames counted on the veth (tx_packets). ratio = daemon / bare 1514 B,
@@ -42,7 +43,10 @@
 #  - CPU per paced Gbit/s: line 1gbit, one class 500mbit offered 650mbit UDP
 #    (psp_traffic on the other cores). "machine" = busy time of all CPUs
 #    (/proc/stat) over the interval, minus the same interval's idle baseline;
-#    "daemon" = the daemon's utime+stime. tbf/htb: the same sender, the qdisc
+#    "daemon" = the daemon's utime+stime. The daemon as attach starts it
+#    (the default --sched deadline, which the kernel never pins); "--spin":
+#    the same daemon, same arguments (--clock byte too), but --sleep-min 0.
+#    tbf/htb: the same sender, the qdisc
 #    on DEV at 500mbit (burst 32kb); paced rate = DEV's L2 bytes (+FCS).
 #  - scaling: N classes at 500kbit (class set --file), 256 of them with a UDP
 #    flow offered 1.2 Mbit/s each; line 100gbit, the daemon flat out.
@@ -215,38 +219,34 @@ daemon_pid() { cat /run/pspxdp/$DEV.pid 2>/dev/null; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.3f}')" "$1"; }
 
-attach() { # attach RATE [ATTACH-ARGS...]: attach, the daemon pinned to C
+attach() { # attach RATE [ATTACH-ARGS...]
     # --clock byte: this bench measures the gap-frame data path (a veth
     # would get the clockless mode by default). The flat-out parts add
     # --gap-horizon inf: under the default horizon a daemon whose classes are
     # due far apart on a 100gbit line idles instead of running flat out.
     $N "$PSPXDP" attach $DEV --line-rate "$1" --clock byte "${@:2}" >>"$WORK/attach.log" 2>&1 ||
         die "attach failed: $(tail -5 "$WORK/attach.log")"
-    local pid
-    pid=$(daemon_pid)
-    [[ -n $pid ]] || die "no daemon pid"
-    taskset -a -pc "$CPU" "$pid" >/dev/null || die "cannot pin the daemon"
+    [[ -n $(daemon_pid) ]] || die "no daemon pid"
 }
+# The flat-out daemon: pinned to C and SCHED_FIFO 10, as the bare loop.
+PINNED=(--sched fifo --cpu "$CPU")
 
 detach() { # (detach removes the daemon's log: keep a copy)
     cp /run/pspxdp/$DEV.log "$WORK/daemon.tmp" 2>/dev/null
     $N "$PSPXDP" detach $DEV >>"$WORK/attach.log" 2>&1
     cat "$WORK/daemon.tmp" >>"$WORK/daemon.log" 2>/dev/null
-    sleep 0.3 # the TX socket's queue is released asynchronously
 }
 
 bare() { # bare LEN [BUDGET]: kind bareLEN, or bareLENbBUDGET with a TX budget
-    local i kind=bare$1${2:+b$2}
-    for i in 1 2 3 4 5; do
-        if $N chrt -f 10 taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" \
-            ${2:+--budget "$2"} --json >"$WORK/bare.json" 2>"$WORK/bare.err"; then
-            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['kind']=sys.argv[2]; print(json.dumps(d))" \
-                "$WORK/bare.json" "$kind" >>"$RESULTS"
-            return 0
-        fi
-        sleep 0.5 # EBUSY: the previous socket on queue 0 is still going away
-    done
-    die "bare loop failed: $(cat "$WORK/bare.err")"
+    local kind=bare$1${2:+b$2}
+    # The daemon just detached released queue 0 of DEV; the kernel frees it
+    # later (deferred, under rtnl_lock: 12 s seen on a busy machine), and
+    # the loop waits for it up to 30 s (datapath::retry_busy) and says so.
+    $N chrt -f 10 taskset -c "$CPU" "$TXLOOP" $DEV --seconds "$SECS" --len "$1" --cpu "$CPU" \
+        ${2:+--budget "$2"} --json >"$WORK/bare.json" 2>"$WORK/bare.err" ||
+        die "bare loop failed: $(cat "$WORK/bare.err")"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['kind']=sys.argv[2]; print(json.dumps(d))" \
+        "$WORK/bare.json" "$kind" >>"$RESULTS"
 }
 
 sender() { # sender PORT RATE SECONDS [PORTS]: psp_traffic on the other cores
@@ -281,7 +281,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     bare 60
 
     say "round $r/$REPEAT: daemon flat out (line 100gbit, one class 4gbit offered 1500mbit)"
-    attach 100gbit --rt --gap-horizon inf
+    attach 100gbit "${PINNED[@]}" --gap-horizon inf
     paced_class 4gbit
     sender 5001 1500mbit $((SECS + 4))
     sleep 1.5 # backlogged from here on
@@ -299,11 +299,17 @@ for ((r = 1; r <= REPEAT; r++)); do
     sleep 1.5
     sample cpu_pspxdp
     # The same with a daemon that spins whenever backlogged: stop the one
-    # attach started (by its pid) and run one by hand, pinned alike.
+    # attach started (by its pid) and run it again by hand with its own
+    # arguments (--clock byte, --sched...), --sleep-min 0 in place of its value.
     pid=$(daemon_pid)
+    mapfile -d '' -t argv <"/proc/$pid/cmdline"
+    for ((i = 0; i < ${#argv[@]}; ++i)); do [[ ${argv[i]} == --sleep-min ]] && argv[i + 1]=0; done
+    [[ " ${argv[*]} " == *" --sleep-min 0 "* && " ${argv[*]} " == *" --clock byte "* ]] ||
+        die "the daemon's arguments lack --sleep-min or --clock byte: ${argv[*]}"
     kill -TERM "$pid"
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    $N taskset -c "$CPU" "$PSPXDP" daemon $DEV --sleep-min 0 >>"$WORK/daemon-spin.log" 2>&1 &
+    # argv[0] is "pspxdp" (attach runs /proc/self/exe under that name).
+    $N "$PSPXDP" "${argv[@]:1}" >>"$WORK/daemon-spin.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 50); do [[ $(daemon_pid) == "$!" ]] && break; sleep 0.1; done
     [[ $(daemon_pid) == "$!" ]] || die "the spinning daemon did not start: $(tail -3 "$WORK/daemon-spin.log")"
@@ -329,7 +335,7 @@ done
 for n in ${SCALE//,/ }; do
     say "scaling: $n classes configured, 256 backlogged (line 100gbit)"
     t=$(now)
-    attach 100gbit --buffer $((128 << 20)) --rt --gap-horizon inf
+    attach 100gbit --buffer $((128 << 20)) "${PINNED[@]}" --gap-horizon inf
     t_attach=$(since "$t")
     for ((i = 1; i <= n; ++i)); do printf '2:%x 500kbit\n' $(((i - 1) % 65535 + 1)); done |
         awk -v n="$n" 'NR <= 65535 {print; next} {split($1, a, ":"); printf "3:%s %s\n", a[2], $2}' \
@@ -349,7 +355,7 @@ for n in ${SCALE//,/ }; do
     kill -9 "$(daemon_pid)"
     sleep 0.3
     t=$(now)
-    attach 100gbit --buffer $((128 << 20)) --rt --gap-horizon inf
+    attach 100gbit --buffer $((128 << 20)) "${PINNED[@]}" --gap-horizon inf
     t_reattach=$(since "$t")
     t=$(now)
     detach

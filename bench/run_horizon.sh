@@ -179,9 +179,9 @@ MIX=("5001 500mbit 600mbit" "5002 300mbit 360mbit" "5003 100mbit 120mbit" "5004 
 if [[ $ONLY != B ]]; then
     for mode in "H=inf" "H=50us" "clockless"; do
         case $mode in
-        H=inf) MODE_ARGS=(--rt --clock byte --gap-horizon inf) ;;
-        H=50us) MODE_ARGS=(--rt --clock byte --gap-horizon 50us) ;;
-        clockless) MODE_ARGS=(--rt --clock none) ;;
+        H=inf) MODE_ARGS=(--sched fifo --clock byte --gap-horizon inf) ;;
+        H=50us) MODE_ARGS=(--sched fifo --clock byte --gap-horizon 50us) ;;
+        clockless) MODE_ARGS=(--sched fifo --clock none) ;;
         esac
         echo "A: $mode, one 20 Mbit/s class" >&2
         measure A "$mode" "20M" attach_mode "${ONE[@]}"
@@ -190,11 +190,11 @@ if [[ $ONLY != B ]]; then
     done
 fi
 if [[ $ONLY != A ]]; then
-    # Not --rt: at 500 Mbit/s the clockless daemon spins from frame to frame,
+    # Not --sched fifo: at 500 Mbit/s the clockless daemon spins from frame to frame,
     # and a SCHED_FIFO task that does leaves the fair tasks on its CPU
     # (ksoftirqd) only its naps: the kernel's fair server (6.12+, in place
     # of RT throttling) then stops it for 50 ms about once a second (-3 to
-    # -5 % of the rate, measured with --rt). tbf and htb run in softirq.
+    # -5 % of the rate, measured with --sched fifo). tbf and htb run in softirq.
     MODE_ARGS=(--clock none)
     for r in 10 100 500; do
         offer=$((r * 13 / 10)); ((offer > r + 200)) && offer=$((r + 200))

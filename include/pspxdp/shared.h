@@ -242,7 +242,10 @@ struct pspxdp_class_counters {
     X(clock_forced, "1: the clock mode was forced (--clock byte/none); 0: chosen from DEV's "      \
                     "driver")                                                                      \
     X(gap_horizon_ns, "the gap horizon H, ns; 18446744073709551615 (2^64-1): inf, the paper's "    \
-                      "rule")
+                      "rule")                                                                      \
+    X(lost_wire_ns, "wire time the daemon was behind, ns: underruns (byte clock) and late "        \
+                    "wake-ups (late_ns)")                                                          \
+    X(lost_wire_ppm, "share of the wire's time lost so in the last second, parts per million")
 struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
@@ -432,7 +435,7 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
 static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 31 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 33 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");

@@ -32,7 +32,7 @@ psp_lab_begin tcp 10.85.0
 # --clock byte: the NIC's mode (gap frames, the default gap horizon). The
 # veth's default, clockless, loses rate to late wake-ups on a busy VM
 # (design §4.5); this test is about back pressure, not the clock.
-psp_check "attach (byte clock, SCHED_FIFO)" $N "$PSPXDP" attach $DEV --line-rate 1gbit --clock byte --rt
+psp_check "attach (byte clock)" $N "$PSPXDP" attach $DEV --line-rate 1gbit --clock byte
 for ((i = 1; i <= 10; ++i)); do echo "1:$(printf %x $((i + 16))) 20mbit"; done >"$TMP/classes"
 echo "1:1 200mbit" >>"$TMP/classes"
 psp_check "classes 1:1 200mbit, 1:11..1:1a 20mbit" $N "$PSPXDP" class set $DEV --file "$TMP/classes"

@@ -53,7 +53,7 @@ window_skip() {
 }
 
 # window_one_class NAME SECONDS ANALYZE_CLOCK ATTACH_ARGS...: one judged
-# window $TMP/NAME.* of one class: attach (1 Gbit/s, --rt, ATTACH_ARGS),
+# window $TMP/NAME.* of one class: attach (1 Gbit/s, ATTACH_ARGS),
 # class 1:1 at $RATE fed by UDP port $PORT, a capture at the far end ($PEER
 # through $D), SECONDS of $OFFER from $NET.1 to $NET.2; the window opens on
 # the idle wire and closes once drained and counted; NAME.status (status
@@ -62,7 +62,7 @@ window_skip() {
 window_one_class() {
     local name=$1 secs=$2 clock=$3 out=$TMP/$1 cap
     shift 3
-    psp_check "$name: attach $*" $N "$PSPXDP" attach $DEV --line-rate 1gbit --rt "$@"
+    psp_check "$name: attach $*" $N "$PSPXDP" attach $DEV --line-rate 1gbit "$@"
     psp_check "$name: class 1:1 $RATE, filter udp dport $PORT" bash -c \
         "$N $PSPXDP class set $DEV 1:1 $RATE && $N $PSPXDP filter add $DEV proto udp dport $PORT classid 1:1"
     psp_check "$name: the daemon serves 1:1" window_served 5 1:1

@@ -316,6 +316,7 @@ TEST_CASE("daemon: the arguments attach gives it parse back to the same configur
     cfg.line_rate_bps = 300'000'000;
     cfg.window_bytes = 32768;
     cfg.cpu = 1;
+    cfg.sched = daemon::SchedPolicy::Fifo;
     std::vector<std::string> words = {"eth0"};
     for (const std::string &w : daemon::to_args(cfg)) words.push_back(w);
     auto a = parse_for(kDaemon, words);
@@ -328,6 +329,7 @@ TEST_CASE("daemon: the arguments attach gives it parse back to the same configur
     CHECK(a->number("line-rate") == cfg.line_rate_bps);
     CHECK(a->number("window") == cfg.window_bytes);
     CHECK(a->number("cpu") == 1);
+    CHECK(a->choice("sched") == size_t(daemon::SchedPolicy::Fifo));
     CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "0"})->number("sleep-min") == 0);
     CHECK(parse_for(kDaemon, {"eth0", "--sleep-min", "1ms"})->number("sleep-min") == 1'000'000);
     // The unit is the value's, not the name's: a bare number is refused.
@@ -668,4 +670,40 @@ TEST_CASE("printer: one call per field gives text and JSON", "[cli][output]") {
     bad.string("dev", "\xff\xfe");
     bad.close_object();
     CHECK(nlohmann::json::parse(bad.str())["dev"].is_string());
+}
+
+TEST_CASE("--sched of attach and daemon: deadline by default; a bad value or --cpu with "
+          "deadline refused",
+          "[cli][sched]") {
+    using daemon::SchedPolicy;
+    for (const Command *c : {&kAttach, &kDaemon}) {
+        INFO(c->name);
+        daemon::DaemonConfig cfg;
+        auto a = parse_for(*c, {"eth0"});
+        REQUIRE(a);
+        REQUIRE(sched_options(cfg, *a));
+        CHECK(cfg.sched == SchedPolicy::Deadline);
+        CHECK(cfg.cpu == -1);
+        for (auto [word, policy] :
+             {std::pair{"normal", SchedPolicy::Normal}, std::pair{"fifo", SchedPolicy::Fifo},
+              std::pair{"deadline", SchedPolicy::Deadline}}) {
+            auto b = parse_for(*c, {"eth0", "--sched", word});
+            REQUIRE(b);
+            REQUIRE(sched_options(cfg, *b));
+            CHECK(cfg.sched == policy);
+        }
+        auto pinned = parse_for(*c, {"eth0", "--sched", "fifo", "--cpu", "0"});
+        REQUIRE(pinned);
+        REQUIRE(sched_options(cfg, *pinned));
+        CHECK(cfg.cpu == 0);
+        auto dl = parse_for(*c, {"eth0", "--cpu", "0"});
+        REQUIRE(dl);
+        daemon::DaemonConfig fresh;
+        CHECK(sched_options(fresh, *dl).error() ==
+              "--cpu 0 with --sched deadline: the kernel runs a deadline task on any CPU of its "
+              "root domain, never pinned; add --sched fifo to pin it");
+        CHECK(refused_by(*c, {"eth0", "--sched", "rt"}) ==
+              "option --sched: \"rt\" is not one of normal, fifo or deadline");
+        CHECK(refused_by(*c, {"eth0", "--rt"}) == "unknown option --rt");
+    }
 }

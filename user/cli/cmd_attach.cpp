@@ -50,6 +50,25 @@ Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
                                      args.flag("clockless"));
 }
 
+Option sched_option() {
+    using daemon::SchedPolicy;
+    // In the order of SchedPolicy: Args::choice numbers them so.
+    return opt(OptType::Choice, "sched", 0, nullptr,
+               "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 30 % of a CPU "
+               "reserved and the idle rest reclaimed, ~94 % at most (a busy host cannot delay "
+               "it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
+               "normal = a normal task")
+        .one_of({daemon::sched_policy_name(SchedPolicy::Normal),
+                 daemon::sched_policy_name(SchedPolicy::Fifo),
+                 daemon::sched_policy_name(SchedPolicy::Deadline)})
+        .by_default(std::string(daemon::sched_policy_name(daemon::DaemonConfig{}.sched)));
+}
+Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args) {
+    const auto c = args.maybe_number("cpu");
+    return daemon::set_sched_options(cfg, daemon::SchedPolicy(args.choice("sched")),
+                                     c ? int(*c) : -1);
+}
+
 static int run(const Args &args) {
     const std::string dev = args.positional[0];
     auto paths = common::paths_for(dev);
@@ -94,9 +113,8 @@ static int run(const Args &args) {
             return fail_input("attach: --cpu " + std::to_string(*c) +
                               ": this machine has CPUs 0.." +
                               std::to_string(std::max(cpus, 1L) - 1));
-        dcfg.cpu = int(*c);
     }
-    dcfg.realtime = args.flag("rt");
+    if (auto r = sched_options(dcfg, args); !r) return fail_input("attach: " + r.error());
     dcfg.busy_poll = args.flag("busy-poll");
     // Absolute: the daemon (and systemctl reload) re-reads it on SIGHUP from
     // wherever it runs. Standard input cannot be read twice.
@@ -209,11 +227,9 @@ const Command kAttach = {
         gap_horizon_option(),
         clock_option(),
         clockless_option(),
-        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N").within(0, 4095),
-        flag("rt", 0,
-             "run the daemon SCHED_FIFO (priority 10): a loaded machine cannot delay it; it still "
-             "sleeps when nothing is due, and the kernel keeps 5 % of the CPU for others "
-             "(sched_rt_runtime_us)"),
+        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (--sched fifo or normal)")
+            .within(0, 4095),
+        sched_option(),
         flag("busy-poll", 0, "SO_PREFER_BUSY_POLL on the pacer sockets"),
         flag("force", 0,
              "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"),

@@ -24,8 +24,7 @@ static int run(const Args &args) {
     cfg.sleep_min_ns = args.number("sleep-min");
     cfg.spin_ns = args.number("spin-last");
     if (auto r = clock_options(cfg, args); !r) return fail_input("daemon: " + r.error());
-    if (auto c = args.maybe_number("cpu")) cfg.cpu = int(*c);
-    cfg.realtime = args.flag("rt");
+    if (auto r = sched_options(cfg, args); !r) return fail_input("daemon: " + r.error());
     cfg.busy_poll = args.flag("busy-poll");
     if (args.has("config")) cfg.config_file = args.text("config");
     if (auto r = common::need_caps("daemon", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
@@ -59,7 +58,7 @@ const Command kDaemon = {
             .by_default(datapath::kDefaultBufferBytes)
             .within(1ull << 20, 64ull << 30),
         opt(OptType::Integer, "cpu", 0, "N", "pin to CPU N").within(0, 4095),
-        flag("rt", 0, "SCHED_FIFO, memory locked"),
+        sched_option(),
         flag("busy-poll", 0, "busy-poll the pacer sockets"),
         opt(OptType::Duration, "sleep-min", 0, "TIME",
             "while backlogged, sleep through waits longer than TIME; 0: spin throughout")

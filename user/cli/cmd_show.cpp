@@ -144,6 +144,9 @@ std::vector<KeyDoc> key_docs() {
          "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "
          "holding_safe_allocation (at most its floor without etcd), rate_changes, pid, "
          "updated_ns"},
+        {"status", "lost_wire_share",
+         "share of the wire's time the daemon lost by running late in its last second "
+         "(lost_wire_ppm / 10^6), 0..1; null: no daemon counters"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;

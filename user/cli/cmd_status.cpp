@@ -17,13 +17,15 @@ namespace pspxdp::cli {
 namespace {
 
 // status: one line on the wire's clock (issue 10): the mode and why, the gap
-// horizon, how much of the wire PAUSE frames took, late wake-ups.
+// horizon, how much of the wire PAUSE frames took, late wake-ups, the share
+// of the wire's time lost by running late in the last second (issue 18).
 void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
     const auto &k = s.counters;
     if (!k.have_daemon) {
         p.null("clock");
         p.null("clock_reason");
         p.null("pause_share");
+        p.null("lost_wire_share");
         return;
     }
     const auto &d = k.daemon;
@@ -51,6 +53,11 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
     if (d.late_wakeups)
         line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
                 fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
+    // Lost while behind real time (a busy host, a late wake-up), over the
+    // daemon's last second: what tells a user the pacer cannot hold.
+    p.value("lost_wire_share", double(d.lost_wire_ppm) / 1e6, "", "");
+    line += ", lost " + fixed(double(d.lost_wire_ppm) / 1e4, 2) +
+            " % of the wire's time in the last second";
     p.text(line); // text() never wraps
     p.newline();
 }

@@ -84,6 +84,10 @@ Option clockless_option();
 struct Args;
 // Their values into cfg (daemon::set_clock_options); an error is the user's.
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args);
+// --sched normal|fifo|deadline of attach and daemon, and with --cpu N into
+// cfg (daemon::set_sched_options); an error is the user's.
+Option sched_option();
+Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args);
 
 struct Args {
     const Command *cmd = nullptr;

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <systemd/sd-daemon.h>
+#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 
@@ -143,44 +144,120 @@ bool claim_pidfile(const setup::Paths &paths) {
     return true;
 }
 
-// --cpu / --rt. RT throttling (sched_rt_runtime_us, 950 ms of every 1 s by
-// default) already keeps a CPU from being taken whole by a FIFO task: no
-// watchdog of our own; the loop sleeps whenever nothing is due anyway.
-bool set_realtime(const DaemonConfig &cfg) {
+// sched_setattr(2) and its struct: glibc 2.36 wraps neither.
+struct SchedAttr {
+    uint32_t size = sizeof(SchedAttr);
+    uint32_t policy = 0;
+    uint64_t flags = 0;
+    int32_t nice = 0;
+    uint32_t priority = 0;
+    uint64_t runtime_ns = 0, deadline_ns = 0, period_ns = 0;
+};
+#ifndef SCHED_DEADLINE
+#define SCHED_DEADLINE 6
+#endif
+constexpr uint64_t kSchedFlagResetOnFork = 0x01; // SCHED_FLAG_RESET_ON_FORK
+constexpr uint64_t kSchedFlagReclaim = 0x02;     // SCHED_FLAG_RECLAIM
+
+long read_long(const char *path) {
+    FILE *f = std::fopen(path, "r");
+    long v = -2;
+    if (f) {
+        if (std::fscanf(f, "%ld", &v) != 1) v = -2;
+        std::fclose(f);
+    }
+    return v;
+}
+
+// --cpu and --sched, applied to the calling thread (the loop's). What the
+// kernel refuses (no CAP_SYS_NICE, deadline admission control, an affinity
+// narrower than the root domain for deadline) is logged and the loop runs
+// at normal priority: a pacer that does not start fails open, one that runs
+// late says so (lost_wire_ns, status, the log). The kernel's own limits are
+// the guard rails: the deadline reservation and its reclaim limit, or RT
+// throttling (the fair server) for fifo; no watchdog of our own.
+void set_scheduling(const DaemonConfig &cfg) {
     if (cfg.cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
         CPU_SET(cfg.cpu, &set);
-        if (sched_setaffinity(0, sizeof(set), &set) < 0) {
-            logf("cannot pin to CPU %d: %s", cfg.cpu, common::errno_text(errno).c_str());
-            return false;
-        }
+        if (sched_setaffinity(0, sizeof(set), &set) < 0)
+            logf("warning: cannot pin to CPU %d: %s (running on any)", cfg.cpu,
+                 common::errno_text(errno).c_str());
     }
-    if (!cfg.realtime) return true;
+    const std::string on = cfg.cpu >= 0 ? " on CPU " + std::to_string(cfg.cpu) : "";
+    if (cfg.sched == SchedPolicy::Normal) {
+        logf("scheduling: SCHED_OTHER%s (--sched normal): a busy host delays the pacer",
+             on.c_str());
+        return;
+    }
     // Page faults are the slowest thing a real-time loop can hit.
     if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
         logf("warning: mlockall: %s (continuing unlocked)", common::errno_text(errno).c_str());
-    sched_param sp{};
-    sp.sched_priority = kRealtimePriority;
-    if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0) {
-        logf("cannot run SCHED_FIFO: %s", common::errno_text(errno).c_str());
-        return false;
+    SchedAttr a;
+    // The Reloader thread and anything forked run normal: a deadline task
+    // cannot fork otherwise (EAGAIN), and they need no real time.
+    a.flags = kSchedFlagResetOnFork;
+    if (cfg.sched == SchedPolicy::Fifo) {
+        a.policy = SCHED_FIFO;
+        a.priority = kRealtimePriority;
+    } else {
+        a.policy = SCHED_DEADLINE;
+        a.flags |= kSchedFlagReclaim;
+        a.runtime_ns = kDeadlineRuntimeNs;
+        a.deadline_ns = a.period_ns = kDeadlinePeriodNs;
     }
-    FILE *f = std::fopen("/proc/sys/kernel/sched_rt_runtime_us", "r");
-    long runtime = -2;
-    if (f) {
-        if (std::fscanf(f, "%ld", &runtime) != 1) runtime = -2;
-        std::fclose(f);
+    if (syscall(SYS_sched_setattr, 0, &a, 0) < 0) {
+        const int e = errno;
+        logf("warning: cannot run %s: %s; running SCHED_OTHER: a busy host delays the pacer "
+             "(lost_wire_ns counts it)",
+             a.policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_DEADLINE",
+             (common::errno_text(e) + (e == EPERM   ? " (needs CAP_SYS_NICE and, for deadline, "
+                                                      "every CPU of its cpuset)"
+                                       : e == EBUSY ? " (admission control: deadline CPU time "
+                                                      "already reserved by other tasks)"
+                                                    : ""))
+                 .c_str());
+        return;
     }
-    logf("SCHED_FIFO priority %d%s; RT throttling: %s", kRealtimePriority,
-         cfg.cpu >= 0 ? (" on CPU " + std::to_string(cfg.cpu)).c_str() : "",
-         runtime == -1
-             ? "off (sched_rt_runtime_us -1): a spinning pacer can take a CPU whole"
-             : ("at most " + std::to_string(runtime / 1000) + " ms of every second").c_str());
-    return true;
+    const long rt_runtime = read_long("/proc/sys/kernel/sched_rt_runtime_us");
+    const long rt_period = read_long("/proc/sys/kernel/sched_rt_period_us");
+    const std::string limit =
+        rt_runtime == -1 ? std::string("none (sched_rt_runtime_us -1): it can take a CPU whole")
+        : rt_runtime < 0 || rt_period <= 0
+            ? std::string("unknown")
+            : "at most " + std::to_string(rt_runtime * 100 / rt_period) + " % of a CPU";
+    if (a.policy == SCHED_FIFO)
+        logf("scheduling: SCHED_FIFO priority %d%s; RT throttling: %s (the fair server stops "
+             "it up to 50 ms at once when it takes that)",
+             kRealtimePriority, on.c_str(), limit.c_str());
+    else
+        logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved, reclaiming unused "
+             "CPU time up to the kernel's limit: %s, less the fair server's share",
+             (unsigned long long)(kDeadlineRuntimeNs / 1000),
+             (unsigned long long)(kDeadlinePeriodNs / 1000), limit.c_str());
 }
 
 } // namespace
+
+const char *sched_policy_name(SchedPolicy p) {
+    switch (p) {
+    case SchedPolicy::Normal: return "normal";
+    case SchedPolicy::Fifo: return "fifo";
+    case SchedPolicy::Deadline: return "deadline";
+    }
+    return "?";
+}
+
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu) {
+    if (cpu >= 0 && sched == SchedPolicy::Deadline)
+        return refuse("--cpu " + std::to_string(cpu) +
+                      " with --sched deadline: the kernel runs a deadline task on any CPU of "
+                      "its root domain, never pinned; add --sched fifo to pin it");
+    cfg.sched = sched;
+    cfg.cpu = cpu;
+    return {};
+}
 
 std::vector<std::string> to_args(const DaemonConfig &cfg) {
     std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
@@ -192,7 +269,7 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
     if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
     if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
-    if (cfg.realtime) a.push_back("--rt");
+    a.insert(a.end(), {"--sched", sched_policy_name(cfg.sched)});
     if (cfg.busy_poll) a.push_back("--busy-poll");
     if (!cfg.config_file.empty()) a.insert(a.end(), {"--config", cfg.config_file});
     return a;
@@ -221,11 +298,8 @@ int run(const DaemonConfig &cfg) {
 
     auto paths = setup::paths_for(cfg.dev);
     if (cfg.write_pidfile && !claim_pidfile(paths)) return 1;
-    if (!set_realtime(cfg)) {
-        if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
-        return 1;
-    }
     Reloader reloader(cfg, paths);
+    set_scheduling(cfg); // after the Reloader's thread: it runs normal
     int rc;
     uint64_t t0_ns = common::mono_ns();
     for (bool restarted = false;; restarted = true) {

@@ -24,6 +24,15 @@
 
 namespace pspxdp::daemon {
 
+// --sched: the loop's scheduling policy (docs/design.md §4.4). In the
+// order of the option's choices.
+enum class SchedPolicy : uint8_t {
+    Normal,   // SCHED_OTHER: shares its CPU with whatever else runs there
+    Fifo,     // SCHED_FIFO at kRealtimePriority, memory locked (the kernel's RT throttling)
+    Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs, reclaiming
+};
+const char *sched_policy_name(SchedPolicy p);
+
 struct DaemonConfig {
     std::string dev;
     uint64_t line_rate_bps = 0; // 0: from the state file
@@ -49,17 +58,36 @@ struct DaemonConfig {
     // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;
-    int cpu = -1;           // pin to this CPU; -1: anywhere
-    bool realtime = false;  // SCHED_FIFO at kRealtimePriority, memory locked
+    int cpu = -1; // pin to this CPU; -1: anywhere (refused with SchedPolicy::Deadline)
+    // How the kernel schedules the loop (SchedPolicy). Deadline by default: on
+    // a busy host a normal-priority pacer waits behind every runnable task,
+    // and SCHED_FIFO is stopped 50 ms at a time by the fair server.
+    SchedPolicy sched = SchedPolicy::Deadline;
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
     // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.
     std::string config_file;
 };
 
-// SCHED_FIFO priority of --rt: above every normal task, below threaded IRQ
-// handlers (50), so the NIC interrupts that feed the pacer still preempt it.
+// SCHED_FIFO priority of --sched fifo: above every normal task, below
+// threaded IRQ handlers (50), so the NIC interrupts that feed the pacer
+// still preempt it.
 inline constexpr int kRealtimePriority = 10;
+
+// --sched deadline: the reservation the kernel guarantees the loop, 150 us
+// of every 500 us (30 % of a CPU), with SCHED_FLAG_RECLAIM (GRUB): it may
+// use more, the CPU time no other deadline task reserved, up to the
+// kernel's deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %)
+// less the fair server's 5 %: at most ~94 % of one CPU, and every normal
+// task keeps the rest of that CPU and all of the others. The period bounds
+// how long the loop can be stopped at once when it did use it all: a few
+// periods, not the fair server's 50 ms (design.md §4.4).
+inline constexpr uint64_t kDeadlineRuntimeNs = 150'000;
+inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
+
+// --cpu N only with a policy that can be pinned: the kernel admits a
+// SCHED_DEADLINE task only with the whole root domain as its affinity.
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu);
 
 // The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
 std::vector<std::string> to_args(const DaemonConfig &cfg);

@@ -84,6 +84,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
              (unsigned long long)rec.died_frames, (unsigned long long)rec.died_in_rings,
              rec.freed_slots);
     base_ = maps_->daemon();
+    lost_wire_.start(mono_ns(), base_.lost_wire_ns);
 
     framing_ = Framing{};
     framing_.mtu_bytes = dev->mtu;
@@ -266,6 +267,7 @@ void Loop::publish_counts() {
     d.late_ns = base_.late_ns + ns_for_bytes_floor(e.late_bytes, rate);
     d.late_max_ns =
         std::max<uint64_t>(base_.late_max_ns, ns_for_bytes_floor(e.late_max_bytes, rate));
+    d.lost_wire_ns = base_.lost_wire_ns + ns_for_bytes_floor(e.underrun_bytes + e.late_bytes, rate);
     const auto &p = plane_->counters();
     d.kicks = base_.kicks + p.kicks;
     d.kick_errors = base_.kick_errors + p.kick_errors;
@@ -297,6 +299,9 @@ void Loop::tick(uint64_t now) {
     table_->finish_drains(now);
     if (ticks_ % kTicksPerPublish == 0) publish_counts();
     if (ticks_ % kTicksPerCheck == 0) {
+        pspxdp_daemon_stats &d = maps_->daemon();
+        d.lost_wire_ppm = lost_wire_.update(now, d.lost_wire_ns,
+                                            [](const std::string &m) { logf("%s", m.c_str()); });
         check_accounting("periodic");
         uint64_t errs = plane_->counters().kick_errors;
         if (errs != kick_errors_logged_) {

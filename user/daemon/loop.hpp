@@ -30,6 +30,7 @@
 #include "daemon/class_queues.hpp"
 #include "daemon/class_table.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/lost_wire.hpp"
 #include "daemon/pacer_maps.hpp"
 #include "datapath/xsk.hpp"
 #include "setup/loader.hpp"
@@ -88,6 +89,7 @@ class Loop {
     ClockChoice clock_;
     uint64_t batch_bytes_ = 0; // decisions are taken in batches of about this many byte times
     uint64_t kick_errors_logged_ = 0;
+    LostWire lost_wire_; // lost_wire_ppm, the log line
     // daemon_stats as this daemon found them: the kernel's socket counters
     // and the engine's start from zero with it, the published ones continue.
     pspxdp_daemon_stats base_{};

@@ -22,20 +22,15 @@
 
 namespace pspxdp::datapath {
 
-namespace {
-// Binding a queue a socket of ours held a moment ago (the daemon restarting
-// its loop after DEV's MTU changed) fails with EBUSY until the kernel has
-// released the old socket (deferred, an RCU grace period or more): retry
-// for up to 2 s.
-template <class Create> int retry_busy(Create create) {
-    int rc = create();
-    for (int i = 0; i < 200 && rc == -EBUSY; ++i) {
-        usleep(10'000);
-        rc = create();
-    }
-    return rc;
+std::string busy_queue_text(int rc) {
+    return common::errno_text(rc) +
+           (rc == -EBUSY ? " for " + std::to_string(kBusyQueueWaitMs / 1000) +
+                               " s: another AF_XDP socket holds the queue, or the kernel has "
+                               "not yet released a closed one's (deferred work under rtnl_lock)"
+                         : "");
 }
 
+namespace {
 // Flat out a round is about a window long (43 full-size frames in 64 KB):
 // at 32 descriptors a sendto() every round's last 11 went in a call of
 // their own; 64 sends a round in one.
@@ -166,7 +161,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
     });
     if (rc)
         return err("creating AF_XDP TX socket on " + cfg.tx_dev +
-                   " queue 0: " + common::errno_text(rc));
+                   " queue 0: " + busy_queue_text(rc));
     p->descs_per_kick_ =
         set_tx_budget(xsk_socket__fd(p->tx_->xsk), std::min(kWantedTxBudget, cfg.tx_ring));
 
@@ -185,7 +180,7 @@ Result<std::unique_ptr<XskPlane>> XskPlane::create(const PlaneConfig &cfg) {
         });
         if (rc)
             return err("creating AF_XDP RX socket on " + cfg.rx_dev + " queue " +
-                       std::to_string(q) + ": " + common::errno_text(rc));
+                       std::to_string(q) + ": " + busy_queue_text(rc));
         if (cfg.busy_poll) {
             // The daemon's own recvfrom/poll then runs the veth's NAPI poll
             // instead of waiting for softirq (kernel >= 5.11).

@@ -31,10 +31,13 @@
 #include "core/result.hpp"
 #include "datapath/frame_fifo.hpp"
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 struct xsk_umem;
 struct xsk_socket;
@@ -50,6 +53,27 @@ inline constexpr uint64_t kDefaultBufferBytes = 64ull << 20;
 // refuses or lacks the option: errno then says why).
 inline constexpr uint32_t kDefaultTxBudget = 32;
 uint32_t set_tx_budget(int fd, uint32_t descs);
+
+// Binding a queue a closed AF_XDP socket held fails with EBUSY until the
+// kernel has released it, and that is deferred: the queue stays claimed
+// until the socket's last reference goes (sk_destruct, after the frames it
+// sent are freed), then a work item takes rtnl_lock to unregister the pool
+// (net/xdp/xsk_buff_pool.c, xp_put_pool -> xp_release_deferred ->
+// xp_clear_dev). With other netlink work holding rtnl_lock (namespaces and
+// veths being deleted) that took 12 s here. So create() is tried again,
+// 10 ms apart, while it returns -EBUSY, for up to kBusyQueueWaitMs; then its
+// -EBUSY stands (busy_queue_text says why).
+inline constexpr uint64_t kBusyQueueWaitMs = 30'000;
+template <class Create> int retry_busy(Create create) {
+    int rc = create();
+    for (uint64_t i = 0; i < kBusyQueueWaitMs / 10 && rc == -EBUSY; ++i) {
+        usleep(10'000);
+        rc = create();
+    }
+    return rc;
+}
+// errno_text(-rc), and for -EBUSY after retry_busy what holds the queue.
+std::string busy_queue_text(int rc);
 
 struct PlaneConfig {
     std::string tx_dev;                          // DEV

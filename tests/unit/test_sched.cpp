@@ -1,0 +1,73 @@
+// The daemon on a busy host (issue 18): --sched and --cpu as attach and the
+// daemon take them, and the wire time lost by running late as status and
+// the log report it (LostWire).
+#include <catch2/catch.hpp>
+
+#include "daemon/daemon.hpp"
+#include "daemon/lost_wire.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace pspxdp::daemon;
+
+TEST_CASE("--sched: deadline by default, handed to the daemon; --cpu only with fifo or normal",
+          "[cli][sched]") {
+    DaemonConfig cfg;
+    CHECK(cfg.sched == SchedPolicy::Deadline);
+    auto args = to_args(cfg);
+    auto it = std::find(args.begin(), args.end(), "--sched");
+    REQUIRE(it != args.end());
+    REQUIRE(it + 1 != args.end());
+    CHECK(it[1] == "deadline");
+    CHECK(std::find(args.begin(), args.end(), "--cpu") == args.end());
+
+    auto r = set_sched_options(cfg, SchedPolicy::Deadline, 1);
+    REQUIRE(!r);
+    CHECK(r.error().find("--cpu 1 with --sched deadline") != std::string::npos);
+    CHECK(cfg.cpu == -1); // nothing changed
+    CHECK(cfg.sched == SchedPolicy::Deadline);
+
+    REQUIRE(set_sched_options(cfg, SchedPolicy::Fifo, 1));
+    args = to_args(cfg);
+    it = std::find(args.begin(), args.end(), "--sched");
+    CHECK(it[1] == "fifo");
+    it = std::find(args.begin(), args.end(), "--cpu");
+    REQUIRE(it != args.end());
+    CHECK(it[1] == "1");
+    REQUIRE(set_sched_options(cfg, SchedPolicy::Normal, -1));
+    CHECK(std::string(sched_policy_name(cfg.sched)) == "normal");
+}
+
+TEST_CASE("lost wire time: the share of each second, a log line at most once a minute",
+          "[daemon][sched]") {
+    constexpr uint64_t s = 1'000'000'000;
+    std::vector<std::string> lines;
+    auto log = [&](const std::string &l) { lines.push_back(l); };
+    LostWire w;
+    w.start(100 * s, 5'000'000); // a restarted daemon's counter: not reported again
+
+    CHECK(w.update(101 * s, 5'000'000, log) == 0); // idle: nothing lost, nothing logged
+    CHECK(lines.empty());
+
+    // 10 ms of a second lost: 1 %, logged at once (the first line).
+    CHECK(w.update(102 * s, 15'000'000, log) == 10'000);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].find("10.000 ms of wire time lost in the last 2.0 s") != std::string::npos);
+
+    // Lost again within the minute: counted, not logged.
+    for (uint64_t t = 103; t < 162; ++t)
+        CHECK(w.update(t * s, 15'000'000 + (t - 102) * 1000, log) == 1);
+    CHECK(lines.size() == 1);
+    // A minute after the last line: the loss since it, in one line.
+    CHECK(w.update(162 * s, 16'000'000, log) == 941);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[1].find("1.000 ms of wire time lost in the last 60.0 s") != std::string::npos);
+    // Nothing lost since: no line, however long.
+    CHECK(w.update(300 * s, 16'000'000, log) == 0);
+    CHECK(lines.size() == 2);
+
+    // A stall longer than the interval is at most all of it.
+    CHECK(w.update(301 * s, 16'000'000 + 3 * s, log) == 1'000'000);
+}

@@ -451,8 +451,8 @@ int fail(const Error &e) { return fail(e.message, e.exit_code); }
 
 const std::vector<const Command *> &commands() {
     static const std::vector<const Command *> kAll = {
-        &kAttach, &kDetach, &kClass, &kDefault, &kFilter,  &kShow,     &kStats,
-        &kStatus, &kSave,   &kApply, &kChange,  &kAnalyze, &kSimulate, &kDaemon,
+        &kAttach, &kDetach, &kClass,  &kDefault, &kFilter,   &kShow,   &kStats,    &kStatus,
+        &kSave,   &kApply,  &kChange, &kAnalyze, &kSimulate, &kDaemon, &kExporter,
     };
     return kAll;
 }

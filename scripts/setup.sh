@@ -13,7 +13,7 @@ PKGS=(
   iproute2 ethtool tcpdump iperf3 iputils-ping
   python3 python3-matplotlib python3-mypy python3-venv
   ccache
-  prometheus libcpp-httplib-dev
+  prometheus libcpp-httplib-dev curl jq
 )
 
 missing=()

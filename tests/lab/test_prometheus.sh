@@ -33,8 +33,10 @@ query() {
     $N curl -sf --max-time 5 --get "$PROM/api/v1/query" --data-urlencode "query=$1" \
         ${2:+--data-urlencode "time=$2"}
 }
+# answered FILE: the API's JSON answer in FILE is a success with at least one sample.
+answered() { jq -e '.status == "success" and (.data.result | length > 0)' "$1" >/dev/null; }
 # has_data PROMQL [TIME]: the query succeeds with at least one sample.
-has_data() { query "$@" | jq -e '.status == "success" and (.data.result | length > 0)' >/dev/null; }
+has_data() { query "$@" >"$TMP/answer.json" && answered "$TMP/answer.json"; }
 
 psp_check "bad --listen: exit 2, one line naming it" bash -c "
     $N $PSPXDP exporter $DEV --listen 127.0.0.1 2>$TMP/err; rc=\$?
@@ -141,8 +143,7 @@ if [[ -z $starved ]]; then
         expr=${expr//\$class/1:1}
         query "$expr" "$T" >"$TMP/panel.json"
         psp_check "dashboard '$title': $(jq -c '[.data.result[] | .value[1]][:3]' "$TMP/panel.json")" \
-            jq -e '.status == "success" and (.data.result | length > 0)' "$TMP/panel.json" >/dev/null ||
-            echo "     $expr"
+            answered "$TMP/panel.json" || echo "     $expr"
     done
 fi
 psp_check "release lateness recorded while paced (histogram count > 0)" psp_wait_for 10 has_data \

@@ -9,7 +9,8 @@
 #                         side by side, TCP at FIFO 16 KB ... 4 MB
 #   lab/lab.sh --help     every option
 #
-# Results: docs/results/<date>-<what>/ (tables in README.md, CSV, PNG, the
+# Results: $BUILD_DIR/results/<date>-<what>/ (--publish: docs/results/, the
+# ones the README cites; tables in README.md, CSV, PNG, the
 # machine and the exact command). Needs root and a build (scripts/build.sh).
 # Everything it creates carries the prefix psp-lab<pid> / pl<pid> and is
 # removed on exit, even on failure or Ctrl-C. Exit 77: cannot run here.

@@ -13,7 +13,9 @@ PKGS=(
   iproute2 ethtool tcpdump iperf3 iputils-ping
   python3 python3-matplotlib python3-mypy python3-venv
   ccache
+  libsystemd-dev
   prometheus libcpp-httplib-dev curl jq
+  etcd-server libcurl4-openssl-dev libssl-dev
 )
 
 missing=()

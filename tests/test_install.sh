@@ -1,31 +1,119 @@
 #!/usr/bin/env bash
-# cmake --install into a DESTDIR puts the binary, the man page and the
-# systemd unit where a Debian host expects them, and they are usable: the
-# binary runs, the man page renders without warnings and covers every
-# command, the unit starts the installed binary with /etc/pspxdp/DEV.conf.
+# cmake --install --strip into a DESTDIR puts the binary, the man page, the
+# bash completion and the systemd unit where a Debian host expects them, and
+# they are usable: the binary is stripped and runs, --version names the git
+# revision, the man page renders without warnings (man -l) and covers every
+# command and the exit status rule, the completion loads in bash and
+# completes, the unit starts the installed binary with /etc/pspxdp/DEV.conf
+# and passes systemd-analyze verify and security. `cpack -G DEB` packs the
+# same into a .deb with its dependencies from dpkg-shlibdeps. Needs no root
+# and no systemd as PID 1 (nothing here starts the unit: tests/lab/test_service.sh
+# runs its ExecStart with its capabilities).
 set -u
-BUILD=${1:?usage: test_install.sh BUILD_DIR}
+BUILD=$(cd "${1:?usage: test_install.sh BUILD_DIR}" && pwd)
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 DEST=$(mktemp -d)
 trap 'rm -rf "$DEST"' EXIT
-source "$(cd "$(dirname "$0")" && pwd)/../lab/netns.sh" # psp_check, psp_finish
-DESTDIR=$DEST cmake --install "$BUILD" --prefix /usr >"$DEST.log" 2>&1 ||
-    { cat "$DEST.log"; rm -f "$DEST.log"; exit 1; }
-rm -f "$DEST.log"
-BIN=$DEST/usr/sbin/pspxdp MAN=$DEST/usr/share/man/man8/pspxdp.8
-UNIT=$DEST/usr/lib/systemd/system/pspxdp@.service
+source "$SRC/lab/netns.sh" # psp_check, psp_finish
+DESTDIR=$DEST/root cmake --install "$BUILD" --prefix /usr --strip >"$DEST/install.log" 2>&1 ||
+    { cat "$DEST/install.log"; exit 1; }
+BIN=$DEST/root/usr/sbin/pspxdp MAN=$DEST/root/usr/share/man/man8/pspxdp.8
+UNIT=$DEST/root/usr/lib/systemd/system/pspxdp@.service
+COMPLETION=$DEST/root/usr/share/bash-completion/completions/pspxdp
 psp_check "binary in /usr/sbin" test -x "$BIN"
-psp_check "it runs" bash -c "'$BIN' --version | grep -q '^pspxdp [0-9]'"
+psp_check "... stripped (no symbol table, no debug info)" \
+    bash -c "! readelf -S '$BIN' | grep -qE '\.symtab|\.debug_info'"
+psp_check "it runs: $("$BIN" --version)" bash -c "'$BIN' --version | grep -qE '^pspxdp [0-9]+\.[0-9]+\.[0-9]+ \(git [^ )]+\)$'"
+if REV=$(git -C "$SRC" describe --tags --always 2>/dev/null); then
+    psp_check "... and names the checkout's revision ($REV)" bash -c "'$BIN' --version | grep -qF '(git $REV)'"
+fi
+
 psp_check "man page in man8" test -s "$MAN"
 psp_check "man page renders without warnings" \
     bash -c "[ -z \"\$(groff -man -Tutf8 -ww -z '$MAN' 2>&1)\" ]"
+MANTEXT=$DEST/man.txt
+MANWIDTH=100 man -l "$MAN" >"$MANTEXT" 2>"$DEST/man.err"
+psp_check "man -l renders it, no messages" bash -c "[[ -s '$MANTEXT' && ! -s '$DEST/man.err' ]]"
 for c in $("$BIN" --help | awk '/^Commands:/ {on = 1; next} on && !NF {exit} on {print $1}'); do
     psp_check "man page covers pspxdp $c" grep -q "^\.SS \"pspxdp $c " "$MAN"
 done
 psp_check "man page covers daemon (internal) too" grep -q '^\.SS "pspxdp daemon ' "$MAN"
+psp_check "man page states the exit status rule (0, 1, 2)" python3 -c '
+import re, sys
+text = open(sys.argv[1]).read()
+part = text.split("EXIT STATUS", 1)[1].split("SEE ALSO", 1)[0]
+sys.exit(0 if all(re.search(rf"^\s+{n}\s+\S", part, re.M) for n in "012")
+         and "runtime failure" in part and "usage error or bad input" in part else 1)' "$MANTEXT"
+
+psp_check "bash completion installed" test -s "$COMPLETION"
+# complete WORDS...: what bash offers after the words (the last one being typed).
+complete_words() {
+    bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _pspxdp; echo "${COMPREPLY[*]}"' \
+        _ "$COMPLETION" "$@"
+}
+psp_check "completion registered for pspxdp" \
+    bash -c "source '$COMPLETION' && complete -p pspxdp | grep -q -- '-F _pspxdp pspxdp'"
+psp_check "completes a command (pspxdp att -> attach)" test "$(complete_words pspxdp att)" = attach
+psp_check "completes options (attach --cl -> --clock --clockless)" \
+    test "$(complete_words pspxdp attach --cl)" = "--clock --clockless"
+psp_check "completes a choice (attach --clock '' -> auto byte none)" \
+    test "$(complete_words pspxdp attach lo --clock '')" = "auto byte none"
+psp_check "completes class's sub-commands (class '' -> add set change del show)" \
+    test "$(complete_words pspxdp class '')" = "add set change del show"
+psp_check "completes a device (detach l -> lo among them)" \
+    bash -c "[[ ' $(complete_words pspxdp detach l) ' == *' lo '* ]]"
+
 psp_check "systemd unit installed" test -s "$UNIT"
 psp_check "unit attaches with /etc/pspxdp/DEV.conf" \
     grep -q '^ExecStart=/usr/sbin/pspxdp attach %I --foreground --config /etc/pspxdp/%I.conf$' "$UNIT"
 psp_check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp detach %I$' "$UNIT"
 psp_check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
-psp_check "example configuration installed" test -s "$DEST/usr/share/doc/pspxdp/example.conf"
+psp_check "unit is Type=notify" grep -q '^Type=notify$' "$UNIT"
+psp_check "example configuration installed" test -s "$DEST/root/usr/share/doc/pspxdp/example.conf"
+psp_check "/etc/pspxdp made, for the unit's DEV.conf" test -d "$DEST/root/etc/pspxdp"
+if command -v systemd-analyze >/dev/null; then
+    # An instance of the template naming the DESTDIR's binary (verify checks
+    # that what ExecStart= names is executable); the man page is not looked
+    # up in the host's man database.
+    sed "s|/usr/sbin/pspxdp|$BIN|g" "$UNIT" >"$DEST/pspxdp@eth0.service"
+    psp_check "systemd-analyze verify passes" \
+        bash -c "out=\$(systemd-analyze verify --man=no '$DEST/pspxdp@eth0.service' 2>&1); [[ -z \$out ]] || { echo \"\$out\"; false; }"
+    SCORE=$(systemd-analyze security --offline=true "$DEST/pspxdp@eth0.service" 2>&1 |
+        sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) .*/\1/p')
+    psp_check "systemd-analyze security: exposure ${SCORE:-?} (9.6 UNSAFE before) below 3.0" \
+        python3 -c "import sys; sys.exit(0 if 0 < float('${SCORE:-0}') < 3.0 else 1)"
+else
+    echo "skip - systemd-analyze not installed: verify and security not checked"
+fi
+
+# The .deb, from the same build (cpack runs the install rules into its own DESTDIR).
+if (cd "$DEST" && cpack --config "$BUILD/CPackConfig.cmake" -G DEB -B "$DEST/pkg" >"$DEST/cpack.log" 2>&1); then
+    DEB=$(ls "$DEST"/pkg/pspxdp_*.deb 2>/dev/null | head -1)
+    psp_check "cpack -G DEB made $(basename "${DEB:-no .deb}") ($(du -k "${DEB:-/dev/null}" | cut -f1) KB)" test -s "${DEB:-}"
+    dpkg-deb -c "$DEB" | awk '{print $6}' >"$DEST/deb.files"
+    for f in ./usr/sbin/pspxdp ./usr/share/man/man8/pspxdp.8 ./usr/share/bash-completion/completions/pspxdp \
+        ./usr/lib/systemd/system/pspxdp@.service ./usr/share/doc/pspxdp/example.conf ./etc/pspxdp/; do
+        psp_check "... holds $f" grep -qx "$f" "$DEST/deb.files"
+    done
+    DEPENDS=$(dpkg-deb -f "$DEB" Depends)
+    echo "     Depends (dpkg-shlibdeps): $DEPENDS"
+    for lib in libbpf1 libxdp1 libpcap0.8 libsystemd0 libc6 libstdc++6; do
+        psp_check "... depends on $lib" bash -c "[[ ', $DEPENDS,' == *', $lib'[' ,']* ]]"
+    done
+    psp_check "... dpkg -I: package pspxdp, section net" \
+        bash -c "dpkg -I '$DEB' | grep -q '^ Package: pspxdp$' && dpkg -I '$DEB' | grep -q '^ Section: net$'"
+    psp_check "... dpkg -I: postinst and postrm (systemctl daemon-reload)" \
+        bash -c "dpkg-deb -I '$DEB' postinst | grep -q daemon-reload && dpkg-deb -I '$DEB' postrm | grep -q daemon-reload"
+    dpkg-deb -x "$DEB" "$DEST/deb"
+    psp_check "... its unit names /usr/sbin/pspxdp (not the staging directory)" \
+        grep -q '^ExecStart=/usr/sbin/pspxdp attach ' "$DEST/deb/usr/lib/systemd/system/pspxdp@.service"
+    psp_check "... its binary stripped ($(du -k "$DEST/deb/usr/sbin/pspxdp" | cut -f1) KB; the build's $(du -k "$BUILD/user/pspxdp" | cut -f1) KB)" \
+        bash -c "! readelf -S '$DEST/deb/usr/sbin/pspxdp' | grep -qE '\.symtab|\.debug_info'"
+else
+    cat "$DEST/cpack.log"
+    psp_check "cpack -G DEB" false
+fi
+GUNIT=$DEST/root/usr/lib/systemd/system/pspxdp-group@.service
+psp_check "cluster unit joins with /etc/pspxdp/DEV.group" \
+    grep -q '^ExecStart=/usr/sbin/pspxdp group join %I $PSPXDP_GROUP$' "$GUNIT"
 psp_finish

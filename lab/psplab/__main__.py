@@ -86,8 +86,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
                     help="run pspxdp's daemon SCHED_FIFO at PRIO (default 10; 0: normal priority, "
                     "it then stalls on a busy machine and TC passes frames unpaced)")
-    ap.add_argument("--out", default=str(HERE.parent / "docs" / "results"),
-                    help="results root (default docs/results)")
+    # A run is scratch unless published: the committed results the README
+    # cites stay as they are (a quick run would overwrite a full one).
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--out", help="results root (default $BUILD_DIR/results, build/results)")
+    where.add_argument("--publish", action="store_true",
+                       help="write the results under docs/results, the ones the README cites")
     ap.add_argument("--json", action="store_true", help="print every row as one JSON object on stdout "
                     "(tables go to stderr)")
     ap.add_argument("--keep", help="keep the raw files (captures, logs, reports) in this directory")
@@ -104,7 +108,36 @@ def to_json(o: object) -> object:
     return str(o)
 
 
+def guarded(who: str, body: Callable[[], None], cleanup: Callable[[], None], alarm_s: int) -> int:
+    """Runs body, stopped as by ^C on SIGTERM or after alarm_s (SIGALRM); a
+    failure is reported with its traceback; cleanup runs whatever happened,
+    with SIGTERM and SIGINT ignored. Returns 0, 130 (stopped) or 1 (failed)."""
+    def on_signal(sig: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {sig}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGALRM, on_signal)
+    signal.alarm(alarm_s)
+    rc = 0
+    try:
+        body()
+    except KeyboardInterrupt as e:
+        print(f"{who}: stopped ({e})", file=sys.stderr)
+        rc = 130
+    except Exception as e:  # noqa: BLE001 - report, clean up, fail
+        traceback.print_exc()
+        print(f"{who}: failed: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        cleanup()
+    return rc
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["cluster"]:  # the cluster lab: its own options (lab/psplab/cluster.py)
+        from . import cluster
+        return cluster.main(sys.argv[2:])
     a = parse_args()
     if a.check_args:  # lab.sh: arguments first, then the prerequisites
         return 0
@@ -116,6 +149,8 @@ def main() -> int:
 
     command = "lab/lab.sh " + " ".join(shlex.quote(x) for x in sys.argv[1:])
     lab = Lab(os.path.abspath(build))
+    out = os.path.abspath(a.out or (str(HERE.parent / "docs" / "results") if a.publish
+                                    else f"{build}/results"))
     ctx = RunContext(
         full=a.full,
         seconds=a.seconds if a.seconds is not None else (5.0 if a.full else 2.0),
@@ -123,14 +158,14 @@ def main() -> int:
         line_rate=a.line_rate, bottleneck=a.bottleneck, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt,
         pspxdp=os.environ.get("PSPXDP") or f"{build}/user/pspxdp",
         traffic=f"{build}/lab/psp_traffic",
-        out=os.path.abspath(a.out),
+        out=out,
         started=report.now(),
         command=command,
         keep_pcaps=bool(a.keep),
         lab=lab,
         work=tempfile.mkdtemp(prefix="psp-lab."),
         progress=progress,
-        summary={"line_rate": a.line_rate, "command": command},
+        summary={"line_rate": a.line_rate, "command": command, "out": out},
     )
     names = a.only or (experiments.FULL if a.full else experiments.QUICK)
 
@@ -138,33 +173,20 @@ def main() -> int:
     if a.json:  # tables to stderr, the JSON alone on stdout
         sys.stdout = sys.stderr
 
-    def on_signal(sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {sig}")
-    signal.signal(signal.SIGTERM, on_signal)
-    # Bounded in time whatever happens (the full set takes ~15 minutes).
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(3600 if a.full else 900)
-
-    rc = 0
-    try:
+    def body() -> None:
         progress(f"building the topology (namespaces {lab.tag}-s/r/d/l)")
         lab.build_topology()
         for n in names:
             experiments.ALL[n](ctx)
-    except KeyboardInterrupt as e:
-        print(f"lab: stopped ({e})", file=sys.stderr)
-        rc = 130
-    except Exception as e:  # noqa: BLE001 - report, clean up, fail
-        traceback.print_exc()
-        print(f"lab: failed: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def cleanup() -> None:
         lab.teardown()
         if a.keep:
             shutil.copytree(ctx.work, a.keep, symlinks=True, dirs_exist_ok=True)
         shutil.rmtree(ctx.work, ignore_errors=True)
+
+    # Bounded in time whatever happens (the full set takes ~15 minutes).
+    rc = guarded("lab", body, cleanup, 3600 if a.full else 900)
     print(f"lab: {'done' if rc == 0 else 'incomplete'} in {time.monotonic() - t0:.0f} s; results under "
           f"{ctx.out}", file=sys.stderr)
     if a.json:

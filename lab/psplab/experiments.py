@@ -1,5 +1,6 @@
 """The paper's experiments (docs/design.md §5) and the side-by-side comparison.
-Each writes docs/results/<date>-<what>/ and files its rows in ctx.summary."""
+Each writes <results root>/<date>-<what>/ (build/results; docs/results with
+--publish) and files its rows in ctx.summary."""
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 

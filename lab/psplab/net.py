@@ -161,10 +161,14 @@ class Lab:
     def start_delay(self, delay_ms: float, seconds: float, out_path: str) -> None:
         """The delay line on D -> S (ACKs), delay_ms one way."""
         cmd = self.l.cmd(f"{self.build}/lab/psp_delay", "--in", self.lin, "--out", self.lout,
-                         "--dst-mac", self.s.mac(self.sret), "--delay-ms", delay_ms,
+                         "--dst-mac", self.delay_dst_mac(), "--delay-ms", delay_ms,
                          "--seconds", seconds, "--rt-priority", 50)
         self.delay = (self.spawn(cmd, out_path), out_path)
         time.sleep(0.2)
+
+    def delay_dst_mac(self) -> str:
+        """Where the delay line sends the ACKs: S's return veth."""
+        return self.s.mac(self.sret)
 
     def stop_delay(self) -> dict[str, Any]:
         if not self.delay:

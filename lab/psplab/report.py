@@ -1,5 +1,6 @@
 """Tables (text and Markdown), CSV, plots (matplotlib) and the results
-directory: docs/results/<date>-<what>/ with the machine and the command."""
+directory: <results root>/<date>-<what>/ (build/results; docs/results with
+--publish) with the machine and the command."""
 import csv
 import dataclasses
 import datetime

@@ -15,7 +15,11 @@
 #     window's mean <= 3 MTU (it adds the lateness difference of the window's
 #     two ends);
 #   - the capture is complete, and every row of the comparison was measured.
-# Results go to a temporary directory (kept, with the raw files, on failure).
+# Run as scripts/run.sh runs it (no --out): the results go to the scratch
+# folder $BUILD_DIR/results, and the checkout is left as it was (git status
+# --porcelain the same before and after: the committed docs/results/ are
+# written only with --publish). This run's results are removed after (kept,
+# with the raw files, on failure).
 # Exit 77 = skipped (not root / not built).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,11 +27,18 @@ source "$HERE/../../lab/netns.sh"
 OUT=$(mktemp)
 KEEP=$(mktemp -d /tmp/psp-lab-test.XXXXXX)
 trap 'rm -f "$OUT"' EXIT
-bash "$HERE/../../lab/lab.sh" --json --out "$KEEP/results" --keep "$KEEP/raw" >"$OUT"
+RESULTS=$(cd "${BUILD_DIR:-$HERE/../../build}" && pwd)/results
+mkdir -p "$RESULTS"
+mapfile -t EARLIER < <(ls "$RESULTS")
+TREE=$(git -C "$HERE/../.." status --porcelain 2>&1)
+bash "$HERE/../../lab/lab.sh" --json --keep "$KEEP/raw" >"$OUT"
 rc=$?
 [[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
+NOW=$(git -C "$HERE/../.." status --porcelain 2>&1)
+psp_check "the checkout as it was (git status --porcelain unchanged)" test "$NOW" == "$TREE" ||
+    diff <(echo "$TREE") <(echo "$NOW")
 if psp_check "lab.sh ran (exit $rc)" test $rc -eq 0; then
-    psp_verdict /usr/bin/python3 - "$OUT" "$KEEP/results" "$KEEP/judged" <<'PY'
+    psp_verdict /usr/bin/python3 - "$OUT" "$RESULTS" "$KEEP/judged" <<'PY'
 import glob, json, sys
 d = json.load(open(sys.argv[1]))
 judged = 0  # pspxdp classes whose byte-clock figures were judged
@@ -90,6 +101,7 @@ check(f"TCP: {len(tcp)} runs through the bottleneck, each measured",
       len(tcp) >= 6 and all(r["throughput_bps"] for r in tcp))
 check(f"TCP: the delay line made the RTT >= 20 ms ({tcp[0].get('rtt_ms') if tcp else None} ms)",
       bool(tcp) and (tcp[0].get("rtt_ms") or 0) >= 20)
+check(f"results under the scratch folder {sys.argv[2]} by default ({d.get('out')})", d.get("out") == sys.argv[2])
 pngs = glob.glob(f"{sys.argv[2]}/*/*.png")
 check(f"results written: {len(pngs)} plots, README.md per experiment",
       len(pngs) >= 2 and len(glob.glob(f"{sys.argv[2]}/*/README.md")) >= 2)
@@ -104,6 +116,12 @@ if ((PSP_FAILS)); then
 fi
 { read -r judged; read -r loaded; } <"$KEEP/judged"
 rm -rf "$KEEP"
+# This run's results (folders that were not there before; a folder of the
+# same date and experiment was overwritten, and stays).
+for dir in "$RESULTS"/*/; do
+    dir=${dir%/}
+    [[ " ${EARLIER[*]} " == *" ${dir##*/} "* ]] || rm -rf "$dir"
+done
 if ((${judged:-0} == 0)); then
     echo "skipped: machine too loaded (${loaded:-no pspxdp class judged})"
     exit 77

@@ -146,6 +146,11 @@ std::vector<KeyDoc> key_docs() {
          "computes it; null: none"},
         {"status", "lateness_p99_ns", "their 99th percentile, ns; null: none"},
         {"status", "lateness_max_ns", "the latest of them, ns; null: none"},
+        {"status", "groups",
+         "cluster mode: an object per group agent on DEV's classes: group, classid, host, phase, "
+         "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "
+         "holding_safe_allocation (at most its floor without etcd), rate_changes, pid, "
+         "updated_ns"},
     };
     k.insert(k.end(), std::begin(status), std::end(status));
     return k;

@@ -1,6 +1,7 @@
 // pspxdp status: whether DEV is paced. The attachment (what attach created,
 // the daemon, its clock) and then what stats prints, in one object.
 #include "cli/command.hpp"
+#include "cli/group.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
 #include "common/paths.hpp"
@@ -150,6 +151,7 @@ int run_status(const Args &args) {
     }
     print_clock(p, dev, *s);
     print_lateness(p, *s);
+    print_groups(p, dev); // cluster mode: the groups DEV's classes are in
     print_device(p, dev, *s, nullptr, true);
     p.close_object();
     p.print(stdout);

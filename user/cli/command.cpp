@@ -1,6 +1,7 @@
 #include "cli/command.hpp"
 
 #include "core/quote.hpp"
+#include "daemon/log.hpp"
 
 #include <cctype>
 #include <charconv>
@@ -451,8 +452,8 @@ int fail(const Error &e) { return fail(e.message, e.exit_code); }
 
 const std::vector<const Command *> &commands() {
     static const std::vector<const Command *> kAll = {
-        &kAttach, &kDetach, &kClass,  &kDefault, &kFilter,   &kShow,   &kStats,    &kStatus,
-        &kSave,   &kApply,  &kChange, &kAnalyze, &kSimulate, &kDaemon, &kExporter,
+        &kAttach, &kDetach, &kClass,  &kDefault, &kFilter,  &kShow,     &kStats,  &kStatus,
+        &kSave,   &kApply,  &kChange, &kGroup,   &kAnalyze, &kSimulate, &kDaemon, &kExporter,
     };
     return kAll;
 }
@@ -515,12 +516,24 @@ void print_man_page(FILE *out) {
                  "the pinned maps of an attached DEV: the control plane and every counter "
                  "(bpftool map dump pinned ...).\n"
                  ".TP\n.I /run/pspxdp/DEV.{state,pid,log,lock}\n"
-                 "what attach created, the daemon's pid and log, the device lock.\n"
+                 "what attach created, the daemon's pid and log, the device lock. The log is "
+                 "rotated at ");
+    std::fprintf(out, "%llu MiB", (unsigned long long)(daemon::kLogMaxBytes >> 20));
+    std::fprintf(out, "%s",
+                 " to DEV.log.1 (one old file kept); under systemd "
+                 "(pspxdp@DEV.service) it goes to the journal instead: journalctl -u "
+                 "pspxdp@DEV.\n"
                  ".TP\n.I /etc/pspxdp/DEV.conf\n"
                  "the configuration pspxdp@DEV.service attaches with (written by pspxdp save).\n"
                  ".SH EXIT STATUS\n"
-                 "0 on success; 2 when the input was refused (a bad word, an unknown class, a rate "
-                 "that does not fit: the configuration is unchanged); 1 when the system failed.\n"
+                 "One rule for every command:\n"
+                 ".TP\n.B 0\nthe command did what was asked.\n"
+                 ".TP\n.B 1\na runtime failure (a system call, the kernel or a device failed), or "
+                 "a request the current state refuses (DEV is not attached, is attached by "
+                 "another pspxdp, its daemon is gone). Nothing was changed.\n"
+                 ".TP\n.B 2\na usage error or bad input: an unknown command or option, a value "
+                 "that does not parse or is out of range, a configuration file that does not "
+                 "validate. Nothing was changed.\n"
                  ".SH SEE ALSO\n.BR tc (8),\n.BR bpftool (8),\n.BR systemctl (1)\n");
 }
 

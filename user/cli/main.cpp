@@ -1,11 +1,13 @@
 // pspxdp: precise software pacing with eBPF and AF_XDP.
 #include "cli/command.hpp"
+#include "cli/completion.hpp"
 #include "common/libbpf_log.hpp"
 #include "common/ns.hpp"
 
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 using namespace pspxdp::cli;
 
@@ -31,7 +33,16 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (first == "-V" || first == "--version" || first == "version") {
-        std::printf("%s\n", version_string().c_str());
+        // The revision: which commit a bug report is about (cmake/git_revision.cmake).
+        std::printf("%s (git %s)\n", version_string().c_str(), PSPXDP_GIT_REVISION);
+        return 0;
+    }
+    if (first == "completion") { // hidden, as --man: the build writes the bash completion with it
+        if (argc != 3 || std::string_view(argv[2]) != "bash") {
+            std::fprintf(stderr, "pspxdp completion: usage: pspxdp completion bash\n");
+            return 2;
+        }
+        print_bash_completion(stdout);
         return 0;
     }
     if (first == "--man") { // the build writes pspxdp.8 with this

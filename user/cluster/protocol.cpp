@@ -63,6 +63,11 @@ void HostProtocol::on_demand(uint64_t now_ns, uint64_t demand_bps) {
 
 void HostProtocol::on_timer(uint64_t now_ns) { step(now_ns); }
 
+void HostProtocol::on_rate_lowered(uint64_t now_ns, uint64_t rate_bps) {
+    applied_bps_ = std::min(applied_bps_, rate_bps);
+    step(now_ns);
+}
+
 void HostProtocol::leave(uint64_t now_ns) {
     if (phase_ == Phase::left || phase_ == Phase::leaving) return;
     // At 0 first: once the reservation is gone no epoch holds a floor for us.

@@ -97,6 +97,14 @@ class HostProtocol final : public Agent {
     bool floor_established() const { return established_; }
     // Whether the lease is surely alive on the server at now_ns.
     bool lease_safe(uint64_t now_ns) const { return lease_ != 0 && now_ns < safe_until_ns_; }
+    // Until when (local time) the lease is surely alive: the deadline the
+    // agent's watchdog enforces if the agent itself stops (§11.4). 0: none.
+    uint64_t safe_until_ns() const { return lease_ != 0 ? safe_until_ns_ : 0; }
+    // What this host may hold without etcd: the floor if established, else 0.
+    uint64_t fallback_bps() const { return established_ ? member_.floor_bps : 0; }
+    // Something else (the watchdog) lowered the applied rate: only ever
+    // lower, so the invariant still holds; a later raise follows R3 as usual.
+    void on_rate_lowered(uint64_t now_ns, uint64_t rate_bps);
 
   private:
     void step(uint64_t now_ns);

@@ -25,6 +25,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <systemd/sd-daemon.h>
 #include <thread>
 #include <unistd.h>
 
@@ -93,6 +94,12 @@ class Reloader {
     }
 
     void reload(const DaemonConfig &cfg, const setup::Paths &paths) {
+        // systemctl reload waits for READY=1 after RELOADING=1 (Type=notify):
+        // it returns once the file is applied or refused. No-ops without systemd.
+        sd_notify(0, "RELOADING=1");
+        struct Ready {
+            ~Ready() { sd_notify(0, "READY=1"); }
+        } ready;
         if (cfg.config_file.empty()) {
             logf("SIGHUP ignored: attached without --config, no file to re-read");
             return;
@@ -234,6 +241,8 @@ int run(const DaemonConfig &cfg) {
             t0_ns = common::mono_ns();
             break;
         }
+        // Type=notify: systemctl start returns now, with DEV paced.
+        sd_notifyf(0, "READY=1\nSTATUS=pacing %s", cfg.dev.c_str());
         rc = loop.run(g_stop);
         t0_ns = common::mono_ns();
         if (loop.dev_event().kind == DevEvent::Kind::None) break;
@@ -245,6 +254,7 @@ int run(const DaemonConfig &cfg) {
             break;
         }
     } // the loop's destructor releases the sockets and the UMEM
+    sd_notify(0, "STOPPING=1");
     const uint64_t released_ns = common::mono_ns() - t0_ns;
     if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
     logf("exited (%d); sockets and buffer released in %llu ms", rc,

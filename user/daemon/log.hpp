@@ -1,13 +1,24 @@
-// The daemon's log: one line per event on stderr (attach sends it to
-// /run/pspxdp/DEV.log), stamped with the time and the device.
+// The daemon's log: one line per event on stderr, which is one of
+//   - the journal (under systemd: JOURNAL_STREAM names stderr): each line
+//     carries an sd-daemon priority prefix ("<6>") and no time stamp, the
+//     journal has both;
+//   - /run/pspxdp/DEV.log (a daemon attach started): stamped with the time
+//     and the device, and rotated at kLogMaxBytes to DEV.log.1 (one old
+//     file kept), so it never grows past twice that;
+//   - a terminal (attach --foreground by hand): stamped, never rotated.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace pspxdp::daemon {
 
-void set_log_device(const std::string &dev);
+inline constexpr uint64_t kLogMaxBytes = 4ull << 20;
+
+// Names the device in every line and looks at what stderr is (above). A
+// regular file is rotated at max_bytes.
+void set_log_device(const std::string &dev, uint64_t max_bytes = kLogMaxBytes);
 __attribute__((format(printf, 1, 2))) void logf(const char *fmt, ...);
 
 // Lines about many classes at once (a reconcile adding 10,000): the first

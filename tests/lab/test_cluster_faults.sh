@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Cluster mode's fault tests (issue 19, docs/design.md §11.6): three hosts,
+# each a namespace with its own pspxdp on its own veth, share 300 Mbit/s
+# through a 3-member etcd cluster (floors 50 Mbit/s, weights 1; no traffic,
+# so every live host's share is equal: 150 each for two, 100 for three).
+#
+#   a host joining           the shares go 150/150 -> 100/100/100
+#   a second group           on the same class: refused with one line
+#   floors above the budget  refused at join (locally, and through etcd)
+#   one etcd member killed   nothing changes (no rate change anywhere)
+#   a host partitioned       it is at its floor within the safe span
+#                            (2.494 s after its last answered keep-alive,
+#                            asserted <= 3.0 s after the cut); the others
+#                            raise only after its lease can have expired
+#                            (>= TTL - keep-alive period = 2 s after the
+#                            cut), then take its share above its floor
+#   a host's agent stopped   (SIGSTOP, the agent hung): its watchdog puts
+#                            the class at the floor by the same deadline
+#   a host killed            its share goes to the others within the TTL
+#                            (asserted <= 4 s after the kill: TTL 3 s plus
+#                            an epoch's round trips on a loaded machine)
+#   the whole etcd down      every host at its floor, status says it holds
+#                            a safe allocation; shares back once etcd is up
+#   leave                    SIGTERM: the agent leaves and exits 0
+#
+# Every host's applied-rate log goes through the invariant checker
+# (pspxdp group check): 0 violations; the same logs against a budget a
+# third lower must fail (the checker is not vacuous here).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+psp_require test_cluster_faults "$PSPXDP" -- etcd curl python3
+source "$HERE/cluster_lib.sh"
+psp_begin cl
+
+M50=50000000 M100=100000000 M125=125000000 M150=150000000
+psp_check "etcd: 3 members healthy" cl_etcd_up || { psp_finish; exit 1; }
+for i in 1 2 3; do psp_check "host $i attached, class 1:1 paced" cl_host $i || { psp_finish; exit 1; }; done
+
+rev0=$(cl_revision) t0=$SECONDS
+cl_join 1 --floor 50mbit
+cl_join 2 --floor 50mbit
+psp_check "two hosts: 150 Mbit/s each" psp_wait_for 15 eval 'cl_applied 1 $M150 && cl_applied 2 $M150'
+psp_check "the class paces what the agent applied" test "$(cl_rate 1)" = $M150
+
+cl_join 3 --floor 50mbit
+psp_check "a host joins: 100 Mbit/s each" \
+    psp_wait_for 15 eval 'cl_applied 1 $M100 && cl_applied 2 $M100 && cl_applied 3 $M100'
+cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" | sed 's/^/     /'
+psp_check "group show -j: settled, 3 live, 300 Mbit/s allocated" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+sys.exit(0 if d["settled"] and d["allocated_bps"] == 300000000 and
+         sum(m["live"] == "yes" for m in d["members"]) == 3 else 1)' \
+    "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
+
+# Refusals: one line, exit 2, nothing changed.
+out=$(cl_ns 1 "$PSPXDP" group join c3d1$$ --etcd "$CL_ENDPOINTS" --group other$$ --budget 1gbit \
+    --class 1:1 --name x 2>&1)
+rc=$?
+echo "     $out"
+psp_check "a second group on the same class: refused, one line" \
+    test $rc -eq 2 -a "$(wc -l <<<"$out")" -eq 1 -a -n "$(grep 'already in a group' <<<"$out")"
+cl_ns 1 "$PSPXDP" class set c3d1$$ 1:2 10mbit
+out=$(cl_ns 1 "$PSPXDP" group join c3d1$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP --budget $CL_BUDGET \
+    --class 1:2 --name h1b --floor 200mbit --log "$TMP/h1b.rates" 2>&1)
+rc=$?
+echo "     $out"
+psp_check "floors above the budget: refused through etcd, one line" \
+    test $rc -eq 2 -a -n "$(grep 'does not fit' <<<"$out")"
+psp_check "refused: the group's roster unchanged" python3 -c '
+import json, sys
+sys.exit(0 if len(json.loads(sys.argv[1])["members"]) == 3 else 1)' \
+    "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
+
+# One etcd member killed: every agent keeps its lease (renewed through
+# another member) and no rate changes anywhere.
+# The member the agents talk to (the first of their list), a follower:
+# a leader's loss costs an election (1 s here) on top, which the safe span
+# covers too, but not with the room a loaded machine needs.
+psp_check "etcd member 0 is a follower" cl_etcd_not_leader 0
+before=$(($(cl_lines 1) + $(cl_lines 2) + $(cl_lines 3)))
+t_kill=$(cl_now_ns)
+kill -9 ${CL_ETCD_PIDS[0]}
+renewed_since() { # every agent's state written after T with its lease safe, 1.5 TTL later
+    local i
+    for i in 1 2 3; do
+        cl_state $i "s['lease_safe'] and s['updated_ns'] > $1 + 4500000000" || return 1
+    done
+}
+psp_check "one etcd member killed: the leases stay safe for 1.5 TTL" psp_wait_for 15 renewed_since $t_kill
+psp_check "one etcd member killed: no rate changed" \
+    test $(($(cl_lines 1) + $(cl_lines 2) + $(cl_lines 3))) -eq $before
+cl_etcd_member 0
+psp_check "the member is back" psp_wait_for 15 cl_etcd_healthy 0
+
+# Host 3 partitioned from etcd.
+t_cut=$(cl_now_ns)
+cl_cut 3
+psp_check "partitioned host at its floor" psp_wait_for 10 cl_applied 3 $M50
+psp_check "... within 3.0 s of the cut (safe span 2.494 s)" \
+    cl_within $t_cut "$(cl_first_after 3 $t_cut == $M50)" 3.0
+psp_check "the others take its share above its floor: 125 Mbit/s" \
+    psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
+psp_check "... not before its lease can have expired (>= 2 s after the cut)" \
+    cl_after $t_cut "$(cl_first_after 1 $t_cut '>' $M100)" 2.0
+psp_check "partitioned host: status says it holds a safe allocation" \
+    psp_wait_for 5 cl_state 3 "s['holding_safe_allocation'] and not s['etcd_reachable']"
+cl_heal 3
+psp_check "healed: 100 Mbit/s each again" \
+    psp_wait_for 15 eval 'cl_applied 1 $M100 && cl_applied 2 $M100 && cl_applied 3 $M100'
+
+# Host 2's agent hangs (SIGSTOP): its watchdog holds the deadline.
+t_stop=$(cl_now_ns)
+kill -STOP ${CL_AGENTS[2]}
+rate_is() { test "$(cl_rate $1)" = "$2"; }
+psp_check "hung agent: the watchdog puts the class at its floor" psp_wait_for 10 rate_is 2 $M50
+psp_check "... within 3.0 s of the stop" cl_within $t_stop "$(cl_first_after 2 $t_stop == $M50)" 3.0
+psp_check "the others raise (125 Mbit/s)" psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 3 $M125'
+psp_check "... not before its lease can have expired (>= 2 s after the stop)" \
+    cl_after $t_stop "$(cl_first_after 1 $t_stop '>' $M100)" 2.0
+kill -CONT ${CL_AGENTS[2]}
+psp_check "resumed: it rejoins, 100 Mbit/s each" \
+    psp_wait_for 15 eval 'cl_applied 1 $M100 && cl_applied 2 $M100 && cl_applied 3 $M100'
+
+# Host 3 killed (its agent; the watchdog leaves the class at its floor).
+t_kill=$(cl_now_ns)
+kill -9 ${CL_AGENTS[3]}
+psp_check "host killed: its share goes to the others (125 Mbit/s)" \
+    psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
+psp_check "... within 4 s of the kill (TTL 3 s)" cl_within $t_kill "$(cl_first_after 1 $t_kill '>' $M100)" 4.0
+psp_check "the dead host's class holds its floor" psp_wait_for 5 rate_is 3 $M50
+
+# The whole etcd cluster down.
+for k in 0 1 2; do kill -9 ${CL_ETCD_PIDS[$k]}; done
+psp_check "etcd down: every host at its floor" psp_wait_for 10 eval 'cl_applied 1 $M50 && cl_applied 2 $M50'
+for i in 1 2; do
+    psp_check "etcd down: status of host $i says it holds a safe allocation" \
+        psp_wait_for 5 cl_state $i "s['holding_safe_allocation'] and not s['etcd_reachable']"
+done
+cl_ns 1 "$PSPXDP" status c3d1$$ | grep -A1 'group ' | sed 's/^/     /'
+for k in 0 1 2; do cl_etcd_member $k; done
+psp_check "etcd back: the shares back (125 Mbit/s)" \
+    psp_wait_for 20 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
+
+# Leave: SIGTERM, and pspxdp group leave.
+kill -TERM ${CL_AGENTS[1]}
+wait ${CL_AGENTS[1]}
+psp_check "SIGTERM: the agent left and exited 0" test $? -eq 0
+psp_check "after a leave: the other takes the rest (250 Mbit/s)" psp_wait_for 10 cl_applied 2 250000000
+cl_ns 2 "$PSPXDP" group leave c3d2$$ --group $CL_GROUP
+psp_check "group leave: the agent is gone" psp_wait_for 5 psp_gone ${CL_AGENTS[2]}
+psp_check "left at 0 (held: 1 bit/s)" test "$(cl_rate 2)" = 1
+
+for i in 1 2 3; do echo "     host $i: $(cl_lines $i) rate changes"; done
+# etcd's load: every write bumps the revision once (keep-alives do not).
+rev1=$(cl_revision)
+python3 -c 'import sys; w = int(sys.argv[2]) - int(sys.argv[1]); s = max(1, int(sys.argv[3]))
+print(f"     etcd writes: {w} in {s} s with 3 hosts and every fault above: {w / s / 3:.2f}/s per host")' \
+    "${rev0:-0}" "${rev1:-0}" $((SECONDS - t0))
+psp_check "the invariant checker: 0 violations over every host's log" cl_check_logs 1 2 3
+psp_check "the checker can fail: the same logs against 200 Mbit/s" \
+    eval '! CL_BUDGET=200mbit cl_check_logs 1 2 3 >/dev/null'
+psp_finish

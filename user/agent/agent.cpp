@@ -1,0 +1,671 @@
+// docs/design.md §11: the agent, its threads and its watchdog.
+#include "agent/agent.hpp"
+
+#include "agent/codec.hpp"
+#include "common/clock.hpp"
+#include "common/paths.hpp"
+#include "control/control.hpp"
+#include "core/units.hpp"
+#include "etcd/etcd.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <dirent.h>
+#include <fcntl.h>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <poll.h>
+#include <pthread.h>
+#include <sstream>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <variant>
+
+namespace pspxdp::agent {
+
+using etcd::Json;
+
+namespace {
+
+std::string class_word(uint32_t classid) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%x-%x", classid >> 16, classid & 0xffff);
+    return buf;
+}
+
+std::string base_path(const std::string &dev, uint32_t classid) {
+    return std::string(common::kRunDir) + "/" + dev + ".group-" + class_word(classid);
+}
+
+uint64_t real_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return uint64_t(ts.tv_sec) * common::kNsPerSec + uint64_t(ts.tv_nsec);
+}
+
+// Field 22 of /proc/PID/stat: when the process started, to tell a reused pid.
+uint64_t start_time(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(f)), {});
+    size_t close = all.rfind(')');
+    if (close == std::string::npos) return 0;
+    std::istringstream rest(all.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i)
+        if (i == 22) return std::stoull(field);
+    return 0;
+}
+
+void log_line(const std::string &text) {
+    std::fprintf(stderr, "%.3f %s\n", double(real_ns()) / 1e9, text.c_str());
+    std::fflush(stderr);
+}
+
+// What the agent and its watchdog share (one page, MAP_SHARED): the
+// deadline, the fallback and the applied rate. Every class change by either
+// is made under DEV's lock, with these read and written there.
+struct Shared {
+    std::atomic<uint64_t> safe_until_ns{0}; // CLOCK_MONOTONIC; 0: not safe
+    std::atomic<uint64_t> fallback_bps{0};
+    std::atomic<uint64_t> applied_bps{0};
+    std::atomic<uint64_t> rate_changes{0};
+    std::atomic<uint64_t> watchdog_lowerings{0};
+};
+
+// Sets the class's rate (kHoldRateBps for 0), the rest of the class kept:
+// the control plane's class change, hitless. Under DEV's lock, which the
+// caller's Device holds.
+Result<void> set_class_rate(control::Device &d, uint32_t classid, uint64_t rate_bps) {
+    auto classes = d.classes();
+    if (!classes) return classes.failure();
+    for (const auto &c : *classes) {
+        if (c.classid != classid || !c.configured) continue;
+        control::ClassSpec spec = control::ClassSpec::from_config(classid, c.config);
+        spec.rate_bps = std::max(rate_bps, kHoldRateBps);
+        spec.rate_word.clear();
+        return d.class_put(control::Device::Put::Change, spec);
+    }
+    return err("class " + format_classid(ClassId::from_raw(classid)) + " is gone from " + d.name());
+}
+
+struct RateLog {
+    int fd = -1;
+    void write(uint64_t rate_bps) const {
+        std::string line = rate_log_line(real_ns(), rate_bps);
+        // O_APPEND: the agent's and the watchdog's lines never interleave.
+        if (fd >= 0 && ::write(fd, line.data(), line.size()) < 0) {
+        }
+    }
+};
+
+// The watchdog (a child process): at the deadline, with the agent not
+// having renewed it, lowers the class to the fallback. Also when the agent
+// is gone (its pipe closed) and left the class above the fallback.
+[[noreturn]] void watchdog(const std::string &dev, uint32_t classid, Shared *sh, int pipe_rd,
+                           const RateLog &log) {
+    signal(SIGTERM, SIG_IGN); // the agent leaves; we follow when its pipe closes
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    bool agent_gone = false;
+    for (;;) {
+        uint64_t now = common::mono_ns();
+        uint64_t until = sh->safe_until_ns.load();
+        bool above = sh->applied_bps.load() > sh->fallback_bps.load();
+        if (agent_gone && !above) _exit(0);
+        if (above && (agent_gone || now >= until)) {
+            auto d = control::Device::open(dev, control::Access::Change);
+            // Under the lock: the agent may have renewed or lowered meanwhile.
+            if (d && sh->applied_bps.load() > sh->fallback_bps.load() &&
+                (agent_gone || common::mono_ns() >= sh->safe_until_ns.load())) {
+                uint64_t to = sh->fallback_bps.load();
+                if (auto r = set_class_rate(d.value(), classid, to); r) {
+                    sh->applied_bps = to;
+                    sh->rate_changes++;
+                    sh->watchdog_lowerings++;
+                    log.write(to);
+                    log_line("watchdog: lease deadline passed without the agent: class at " +
+                             format_rate(to));
+                } else {
+                    log_line("watchdog: " + r.error());
+                }
+            }
+            if (agent_gone) _exit(0);
+            continue;
+        }
+        int timeout_ms = 1000;
+        if (above && until > now)
+            timeout_ms = int(std::min<uint64_t>(1000, (until - now) / 1'000'000 + 1));
+        pollfd p{pipe_rd, POLLIN, 0};
+        int n = poll(&p, 1, timeout_ms);
+        if (n > 0) {
+            char buf[64];
+            if (read(pipe_rd, buf, sizeof buf) <= 0) agent_gone = true;
+        }
+    }
+}
+
+struct Granted {
+    uint64_t lease, sent_ns;
+};
+struct Renewed {
+    uint64_t lease, sent_ns;
+};
+struct Lost {
+    uint64_t lease;
+};
+struct Stop {};
+using Event = std::variant<cluster::View, Granted, Renewed, Lost, Stop>;
+
+class Runner final : public cluster::Effects {
+  public:
+    Runner(const AgentConfig &cfg, Shared *sh, RateLog log)
+        : cfg_(cfg), keys_(cfg.group), sh_(sh), log_(log),
+          proto_(cfg.host, cluster::Member{cfg.floor_bps, cfg.weight, cfg.classid}, cfg.budget_bps,
+                 cfg.timing, *this) {}
+
+    int run();
+
+    // Effects
+    void apply_rate(uint64_t rate_bps) override;
+    void grant_lease() override {
+        request([this](etcd::Client &c) {
+            uint64_t sent = common::mono_ns();
+            auto id = c.grant(int64_t(cfg_.timing.lease_ttl_ns / common::kNsPerSec));
+            if (!id) return note_failure("lease grant: " + id.error());
+            note_ok();
+            push(Granted{uint64_t(*id), sent});
+        });
+    }
+    void put_live(const cluster::Live &record) override {
+        request([this, record](etcd::Client &c) {
+            auto r = c.put(keys_.live(cfg_.host), live_json(record), int64_t(record.lease));
+            if (r) return note_ok();
+            // The lease is gone on the server: ask for a new one (R4).
+            if (r.error().find("lease not found") != std::string::npos) push(Lost{record.lease});
+            note_failure("put live: " + r.error());
+        });
+    }
+    void cas_alloc(const cluster::Allocation &alloc, int64_t expected_rev) override {
+        request([this, alloc, expected_rev](etcd::Client &c) {
+            auto r = c.cas(keys_.alloc(), alloc_json(alloc), expected_rev);
+            if (!r) return note_failure("write epoch: " + r.error());
+            note_ok();
+            if (*r) log_line("proposed epoch " + std::to_string(alloc.epoch));
+        });
+    }
+    void cas_roster(const cluster::Roster &roster, int64_t expected_rev) override {
+        request([this, roster, expected_rev](etcd::Client &c) {
+            auto r = c.cas(keys_.roster(), roster_json(roster), expected_rev);
+            if (!r) return note_failure("write roster: " + r.error());
+            note_ok();
+        });
+    }
+    void revoke_lease(uint64_t lease) override {
+        request([this, lease](etcd::Client &c) {
+            if (auto r = c.revoke(int64_t(lease)); !r) return note_failure("revoke: " + r.error());
+            note_ok();
+        });
+    }
+    void wake_at(uint64_t local_ns) override { wake_ns_ = std::min(wake_ns_, local_ns); }
+
+  private:
+    void push(Event e) {
+        std::lock_guard g(mu_);
+        events_.push_back(std::move(e));
+        cv_.notify_one();
+    }
+    void request(std::function<void(etcd::Client &)> fn) {
+        std::lock_guard g(req_mu_);
+        // With etcd away requests pile up faster than they time out; the
+        // protocol asks again for whatever is lost (any may be), so the
+        // oldest go first.
+        if (requests_.size() >= 16) requests_.pop_front();
+        requests_.push_back(std::move(fn));
+        req_cv_.notify_all();
+    }
+    void note_ok() { last_ok_ns_ = common::mono_ns(); }
+    void note_failure(const std::string &what) {
+        // One line per failure burst, not one per retry.
+        if (failing_.exchange(true)) return;
+        log_line("etcd: " + what);
+    }
+    void requester();
+    void watcher();
+    void keeper();
+    void sample_demand(uint64_t now);
+    void write_state(uint64_t now);
+    void sync_shared();
+
+    const AgentConfig &cfg_;
+    GroupKeys keys_;
+    Shared *sh_;
+    RateLog log_;
+    cluster::HostProtocol proto_;
+    std::optional<control::Device> reader_;
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Event> events_;
+    std::mutex req_mu_;
+    std::condition_variable req_cv_;
+    std::deque<std::function<void(etcd::Client &)>> requests_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> rewatch_{false};
+    std::atomic<bool> failing_{false};
+    std::atomic<uint64_t> lease_{0};
+    std::atomic<uint64_t> last_ok_ns_{0};
+    uint64_t wake_ns_ = UINT64_MAX;
+    uint64_t epoch_applied_ = 0;
+
+    // Demand: the class's offered bytes (rx: taken + dropped at the limit)
+    // over the window, with headroom while it sits at its limit.
+    uint64_t last_rx_bytes_ = 0, last_drops_ = 0, last_sample_ns_ = 0;
+    uint64_t demand_bps_ = 0;
+};
+
+void Runner::apply_rate(uint64_t rate_bps) {
+    // The deadline first: the watchdog must not lower a raise made on a
+    // renewal it has not seen yet.
+    sync_shared();
+    // The watchdog got there first (we were late): nothing to change.
+    if (sh_->applied_bps.load() == rate_bps && sh_->rate_changes.load() > 0) return;
+    auto d = control::Device::open(cfg_.dev, control::Access::Change);
+    if (!d) {
+        log_line("apply " + format_rate(rate_bps) + ": " + d.error());
+        return;
+    }
+    uint64_t before = sh_->applied_bps.load();
+    if (auto r = set_class_rate(d.value(), cfg_.classid, rate_bps); !r) {
+        log_line("apply " + format_rate(rate_bps) + ": " + r.error());
+        return;
+    }
+    sh_->applied_bps = rate_bps;
+    sh_->rate_changes++;
+    log_.write(rate_bps);
+    log_line("rate " + format_rate(before) + " -> " + format_rate(rate_bps) + " (epoch " +
+             std::to_string(proto_.epoch()) + ")");
+}
+
+void Runner::sync_shared() {
+    sh_->safe_until_ns = proto_.safe_until_ns();
+    sh_->fallback_bps = proto_.fallback_bps();
+}
+
+void Runner::requester() {
+    etcd::Client c(cfg_.endpoints, cfg_.request_timeout_ms);
+    for (;;) {
+        std::function<void(etcd::Client &)> fn;
+        {
+            std::unique_lock g(req_mu_);
+            req_cv_.wait(g, [&] { return stop_ || !requests_.empty(); });
+            if (requests_.empty()) return;
+            fn = std::move(requests_.front());
+            requests_.pop_front();
+        }
+        fn(c);
+    }
+}
+
+void Runner::keeper() {
+    etcd::Client c(cfg_.endpoints, cfg_.request_timeout_ms);
+    uint64_t next = common::mono_ns();
+    while (!stop_) {
+        uint64_t now = common::mono_ns();
+        uint64_t lease = lease_.load();
+        if (lease == 0 || now < next) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            continue;
+        }
+        uint64_t sent = common::mono_ns();
+        auto ttl = c.keepalive(int64_t(lease));
+        if (!ttl) {
+            note_failure("keep-alive: " + ttl.error());
+            rewatch_ = true; // the watch may sit on a dead connection
+            next = sent + cfg_.keepalive_every_ns / 4;
+            continue;
+        }
+        note_ok();
+        if (failing_.exchange(false)) log_line("etcd: answering again");
+        push(*ttl > 0 ? Event(Renewed{lease, sent}) : Event(Lost{lease}));
+        next = sent + cfg_.keepalive_every_ns;
+    }
+}
+
+void Runner::watcher() {
+    etcd::Client c(cfg_.endpoints, cfg_.request_timeout_ms);
+    std::string end = etcd::prefix_end(keys_.prefix);
+    while (!stop_) {
+        rewatch_ = false;
+        auto range = c.range_prefix(keys_.prefix);
+        if (!range) {
+            note_failure("range: " + range.error());
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            continue;
+        }
+        note_ok();
+        auto first = view_from_range(keys_, *range);
+        if (!first) {
+            log_line("etcd: " + first.error());
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            continue;
+        }
+        cluster::View view = *first;
+        push(view);
+        std::atomic<bool> &stop = stop_;
+        std::atomic<bool> abort{false};
+        std::thread guard([&] {
+            // The progress callback polls one flag: stop or a re-watch.
+            while (!stop && !rewatch_ && !abort)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            abort = true;
+        });
+        auto r = c.watch(
+            keys_.prefix, end, range->revision + 1,
+            [&](const etcd::WatchAnswer &a) {
+                if (a.canceled) return false;
+                if (a.events.empty()) return true;
+                for (const auto &ev : a.events) {
+                    auto ok = apply_kv(view, keys_, ev.kv, ev.type == etcd::Event::Type::del);
+                    if (!ok) log_line("etcd: " + ok.error());
+                }
+                view.revision = a.revision;
+                note_ok();
+                push(view);
+                return true;
+            },
+            abort);
+        bool by_us = abort.load();
+        abort = true;
+        guard.join();
+        if (stop) return;
+        if (!r) note_failure("watch: " + r.error());
+        if (!by_us) {
+            c.fail_over();
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+}
+
+void Runner::sample_demand(uint64_t now) {
+    if (!reader_) {
+        auto d = control::Device::open(cfg_.dev, control::Access::Read);
+        if (!d) return;
+        reader_.emplace(std::move(d.value()));
+    }
+    auto classes = reader_->classes();
+    if (!classes) {
+        reader_.reset();
+        return;
+    }
+    for (const auto &c : *classes) {
+        if (c.classid != cfg_.classid) continue;
+        uint64_t rx = c.pacer.rx_bytes, drops = c.pacer.drop_limit;
+        if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
+            uint64_t offered =
+                uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
+            uint64_t applied = sh_->applied_bps.load();
+            // At its limit (drops, or a backlog) a TCP sender would take
+            // more than it is given: ask a quarter more than the rate.
+            if ((drops != last_drops_ || c.pacer.backlog_bytes > 0) && applied > kHoldRateBps)
+                offered = std::max(offered, applied + applied / 4);
+            demand_bps_ = offered;
+            proto_.on_demand(now, demand_bps_);
+        }
+        last_rx_bytes_ = rx;
+        last_drops_ = drops;
+        last_sample_ns_ = now;
+    }
+}
+
+void Runner::write_state(uint64_t now) {
+    uint64_t ok = last_ok_ns_.load();
+    bool reachable = ok != 0 && now - ok < cfg_.timing.lease_ttl_ns;
+    bool safe = proto_.lease_safe(now);
+    const char *phase = "joining";
+    switch (proto_.phase()) {
+    case cluster::HostProtocol::Phase::joining: phase = "joining"; break;
+    case cluster::HostProtocol::Phase::member: phase = "member"; break;
+    case cluster::HostProtocol::Phase::refused: phase = "refused"; break;
+    case cluster::HostProtocol::Phase::leaving: phase = "leaving"; break;
+    case cluster::HostProtocol::Phase::left: phase = "left"; break;
+    }
+    Json j{{"pid", getpid()},
+           {"start_time", start_time(getpid())},
+           {"dev", cfg_.dev},
+           {"group", cfg_.group},
+           {"host", cfg_.host},
+           {"classid", format_classid(ClassId::from_raw(cfg_.classid))},
+           {"etcd", cfg_.endpoints},
+           {"budget_bps", cfg_.budget_bps},
+           {"floor_bps", cfg_.floor_bps},
+           {"weight", cfg_.weight},
+           {"phase", phase},
+           {"epoch", proto_.epoch()},
+           {"applied_bps", sh_->applied_bps.load()},
+           {"demand_bps", demand_bps_},
+           {"lease_safe", safe},
+           {"etcd_reachable", reachable},
+           {"floor_established", proto_.floor_established()},
+           // What the host holds without etcd, and that it is safe: the
+           // floor is reserved in every epoch (§11.4 Lemma 2).
+           {"safe_allocation_bps", proto_.fallback_bps()},
+           {"holding_safe_allocation", !safe && sh_->applied_bps.load() <= proto_.fallback_bps()},
+           {"rate_changes", sh_->rate_changes.load()},
+           {"watchdog_lowerings", sh_->watchdog_lowerings.load()},
+           {"log", cfg_.log_path},
+           {"updated_ns", real_ns()}};
+    std::string path = state_path(cfg_.dev, cfg_.classid);
+    std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::trunc);
+        f << j.dump() << "\n";
+    }
+    std::rename(tmp.c_str(), path.c_str());
+}
+
+int Runner::run() {
+    // SIGTERM/SIGINT arrive through sigwait in one thread; the others block them.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+    // The real rate and the protocol's agree from the start: 0 (held).
+    apply_rate(0);
+
+    std::thread req([this] { requester(); });
+    std::thread watch([this] { watcher(); });
+    std::thread keep([this] { keeper(); });
+    std::thread sig([this, sigs] {
+        int s = 0;
+        sigwait(&sigs, &s);
+        push(Stop{});
+    });
+    sig.detach();
+
+    uint64_t now = common::mono_ns();
+    uint64_t next_sample = now, next_state = now;
+    uint64_t leave_deadline = 0;
+    int code = 0;
+    bool leaving = false;
+    for (;;) {
+        now = common::mono_ns();
+        // The watchdog may have lowered the class while we were late.
+        if (uint64_t real = sh_->applied_bps.load(); real < proto_.applied_bps())
+            proto_.on_rate_lowered(now, real);
+        if (wake_ns_ <= now) {
+            wake_ns_ = UINT64_MAX;
+            proto_.on_timer(now);
+        }
+        if (!leaving && now >= next_sample) {
+            sample_demand(now);
+            next_sample = now + cfg_.demand_window_ns;
+        }
+        lease_ = proto_.lease();
+        sync_shared();
+        if (proto_.phase() == cluster::HostProtocol::Phase::refused && !leaving) {
+            std::fprintf(stderr, "pspxdp group join: %s\n", proto_.refusal().c_str());
+            if (proto_.lease()) revoke_lease(proto_.lease());
+            code = 2;
+            leaving = true;
+            leave_deadline = now + 1'000'000'000;
+        }
+        if (leaving &&
+            (proto_.phase() == cluster::HostProtocol::Phase::left ||
+             proto_.phase() == cluster::HostProtocol::Phase::refused || now >= leave_deadline)) {
+            if (proto_.phase() == cluster::HostProtocol::Phase::leaving)
+                log_line("left without etcd's answer: the reservation of " + cfg_.host +
+                         " stays in the roster (run group join and leave again to clear it)");
+            break; // the requester runs what is queued (the revoke) before it ends
+        }
+        if (now >= next_state) {
+            write_state(now);
+            next_state = now + 250'000'000;
+        }
+        uint64_t until = std::min({wake_ns_, next_state, leaving ? leave_deadline : next_sample});
+        std::unique_lock g(mu_);
+        if (events_.empty() && until > now)
+            cv_.wait_for(g,
+                         std::chrono::nanoseconds(std::min<uint64_t>(until - now, 1'000'000'000)));
+        std::deque<Event> batch;
+        batch.swap(events_);
+        g.unlock();
+        for (auto &e : batch) {
+            now = common::mono_ns();
+            if (auto *v = std::get_if<cluster::View>(&e)) {
+                proto_.on_view(now, *v);
+            } else if (auto *gr = std::get_if<Granted>(&e)) {
+                proto_.on_lease_granted(now, gr->lease, gr->sent_ns);
+            } else if (auto *rn = std::get_if<Renewed>(&e)) {
+                proto_.on_lease_renewed(now, rn->lease, rn->sent_ns);
+            } else if (auto *l = std::get_if<Lost>(&e)) {
+                log_line("lease " + std::to_string(l->lease) + " is gone on etcd");
+                proto_.on_lease_lost(now, l->lease);
+            } else if (std::holds_alternative<Stop>(e) && !leaving) {
+                log_line("leaving group " + cfg_.group);
+                proto_.leave(now);
+                leaving = true;
+                leave_deadline = now + 2'000'000'000;
+            }
+        }
+    }
+    stop_ = true;
+    req_cv_.notify_all();
+    req.join();
+    watch.join();
+    keep.join();
+    sh_->safe_until_ns = 0;
+    unlink(state_path(cfg_.dev, cfg_.classid).c_str());
+    return code;
+}
+
+} // namespace
+
+std::string state_path(const std::string &dev, uint32_t classid) {
+    return base_path(dev, classid) + ".json";
+}
+
+std::string default_log_path(const std::string &dev, uint32_t classid) {
+    return base_path(dev, classid) + ".rates";
+}
+
+std::vector<Json> running_agents(const std::string &dev) {
+    std::vector<Json> out;
+    DIR *d = opendir(common::kRunDir);
+    if (!d) return out;
+    std::string prefix = dev + ".group-";
+    while (dirent *e = readdir(d)) {
+        std::string name = e->d_name;
+        if (!name.starts_with(prefix) || !name.ends_with(".json")) continue;
+        std::ifstream f(std::string(common::kRunDir) + "/" + name);
+        Json j = Json::parse(f, nullptr, false);
+        if (j.is_discarded() || !j.contains("pid") || !j.contains("start_time")) continue;
+        pid_t pid = j["pid"].get<pid_t>();
+        if (kill(pid, 0) != 0 || start_time(pid) != j["start_time"].get<uint64_t>()) continue;
+        out.push_back(std::move(j));
+    }
+    closedir(d);
+    return out;
+}
+
+int run(const AgentConfig &given) {
+    AgentConfig cfg = given;
+    if (cfg.log_path.empty()) cfg.log_path = default_log_path(cfg.dev, cfg.classid);
+    if (auto r = common::mkdir_p(common::kRunDir, 0755); !r) {
+        std::fprintf(stderr, "pspxdp group join: %s\n", r.error().c_str());
+        return 1;
+    }
+    // One agent per class of DEV, for its life: the lock is the proof.
+    std::string lock_path = base_path(cfg.dev, cfg.classid) + ".lock";
+    int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        std::string who;
+        for (const auto &j : running_agents(cfg.dev))
+            if (j.value("classid", "") == format_classid(ClassId::from_raw(cfg.classid)))
+                who = " (group " + j.value("group", "?") + ", pid " +
+                      std::to_string(j.value("pid", 0)) + ")";
+        std::fprintf(
+            stderr, "pspxdp group join: class %s of %s is already in a group%s: leave it first\n",
+            format_classid(ClassId::from_raw(cfg.classid)).c_str(), cfg.dev.c_str(), who.c_str());
+        return 2;
+    }
+    int log_fd = open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+        std::fprintf(stderr, "pspxdp group join: %s: %s\n", cfg.log_path.c_str(),
+                     std::strerror(errno));
+        return 1;
+    }
+    RateLog log{log_fd};
+
+    void *page =
+        mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) {
+        std::fprintf(stderr, "pspxdp group join: mmap: %s\n", std::strerror(errno));
+        return 1;
+    }
+    auto *sh = new (page) Shared;
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+        std::fprintf(stderr, "pspxdp group join: pipe: %s\n", std::strerror(errno));
+        return 1;
+    }
+    // Forked before any thread or curl handle exists.
+    pid_t child = fork();
+    if (child < 0) {
+        std::fprintf(stderr, "pspxdp group join: fork: %s\n", std::strerror(errno));
+        return 1;
+    }
+    if (child == 0) {
+        close(pipefd[1]);
+        watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log);
+    }
+    close(pipefd[0]);
+    log_line("joining group " + cfg.group + " as " + cfg.host + " on " + cfg.dev + " class " +
+             format_classid(ClassId::from_raw(cfg.classid)) + " (budget " +
+             format_rate(cfg.budget_bps) + ", floor " + format_rate(cfg.floor_bps) + ", weight " +
+             std::to_string(cfg.weight) + "; watchdog pid " + std::to_string(child) + ")");
+    int code = 1;
+    {
+        Runner r(cfg, sh, log);
+        code = r.run();
+    }
+    close(pipefd[1]); // the watchdog's cue
+    waitpid(child, nullptr, 0);
+    log_line("left group " + cfg.group + ": " + std::to_string(sh->rate_changes.load()) +
+             " rate changes, " + std::to_string(sh->watchdog_lowerings.load()) +
+             " by the watchdog");
+    close(log_fd);
+    return code;
+}
+
+} // namespace pspxdp::agent

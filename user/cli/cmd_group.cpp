@@ -1,0 +1,278 @@
+// pspxdp group join|leave|show|check: cluster mode (docs/design.md §11).
+#include "agent/agent.hpp"
+#include "agent/codec.hpp"
+#include "cli/command.hpp"
+#include "cli/group.hpp"
+#include "cli/table.hpp"
+#include "cluster/allocator.hpp"
+#include "cluster/checker.hpp"
+#include "control/control.hpp"
+#include "core/units.hpp"
+#include "etcd/etcd.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace pspxdp::cli {
+
+namespace {
+
+int run_join(const Args &args) {
+    if (args.positional.size() != 2)
+        return fail_input("group join: give DEV (group join DEV --etcd ...)");
+    for (const char *needed : {"etcd", "group", "budget", "class"})
+        if (!args.has(needed))
+            return fail_input(std::string("group join: --") + needed + " is needed");
+    agent::AgentConfig cfg;
+    cfg.dev = args.positional[1];
+    auto endpoints = etcd::parse_endpoints(args.text("etcd"));
+    if (!endpoints) return fail(endpoints);
+    cfg.endpoints = *endpoints;
+    cfg.group = args.text("group");
+    if (auto r = agent::check_name("--group", cfg.group); !r) return fail(r);
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    cfg.host = args.has("name") ? args.text("name") : std::string(host);
+    if (auto r = agent::check_name("--name", cfg.host); !r) return fail(r);
+    cfg.budget_bps = args.number("budget");
+    cfg.classid = args.classid("class").raw();
+    cfg.weight = uint32_t(args.number("weight"));
+    cfg.floor_bps = args.number("floor");
+    cfg.log_path = args.has("log") ? args.text("log") : "";
+    cfg.timing.lease_ttl_ns = args.number("ttl");
+    // etcd's leases are in whole seconds, and the deadline must be computed
+    // from the TTL etcd grants (never above what was asked).
+    if (cfg.timing.lease_ttl_ns % 1'000'000'000 != 0)
+        return fail_input("--ttl " + format_duration(cfg.timing.lease_ttl_ns) +
+                          ": etcd leases are whole seconds");
+    cfg.keepalive_every_ns = cfg.timing.lease_ttl_ns / 3;
+    if (cfg.floor_bps > cfg.budget_bps)
+        return fail_input("--floor " + format_rate(cfg.floor_bps) + " does not fit in --budget " +
+                          format_rate(cfg.budget_bps));
+    // The class must be a paced one of DEV: the group sets its rate.
+    auto d = control::Device::open(cfg.dev, control::Access::Read);
+    if (!d) return fail(d);
+    auto classes = d->classes();
+    if (!classes) return fail(classes);
+    const std::string cls = format_classid(ClassId::from_raw(cfg.classid));
+    bool paced = false, exists = false;
+    for (const auto &c : *classes)
+        if (c.classid == cfg.classid && c.configured) {
+            exists = true;
+            paced = c.config.kind == PSPXDP_CLASS_PACED;
+        }
+    if (!exists) return fail_input("class " + cls + " does not exist on " + cfg.dev);
+    if (!paced)
+        return fail_input("class " + cls + " of " + cfg.dev +
+                          " is not paced (give it a rate first)");
+    return agent::run(cfg);
+}
+
+int run_leave(const Args &args) {
+    if (args.positional.size() != 2 || !args.has("group"))
+        return fail_input("group leave: give DEV and --group NAME");
+    const std::string dev = args.positional[1], group = args.text("group");
+    int stopped = 0;
+    for (const auto &j : agent::running_agents(dev)) {
+        if (j.value("group", "") != group) continue;
+        pid_t pid = j.value("pid", 0);
+        if (kill(pid, SIGTERM) != 0) continue;
+        // The agent lowers to 0, leaves the roster and revokes its lease.
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (kill(pid, 0) == 0)
+            return fail("group leave: the agent (pid " + std::to_string(pid) +
+                        ") did not stop within 5 s");
+        ++stopped;
+    }
+    if (!stopped) return fail_input(dev + " is in no group " + group + " (no agent running)");
+    return 0;
+}
+
+int run_show(const Args &args) {
+    if (args.positional.size() != 2 || !args.has("etcd"))
+        return fail_input("group show: give NAME and --etcd URL[,URL...]");
+    const std::string group = args.positional[1];
+    if (auto r = agent::check_name("group", group); !r) return fail(r);
+    auto endpoints = etcd::parse_endpoints(args.text("etcd"));
+    if (!endpoints) return fail(endpoints);
+    etcd::Client c(*endpoints, 2000);
+    agent::GroupKeys keys(group);
+    auto range = c.range_prefix(keys.prefix);
+    if (!range) return fail(range);
+    auto view = agent::view_from_range(keys, *range);
+    if (!view) return fail(view);
+    if (!view->roster) return fail_input("group " + group + " does not exist (no roster in etcd)");
+    const auto &roster = *view->roster;
+    uint64_t epoch = view->alloc ? view->alloc->epoch : 0;
+    bool all_acked = true;
+    for (const auto &[h, l] : view->live) all_acked = all_acked && l.ack_epoch >= epoch;
+    Table t({{"host", "host", false},
+             {"class", "classid", false},
+             {"floor", "floor_bps"},
+             {"weight", "weight"},
+             {"live", "live", false},
+             {"demand", "demand_bps"},
+             {"allocation", "allocation_bps"},
+             {"applied", "applied_bps"},
+             {"acked", "ack_epoch"}});
+    uint64_t sum = 0;
+    for (const auto &[host, m] : roster.members) {
+        auto live = view->live.find(host);
+        bool is_live = live != view->live.end();
+        uint64_t a = view->alloc ? view->alloc->of(host) : 0;
+        t.row();
+        t.text(host);
+        t.text(format_classid(ClassId::from_raw(m.classid)));
+        t.number(format_rate(m.floor_bps), double(m.floor_bps));
+        t.integer(m.weight);
+        t.text(is_live ? "yes" : "no");
+        if (is_live)
+            t.number(format_rate(live->second.demand_bps), double(live->second.demand_bps));
+        else
+            t.text("-");
+        t.number(format_rate(a), double(a));
+        // The applied rate as the protocol makes it: once every live member
+        // acknowledged the epoch, each applies its share (R3); before, at
+        // most its share (R1, R2). A host without a live record holds at
+        // most its floor.
+        if (is_live && all_acked)
+            t.number(format_rate(a), double(a));
+        else if (!is_live)
+            t.text("<=" + format_rate(m.floor_bps));
+        else
+            t.text("<=" + format_rate(a));
+        t.integer(is_live ? live->second.ack_epoch : 0);
+        sum += a;
+    }
+    if (args.flag("json")) {
+        nlohmann::ordered_json j;
+        j["group"] = group;
+        j["budget_bps"] = roster.budget_bps;
+        j["epoch"] = epoch;
+        j["settled"] = all_acked;
+        j["allocated_bps"] = sum;
+        j["revision"] = view->revision;
+        j["members"] = t.json();
+        std::printf("%s\n", j.dump().c_str());
+        return 0;
+    }
+    std::printf("group %s: budget %s, epoch %llu%s, allocated %s, %zu members, %zu live\n",
+                group.c_str(), format_rate(roster.budget_bps).c_str(), (unsigned long long)epoch,
+                all_acked ? " (acknowledged by all)" : " (settling)", format_rate(sum).c_str(),
+                roster.members.size(), view->live.size());
+    t.print(stdout, false);
+    return 0;
+}
+
+// The checker over agents' rate logs (one clock: one machine's CLOCK_REALTIME).
+int run_check(const Args &args) {
+    if (args.positional.size() < 2 || !args.has("budget"))
+        return fail_input("group check: give --budget RATE and one rate log per host");
+    std::vector<std::vector<cluster::RateChange>> logs;
+    for (size_t i = 1; i < args.positional.size(); ++i) {
+        std::ifstream f(args.positional[i]);
+        if (!f) return fail_input(args.positional[i] + ": cannot be read");
+        std::stringstream ss;
+        ss << f.rdbuf();
+        auto log = agent::parse_rate_log(ss.str());
+        if (!log) return fail_input(args.positional[i] + ": " + log.error());
+        logs.push_back(std::move(log.value()));
+    }
+    uint64_t budget = args.number("budget");
+    auto report = cluster::check_budget(budget, logs);
+    for (const auto &v : report.violations)
+        std::printf("violation: %llu..%llu ns, sum %s above the budget %s\n",
+                    (unsigned long long)v.start_ns, (unsigned long long)v.end_ns,
+                    format_rate(v.sum_bps).c_str(), format_rate(budget).c_str());
+    std::printf("%zu logs, %llu rate changes, peak sum %s of budget %s: %zu violations\n",
+                logs.size(), (unsigned long long)report.changes,
+                format_rate(report.max_sum_bps).c_str(), format_rate(budget).c_str(),
+                report.violations.size());
+    return report.violations.empty() ? 0 : 1;
+}
+
+int run_group(const Args &args) {
+    const std::string &verb = args.positional[0];
+    if (verb == "join") return run_join(args);
+    if (verb == "leave") return run_leave(args);
+    if (verb == "show") return run_show(args);
+    if (verb == "check") return run_check(args);
+    return fail_input("group: unknown action \"" + verb + "\" (join, leave, show, check)");
+}
+
+} // namespace
+
+void print_groups(Printer &p, const std::string &dev) {
+    p.open_array("groups");
+    for (const auto &j : agent::running_agents(dev)) {
+        p.open_object();
+        bool safe = j.value("lease_safe", false);
+        bool reachable = j.value("etcd_reachable", false);
+        p.string("group", j.value("group", ""), "group %s: ");
+        p.string("classid", j.value("classid", ""), "class %s ");
+        p.string("host", j.value("host", ""), "as %s, ");
+        p.string("phase", j.value("phase", ""), "%s, ");
+        p.u64("epoch", j.value("epoch", uint64_t(0)), "epoch %s, ");
+        p.rate("applied", j.value("applied_bps", uint64_t(0)), "applied %s, ");
+        p.rate("demand", j.value("demand_bps", uint64_t(0)), "demand %s, ");
+        p.boolean("etcd_reachable", reachable, reachable ? "etcd reachable" : "etcd UNREACHABLE");
+        p.boolean("lease_safe", safe, "");
+        p.rate("safe_allocation", j.value("safe_allocation_bps", uint64_t(0)), "");
+        bool holding = j.value("holding_safe_allocation", false);
+        p.boolean("holding_safe_allocation", holding,
+                  holding ? ": holds a safe allocation (at most its floor, reserved for it)" : "");
+        p.u64("rate_changes", j.value("rate_changes", uint64_t(0)), ", %s rate changes");
+        p.u64("pid", j.value("pid", uint64_t(0)), " (agent pid %s)");
+        p.u64("updated_ns", j.value("updated_ns", uint64_t(0)), ""); // CLOCK_REALTIME
+        p.close_object();
+        p.newline();
+    }
+    p.close_array();
+}
+
+const Command kGroup = {
+    "group",
+    "join DEV | leave DEV | show NAME | check LOG...",
+    "share a budget among hosts through etcd (cluster mode)",
+    "join DEV --etcd URL[,URL...] --group NAME --budget RATE --class CLASSID\n"
+    "  [--weight W] [--floor RATE] [--name HOST] [--log FILE] [--ttl TIME]\n"
+    "  runs in the foreground until SIGTERM/SIGINT, then leaves the group (exit 0).\n"
+    "  The paced class CLASSID of DEV gets a share of the group's budget,\n"
+    "  weighted max-min fair over the members' measured demands, never below its\n"
+    "  floor; the sum of the rates applied on all hosts never exceeds the budget.\n"
+    "  The floors must fit in the budget (refused otherwise). Every applied rate\n"
+    "  is logged to FILE as \"REALTIME_NS RATE_BPS\" (default\n"
+    "  /run/pspxdp/DEV.group-MAJ-MIN.rates). One group per class of DEV.\n"
+    "leave DEV --group NAME: stops that agent (it leaves the group first).\n"
+    "show NAME --etcd URLS [-j]: members, demand, allocation, applied rate, epoch.\n"
+    "check --budget RATE LOG...: replays rate logs (one per host, one clock)\n"
+    "  against the budget; exit 1 on any violation.",
+    {opt(OptType::String, "etcd", 'e', "URLS", "etcd client URLs, comma-separated"),
+     opt(OptType::String, "group", 'g', "NAME", "the group"),
+     opt(OptType::Rate, "budget", 'b', "RATE", "the group's budget (the bottleneck's rate)"),
+     opt(OptType::ClassId, "class", 'c', "CLASSID", "join: the paced class the group drives"),
+     opt(OptType::Integer, "weight", 'w', "W", "join: this host's weight")
+         .by_default(1)
+         .within(1, 1000000),
+     opt(OptType::Rate, "floor", 'f', "RATE", "join: the rate this host always keeps")
+         .by_default(0),
+     opt(OptType::String, "name", 'n', "HOST", "join: this host's name in the group")
+         .default_is("the host name"),
+     opt(OptType::String, "log", 'l', "FILE", "join: the applied-rate log")
+         .default_is("/run/pspxdp/DEV.group-MAJ-MIN.rates"),
+     opt(OptType::Duration, "ttl", 't', "TIME", "join: the etcd lease TTL (whole seconds)")
+         .by_default(3'000'000'000)
+         .within(2'000'000'000, 60'000'000'000)
+         .bare_unit(1'000'000'000),
+     flag("json", 'j', "show: print JSON")},
+    1,
+    64,
+    run_group,
+};
+
+} // namespace pspxdp::cli

@@ -81,6 +81,16 @@ struct {
     __type(value, struct pspxdp_pacer_state);
 } pacer_state SEC(".maps");
 
+/* The daemon's release-lateness histogram (shared.h); nothing here reads it:
+ * defined here so the loader pins it with the others. */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, struct pspxdp_lateness);
+} lateness SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_HASH);
     __uint(max_entries, PSPXDP_MAX_CLASSES);

@@ -14,7 +14,7 @@ PKGS=(
   python3 python3-matplotlib python3-mypy python3-venv
   ccache
   libsystemd-dev
-  prometheus
+  prometheus libcpp-httplib-dev curl jq
   etcd-server libcurl4-openssl-dev libssl-dev
 )
 

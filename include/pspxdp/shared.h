@@ -14,6 +14,7 @@
  *   pacer_stats   daemon -> TC, CLI    per-slot: the class served there, its state, its
  *                                      counters (mmapable: the daemon writes it in place)
  *   daemon_stats  daemon               device-wide counters of the pacer (mmapable)
+ *   lateness      daemon               release-lateness histogram (mmapable; see below)
  *   pacer_state   CLI, daemon -> TC    heartbeat, default class, pacer ifindex, line rate,
  *                                      config generation (mmapable)
  *   tc_stats      TC                   per-CPU counters of unusual events (struct
@@ -421,6 +422,23 @@ struct pspxdp_filter_stats {
     PSPXDP_FILTER_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
 
+/* lateness: ARRAY (mmapable), one entry, key 0. Written by the daemon in
+ * place, continued across restarts. How late the daemon resumed from a wait
+ * the engine planned while a paced frame waited: against the frame's due
+ * time clockless (so how late that frame was released), against the planned
+ * wake-up on the byte clock (the gap frames queued ahead absorb a late one up
+ * to the slack). One sample per such wake-up, counted into fixed log-spaced
+ * buckets, 1-2-5 per decade: bucket i (i < PSPXDP_LATENESS_BUCKETS - 1) holds
+ * lateness in (bound(i-1), bound(i)], bound(i) = {1,2,5}[i % 3] * 10^(i / 3)
+ * * 100 ns (100 ns .. 1 s); the last one everything later than 1 s. Counts are
+ * per bucket (not cumulative): one increment per sample. */
+#define PSPXDP_LATENESS_BUCKETS 23
+struct pspxdp_lateness {
+    __u64 sum_ns; /* all samples added up */
+    __u64 max_ns; /* the latest */
+    __u64 bucket[PSPXDP_LATENESS_BUCKETS];
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
 static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
@@ -458,6 +476,8 @@ static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
 static_assert(sizeof(struct pspxdp_tc_counters) == PSPXDP_TC_NR_COUNTERS * 8, "tc_stats layout");
 static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");
 static_assert(sizeof(struct pspxdp_xdp_counters) == PSPXDP_XDP_NR_COUNTERS * 8, "xdp_stats layout");
+static_assert(sizeof(struct pspxdp_lateness) == (2 + PSPXDP_LATENESS_BUCKETS) * 8,
+              "lateness layout");
 #endif
 
 #endif /* PSPXDP_SHARED_H */

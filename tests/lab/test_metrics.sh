@@ -4,7 +4,8 @@
 # per-class series equals the counter `stats -j` gives (read after the
 # traffic stopped and the daemon settled); --max-classes bounds the per-class
 # series and says how many it left out, the device-wide sums still cover
-# every class. Then the output's size and time at 10 and 10,000 classes,
+# every class; --class picks which classes; the release-lateness histogram
+# is there. Then the output's size and time at 10 and 10,000 classes,
 # printed, not judged. Exit 77 = skipped.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -105,6 +106,17 @@ echo "  --max-classes 1:"
 psp_verdict python3 "$TMP/judge.py" "$TMP/stats.json" "$TMP/one.prom" 1
 psp_check "... and says so in a comment" grep -q '^# 3 classes left out (--max-classes 1)$' "$TMP/one.prom"
 psp_check "promtool check metrics passes on it" eval 'promtool check metrics <"$TMP/one.prom" >/dev/null 2>&1'
+P stats $DEV --format prometheus --class 1:2 --class 1:3 >"$TMP/pick.prom"
+psp_check "--class 1:2 --class 1:3: per-class series for those two only" bash -c "
+    [[ \$(grep -o 'class=\"[^\"]*\"' $TMP/pick.prom | sort -u | tr '\n' ' ') == 'class=\"1:2\" class=\"1:3\" ' ]]"
+psp_check "... the others counted as omitted, and said" bash -c "
+    grep -qx 'pspxdp_classes_omitted{dev=\"$DEV\"} 2' $TMP/pick.prom &&
+        grep -qx '# 2 classes left out (--class, --max-classes 1000)' $TMP/pick.prom"
+psp_check "the release-lateness histogram: buckets 100 ns .. 1 s and +Inf, _sum, _count" bash -c "
+    [[ \$(grep -c '^pspxdp_release_lateness_seconds_bucket{' $TMP/all.prom) == 23 ]] &&
+        grep -q '^pspxdp_release_lateness_seconds_bucket{dev=\"$DEV\",le=\"1e-07\"} ' $TMP/all.prom &&
+        grep -q '^pspxdp_release_lateness_seconds_count{dev=\"$DEV\"} ' $TMP/all.prom &&
+        grep -q '^pspxdp_release_lateness_seconds_sum{dev=\"$DEV\"} ' $TMP/all.prom"
 
 # The cost, printed: 10 and 10,000 classes (normal ones: no rate to sum).
 cost() { # CLASSES

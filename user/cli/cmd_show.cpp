@@ -139,6 +139,13 @@ std::vector<KeyDoc> key_docs() {
          "PAUSE gap frames' share of the wire's time while sending: gap_bytes / "
          "(wire_frame_bytes + gap_bytes + planned_idle_bytes), 0..1; null: "
          "nothing sent"},
+        {"status", "lateness_wakeups",
+         "wake-ups in the release-lateness histogram (the lateness pin); null: no such pin"},
+        {"status", "lateness_p50_ns",
+         "their median lateness, ns, from the histogram's buckets as histogram_quantile() "
+         "computes it; null: none"},
+        {"status", "lateness_p99_ns", "their 99th percentile, ns; null: none"},
+        {"status", "lateness_max_ns", "the latest of them, ns; null: none"},
         {"status", "groups",
          "cluster mode: an object per group agent on DEV's classes: group, classid, host, phase, "
          "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "
@@ -247,7 +254,7 @@ int show_device(const std::string *dev, const ShowOptions &o) {
     auto prev = take(*d);
     if (!prev) return fail(prev);
     if (o.prometheus) {
-        const std::string text = format_prometheus(d->name(), *prev, o.max_classes);
+        const std::string text = format_prometheus(d->name(), *prev, o.prom);
         std::fwrite(text.data(), 1, text.size(), stdout);
         return 0;
     }
@@ -285,7 +292,7 @@ ShowOptions show_options(const Args &args, bool stats) {
     o.stats = stats || args.flag("stats");
     o.json = args.flag("json") || args.choice("format") == 1;
     o.prometheus = args.choice("format") == 2;
-    o.max_classes = args.number("max-classes");
+    o.prom = prom_options(args);
     o.interval_ns = args.number("interval");
     if (args.has("watch")) {
         o.watch_ns = args.number("watch");
@@ -323,11 +330,8 @@ const std::vector<Option> kShowOptions = {
         "series for --max-classes classes (node_exporter's textfile collector)")
         .one_of({"text", "json", "prometheus"})
         .by_default(std::string("text")),
-    opt(OptType::Integer, "max-classes", 0, "N",
-        "--format prometheus: per-class series for the first N classes (device-wide sums cover "
-        "all; pspxdp_classes_omitted counts the rest)")
-        .by_default(1000)
-        .within(0, PSPXDP_MAX_CLASSES),
+    max_classes_option(),
+    prom_class_option(),
     flag("keys", 0, "print every JSON key with its meaning (a markdown table) and exit"),
 };
 

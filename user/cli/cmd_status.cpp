@@ -7,6 +7,7 @@
 #include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
+#include "daemon/lateness.hpp"
 #include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
@@ -59,6 +60,31 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
     line += ", lost " + fixed(double(d.lost_wire_ppm) / 1e4, 2) +
             " % of the wire's time in the last second";
     p.text(line); // text() never wraps
+    p.newline();
+}
+
+// status: one line on the release-lateness histogram (daemon/lateness.hpp):
+// how late the daemon resumed from its planned waits, p50/p99/max.
+void print_lateness(Printer &p, const Snapshot &s) {
+    const auto &k = s.counters;
+    const char *keys[] = {"lateness_p50_ns", "lateness_p99_ns", "lateness_max_ns"};
+    if (!k.have_lateness) { // an attachment made before the pin existed
+        p.null("lateness_wakeups");
+        for (const char *key : keys) p.null(key);
+        return;
+    }
+    const uint64_t n = daemon::lateness_count(k.lateness);
+    p.u64("lateness_wakeups", n, "release lateness: %s wake-ups");
+    if (!n) {
+        for (const char *key : keys) p.null(key);
+        p.newline();
+        return;
+    }
+    const uint64_t v[] = {daemon::lateness_quantile_ns(k.lateness, 0.5),
+                          daemon::lateness_quantile_ns(k.lateness, 0.99), k.lateness.max_ns};
+    const char *label[] = {", p50 %s", ", p99 %s", ", max %s"};
+    for (int i = 0; i < 3; ++i)
+        p.value(keys[i], v[i], fixed(double(v[i]) / 1e3, 1) + " us", label[i]);
     p.newline();
 }
 
@@ -131,6 +157,7 @@ int run_status(const Args &args) {
         p.null("dead");
     }
     print_clock(p, dev, *s);
+    print_lateness(p, *s);
     print_groups(p, dev); // cluster mode: the groups DEV's classes are in
     print_device(p, dev, *s, nullptr, true);
     p.close_object();

@@ -167,6 +167,7 @@ extern const Command kSave;
 extern const Command kApply;
 extern const Command kChange;
 extern const Command kGroup;
+extern const Command kExporter;
 // The table main() dispatches on; --help and the man page list it.
 const std::vector<const Command *> &commands();
 

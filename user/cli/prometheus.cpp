@@ -1,5 +1,6 @@
-// pspxdp stats --format prometheus: one snapshot (show.hpp's take) in the
-// Prometheus text exposition format, for node_exporter's textfile collector.
+// pspxdp stats --format prometheus and pspxdp exporter: one snapshot
+// (show.hpp's take) in the Prometheus text exposition format, the one code
+// path for node_exporter's textfile collector and for scrapes.
 // Every metric name and HELP comes from the X-macro lists of shared.h: a
 // counter named there is pspxdp_<group>_<name>[_total] here, with _ns
 // counters in seconds (Prometheus' base unit).
@@ -9,12 +10,15 @@
 // together under its HELP and TYPE, so this walks metric by metric.
 #include "cli/show.hpp"
 #include "core/units.hpp"
+#include "daemon/lateness.hpp"
 #include "daemon/wire_clock.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 namespace pspxdp::cli {
 
@@ -84,16 +88,74 @@ void line(std::string &out, const std::string &name, const std::string &labels,
     out += name + "{" + labels + "} " + v + "\n";
 }
 
+// The daemon's release-lateness histogram (daemon/lateness.hpp) as a
+// Prometheus histogram: cumulative buckets with le in seconds, _sum, _count;
+// and its max as a gauge.
+void lateness_histogram(std::string &out, const std::string &dl, const pspxdp_lateness &h) {
+    const Family f{"pspxdp_release_lateness_seconds", true};
+    out += "# HELP " + f.metric +
+           " how late the daemon resumed from a wait for a paced frame: against the frame's "
+           "due time clockless, against the planned wake-up on the byte clock\n";
+    out += "# TYPE " + f.metric + " histogram\n";
+    uint64_t cumulative = 0;
+    for (unsigned i = 0; i < PSPXDP_LATENESS_BUCKETS; ++i) {
+        cumulative += h.bucket[i];
+        std::string le = "+Inf";
+        if (i + 1 < PSPXDP_LATENESS_BUCKETS) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%g", double(daemon::lateness_bound_ns(i)) / 1e9);
+            le = b;
+        }
+        line(out, f.metric + "_bucket", dl + ",le=\"" + le + "\"", std::to_string(cumulative));
+    }
+    line(out, f.metric + "_sum", dl, sample(kNs, h.sum_ns));
+    line(out, f.metric + "_count", dl, std::to_string(cumulative));
+    const Family m{"pspxdp_release_lateness_max_seconds", true};
+    head(out, m, "the latest of those wake-ups");
+    line(out, m.metric, dl, sample(kNs, h.max_ns));
+}
+
 } // namespace
 
-std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t max_classes) {
+Option max_classes_option() {
+    return opt(OptType::Integer, "max-classes", 0, "N",
+               "Prometheus: per-class series for at most N classes, the first ones or those of "
+               "--class (device-wide sums cover all; pspxdp_classes_omitted counts the rest)")
+        .by_default(1000)
+        .within(0, PSPXDP_MAX_CLASSES);
+}
+
+Option prom_class_option() {
+    return opt(OptType::ClassId, "class", 0, "CLASSID",
+               "Prometheus: per-class series for this class (repeatable; within --max-classes); "
+               "default: the first classes")
+        .repeat();
+}
+
+PromOptions prom_options(const Args &args) {
+    PromOptions o;
+    o.max_classes = args.number("max-classes");
+    if (auto it = args.given.find("class"); it != args.given.end())
+        for (const OptValue &v : it->second) o.classes.push_back(std::get<ClassId>(v).raw());
+    return o;
+}
+
+std::string format_prometheus(const std::string &dev, const Snapshot &s, const PromOptions &o) {
     std::string out;
     const std::string dl = "dev=\"" + escaped(dev, true) + "\"";
-    const size_t shown = std::min(max_classes, s.classes.size());
+    // The classes with per-class series: the first max_classes, or those of
+    // o.classes (the same order: s.classes is sorted by class id).
+    std::vector<const control::ClassInfo *> picked;
+    const std::unordered_set<uint32_t> wanted(o.classes.begin(), o.classes.end());
+    for (const auto &c : s.classes) {
+        if (picked.size() >= o.max_classes) break;
+        if (wanted.empty() || wanted.count(c.classid)) picked.push_back(&c);
+    }
+    const size_t shown = picked.size();
     std::vector<std::string> class_labels;
-    for (size_t i = 0; i < shown; ++i)
-        class_labels.push_back(dl + ",class=\"" +
-                               format_classid(ClassId::from_raw(s.classes[i].classid)) + "\"");
+    for (const auto *c : picked)
+        class_labels.push_back(dl + ",class=\"" + format_classid(ClassId::from_raw(c->classid)) +
+                               "\"");
     const char *in_s = "; exposed in seconds";
 
     // Per class, one family per counter; and, device-wide whatever
@@ -105,7 +167,7 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         const Family f = family("class", counter, gauge);
         head(out, f, help, ends_with(counter, kNs) ? in_s : "");
         for (size_t i = 0; i < shown; ++i)
-            line(out, f.metric, class_labels[i], sample(counter, get(s.classes[i])));
+            line(out, f.metric, class_labels[i], sample(counter, get(*picked[i])));
         const Family sum = family("classes", counter, true);
         head(out, sum, std::string(help) + "; summed over all classes now");
         uint64_t total = 0;
@@ -128,7 +190,7 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         const Family f{"pspxdp_class_rate_bytes_per_second", true};
         head(out, f, "the class's configured rate (L2 bytes with FCS); 0: a normal class");
         for (size_t i = 0; i < shown; ++i) {
-            const auto &c = s.classes[i];
+            const auto &c = *picked[i];
             const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
             line(out, f.metric, class_labels[i], sample("", paced ? c.config.rate_bps / 8 : 0));
         }
@@ -140,13 +202,15 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
         const Family n{"pspxdp_classes", true};
         head(out, n, "classes on the device (configured or seen by TC)");
         line(out, n.metric, dl, std::to_string(s.classes.size()));
-        const Family o{"pspxdp_classes_omitted", true};
-        head(out, o,
-             "classes without per-class series here (--max-classes); in the sums all the same");
-        line(out, o.metric, dl, std::to_string(s.classes.size() - shown));
+        const Family om{"pspxdp_classes_omitted", true};
+        head(out, om,
+             "classes without per-class series here (--max-classes, --class); in the sums all "
+             "the same");
+        line(out, om.metric, dl, std::to_string(s.classes.size() - shown));
         if (shown < s.classes.size())
-            out += "# " + std::to_string(s.classes.size() - shown) +
-                   " classes left out (--max-classes " + std::to_string(max_classes) + ")\n";
+            out += "# " + std::to_string(s.classes.size() - shown) + " classes left out (" +
+                   (wanted.empty() ? "" : "--class, ") + "--max-classes " +
+                   std::to_string(o.max_classes) + ")\n";
     }
     {
         const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
@@ -181,6 +245,7 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t 
     } else {
         out += "# no daemon counters: the daemon is not running\n";
     }
+    if (k.have_lateness) lateness_histogram(out, dl, k.lateness);
 #define PSPXDP_PROM(group, up, name, help)                                                         \
     {                                                                                              \
         const Family d = family(#group, #name, false);                                             \

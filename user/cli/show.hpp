@@ -2,6 +2,7 @@
 // configuration and counters, through the one printer (output.hpp).
 #pragma once
 
+#include "cli/command.hpp"
 #include "cli/output.hpp"
 #include "control/control.hpp"
 
@@ -11,14 +12,21 @@
 
 namespace pspxdp::cli {
 
+// Which classes get per-class series in the Prometheus output (the
+// cardinality bound: docs/design.md, Metrics). Device-wide series always.
+struct PromOptions {
+    size_t max_classes = 1000;     // per-class series for at most this many classes
+    std::vector<uint32_t> classes; // only these (raw class ids); empty: the first max_classes
+};
+
 struct ShowOptions {
     bool stats = false; // counters, as tc -s
     bool json = false;
-    bool prometheus = false;   // the Prometheus text format (one snapshot, no rates)
-    size_t max_classes = 1000; // prometheus: per-class series for at most this many
-    uint64_t interval_ns = 0;  // measure rates over this before printing (0: none)
-    uint64_t watch_ns = 0;     // print again every watch_ns (0: once)
-    uint64_t count = 0;        // with watch: stop after count prints (0: until interrupted)
+    bool prometheus = false; // the Prometheus text format (one snapshot, no rates)
+    PromOptions prom;
+    uint64_t interval_ns = 0; // measure rates over this before printing (0: none)
+    uint64_t watch_ns = 0;    // print again every watch_ns (0: once)
+    uint64_t count = 0;       // with watch: stop after count prints (0: until interrupted)
 };
 
 // One reading of a device: its pacer_state, classes and counters, when.
@@ -35,8 +43,14 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
                   bool stats);
 
 // s in the Prometheus text exposition format (prometheus.cpp): per-class
-// series for the first max_classes classes, device-wide ones always.
-std::string format_prometheus(const std::string &dev, const Snapshot &s, size_t max_classes);
+// series for the classes o selects, device-wide ones always. `stats --format
+// prometheus` prints it, `pspxdp exporter` serves it.
+std::string format_prometheus(const std::string &dev, const Snapshot &s, const PromOptions &o);
+// The options that fill PromOptions, declared once for stats and exporter:
+// --max-classes N and --class CLASSID (repeatable).
+Option max_classes_option();
+Option prom_class_option();
+PromOptions prom_options(const Args &args);
 
 // DEV nullptr: the only attached device.
 int show_device(const std::string *dev, const ShowOptions &o);

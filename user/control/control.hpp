@@ -47,6 +47,8 @@ struct DeviceCounters {
     pspxdp_xdp_counters xdp{}; // xdp_stats summed over CPUs
     bool have_daemon = false;  // daemon_stats read
     pspxdp_daemon_stats daemon{};
+    bool have_lateness = false; // the lateness pin read
+    pspxdp_lateness lateness{}; // the daemon's release-lateness histogram
 };
 
 // All of a class's drop_* counters: what the pacer threw away, whatever the cause.
@@ -152,7 +154,7 @@ class Device {
     Access access_ = Access::Read;
     std::optional<common::DevLock> lock_;
     Fd class_config_, class_stats_, pacer_stats_, pacer_state_, daemon_stats_, tc_stats_,
-        xdp_stats_;
+        xdp_stats_, lateness_;
     Fd filters_, filter_entries_, filter_shapes_, filter_state_, filter_stats_;
 };
 

@@ -93,6 +93,7 @@ Result<Device> Device::open_as(const std::string &dev, Access access, const comm
         {&d.daemon_stats_, "daemon_stats", 4, sizeof(pspxdp_daemon_stats), Need::Optional},
         {&d.tc_stats_, "tc_stats", 4, sizeof(pspxdp_tc_counters), Need::Optional},
         {&d.xdp_stats_, "xdp_stats", 4, sizeof(pspxdp_xdp_counters), Need::Optional},
+        {&d.lateness_, "lateness", 4, sizeof(pspxdp_lateness), Need::Optional},
     };
     // pacer_stats is read whole (PacerStatsView), and a read-only fd cannot
     // be mapped: a reader who may write the pin (root) opens it writable and
@@ -140,6 +141,8 @@ Result<DeviceCounters> Device::counters() const {
     common::percpu_sum(xdp_stats_.get(), &zero, d.xdp);
     if (daemon_stats_.valid())
         d.have_daemon = bpf_map_lookup_elem(daemon_stats_.get(), &zero, &d.daemon) == 0;
+    if (lateness_.valid())
+        d.have_lateness = bpf_map_lookup_elem(lateness_.get(), &zero, &d.lateness) == 0;
     return d;
 }
 

@@ -33,9 +33,11 @@ Result<PacerMaps> PacerMaps::open(const common::Paths &p) {
     if (!slots) return slots.failure();
     auto daemon = mapped("daemon_stats", sizeof(pspxdp_daemon_stats), 1);
     if (!daemon) return daemon.failure();
+    auto lateness = mapped("lateness", sizeof(pspxdp_lateness), 1);
+    if (!lateness) return lateness.failure();
     return PacerMaps(std::move(class_config).value(), std::move(xsks).value(),
                      std::move(xdp).value(), std::move(state).value(), std::move(slots).value(),
-                     std::move(daemon).value());
+                     std::move(daemon).value(), std::move(lateness).value());
 }
 
 void PacerMaps::note_slot(uint32_t s) {

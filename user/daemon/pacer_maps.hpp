@@ -1,5 +1,5 @@
 // The daemon's side of the pinned maps it shares with TC and the CLI
-// (shared.h): pacer_state, pacer_stats and daemon_stats are mmapable arrays,
+// (shared.h): pacer_state, pacer_stats, daemon_stats and lateness are mmapable arrays,
 // mapped here once; the daemon reads config_gen and writes its heartbeat and
 // every counter with plain loads and stores on that memory. No syscall per
 // update, and a counter is exact up to the last frame when the daemon is
@@ -13,6 +13,7 @@
 #include "common/paths.hpp"
 #include "common/pins.hpp"
 #include "core/result.hpp"
+#include "daemon/lateness.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstddef>
@@ -39,6 +40,8 @@ class PacerMaps {
     pspxdp_class_counters &slot(uint32_t s) { return slots_[s]; }
     const pspxdp_class_counters &slot(uint32_t s) const { return slots_[s]; }
     pspxdp_daemon_stats &daemon() { return *daemon_; }
+    // The release-lateness histogram, recorded in place.
+    Lateness &lateness() { return lateness_; }
     const pspxdp_pacer_state &state() const { return *state_; }
 
     uint64_t config_gen() const { return __atomic_load_n(&state_->config_gen, __ATOMIC_ACQUIRE); }
@@ -69,20 +72,23 @@ class PacerMaps {
 
   private:
     PacerMaps(common::Fd class_config, common::Fd xsks_map, common::Fd xdp_stats,
-              common::MapView state, common::MapView slots, common::MapView daemon)
+              common::MapView state, common::MapView slots, common::MapView daemon,
+              common::MapView lateness)
         : class_config_(std::move(class_config)), xsks_map_(std::move(xsks_map)),
           xdp_stats_(std::move(xdp_stats)), state_map_(std::move(state)),
           slots_map_(std::move(slots)), daemon_map_(std::move(daemon)),
-          state_(state_map_.as<pspxdp_pacer_state>()),
+          lateness_map_(std::move(lateness)), state_(state_map_.as<pspxdp_pacer_state>()),
           slots_(slots_map_.as<pspxdp_class_counters>()),
-          daemon_(daemon_map_.as<pspxdp_daemon_stats>()) {}
+          daemon_(daemon_map_.as<pspxdp_daemon_stats>()),
+          lateness_(lateness_map_.as<pspxdp_lateness>()) {}
     common::Fd class_config_, xsks_map_, xdp_stats_;
-    // pacer_state, pacer_stats and daemon_stats, mapped (their fds are not
-    // needed once mapped: the mapping keeps the map alive).
-    common::MapView state_map_, slots_map_, daemon_map_;
+    // pacer_state, pacer_stats, daemon_stats and lateness, mapped (their fds
+    // are not needed once mapped: the mapping keeps the map alive).
+    common::MapView state_map_, slots_map_, daemon_map_, lateness_map_;
     pspxdp_pacer_state *state_;
     pspxdp_class_counters *slots_;
     pspxdp_daemon_stats *daemon_;
+    Lateness lateness_;
 };
 
 } // namespace pspxdp::daemon

@@ -5,8 +5,10 @@
 #include "cli/output.hpp"
 #include "cli/show.hpp"
 #include "common/clock.hpp"
+#include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
+#include "setup/process.hpp"
 
 #include <csignal>
 #include <thread>
@@ -170,8 +172,11 @@ Result<Snapshot> take(const control::Device &d) {
     s.st = *st;
     s.classes = std::move(classes.value());
     s.counters = *counters;
+    if (auto paths = common::paths_for(d.name())) s.daemon_pid = setup::running_pid(*paths);
     return s;
 }
+
+bool pacer_alive(const Snapshot &s) { return s.daemon_pid && pspxdp_pacer_alive(&s.st, s.t_ns); }
 
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
                   bool stats) {
@@ -185,7 +190,7 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     p.string("default_class",
              format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
              "default %s ");
-    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+    const bool alive = pacer_alive(s);
     p.boolean("pacer_alive", alive,
               alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
     p.u64("config_gen", s.st.config_gen);

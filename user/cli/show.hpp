@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace pspxdp::cli {
@@ -27,8 +28,14 @@ struct Snapshot {
     pspxdp_pacer_state st{};
     std::vector<control::ClassInfo> classes;
     control::DeviceCounters counters;
+    pid_t daemon_pid = 0; // the daemon's, if it runs (its pidfile, checked)
 };
 Result<Snapshot> take(const control::Device &d);
+// Is DEV paced? The one verdict status, show and stats print: the daemon
+// runs and its heartbeat is fresh. (Just after a kill the heartbeat is
+// still fresh for up to PSPXDP_HEARTBEAT_TIMEOUT_NS, while TC still sends
+// to the dead pacer: not alive either.)
+bool pacer_alive(const Snapshot &s);
 // The device's classes (and with stats its counters; rates when before is
 // given: measured from before to s).
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,

@@ -519,8 +519,18 @@ void print_man_page(FILE *out) {
                  ".TP\n.I /etc/pspxdp/DEV.conf\n"
                  "the configuration pspxdp@DEV.service attaches with (written by pspxdp save).\n"
                  ".SH EXIT STATUS\n"
-                 "0 on success; 2 when the input was refused (a bad word, an unknown class, a rate "
-                 "that does not fit: the configuration is unchanged); 1 when the system failed.\n"
+                 ".TP\n.B 0\n"
+                 "done, or nothing to do: attach of a DEV attached already with the same options, "
+                 "detach of a DEV not attached (one line says so).\n"
+                 ".TP\n.B 2\n"
+                 "refused as asked, nothing changed: a usage error or a bad word, or the request "
+                 "names what is not there or does not fit (DEV not attached for class, filter, "
+                 "show, stats, save, status; an unknown class; rates above the line rate; attach "
+                 "with options other than the running attachment's).\n"
+                 ".TP\n.B 1\n"
+                 "pspxdp could not do it: the system failed (kernel, file, permission, a daemon "
+                 "that would not start), or something on the machine is in the way (another "
+                 "pspxdp at work on DEV, a broken attachment, a device attach refuses).\n"
                  ".SH SEE ALSO\n.BR tc (8),\n.BR bpftool (8),\n.BR systemctl (1)\n");
 }
 

@@ -15,6 +15,7 @@ namespace pspxdp::cli {
 struct ShowOptions {
     bool stats = false; // counters, as tc -s
     bool json = false;
+    bool detail = true;        // stats text: every counter (else one line per class)
     bool prometheus = false;   // the Prometheus text format (one snapshot, no rates)
     size_t max_classes = 1000; // prometheus: per-class series for at most this many
     uint64_t interval_ns = 0;  // measure rates over this before printing (0: none)
@@ -38,8 +39,10 @@ Result<Snapshot> take(const control::Device &d);
 bool pacer_alive(const Snapshot &s);
 // The device's classes (and with stats its counters; rates when before is
 // given: measured from before to s).
+// Text with stats and !detail: one line per class, device-wide counters not
+// 0 (stats' default); JSON is the same either way.
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
-                  bool stats);
+                  bool stats, bool detail = true);
 
 // s in the Prometheus text exposition format (prometheus.cpp): per-class
 // series for the first max_classes classes, device-wide ones always.

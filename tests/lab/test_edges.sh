@@ -165,10 +165,12 @@ psp_check "race: nothing left" is_clean
 # ---- killed: an attach killed at each step of its build
 for step in state veth pins loaded xdp clsact tc; do
     psp_check "killed at '$step': attach dies (137)" exits 137 psp_in_ns $NS env PSPXDP_TEST_KILL_AT=$step "$PSPXDP" attach $DEV --line-rate 1gbit
-    P status $DEV >"$TMP/st" 2>&1
+    ST_RC=$(rc P status $DEV)
+    cat "$TMP/out" "$TMP/err" >"$TMP/st"
     if [[ $step == tc ]]; then # built whole, no daemon: a dead attachment
         psp_check "  ... status: DEAD" grep -q '^DEAD: ' "$TMP/st"
     else
+        psp_check "  ... status exits 1 (in the way, not refused input)" test "$ST_RC" = 1
         psp_check "  ... status: half attached, attach replaces it" grep -q "$DEV is half attached (an attach was stopped before it finished.*pspxdp attach $DEV replaces it" "$TMP/st"
     fi
     psp_check "  ... not 'gone'" bash -c "! grep -q 'gone' $TMP/st"

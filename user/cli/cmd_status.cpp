@@ -138,7 +138,7 @@ int run_status(const Args &args) {
     if (probe.kind == K::NotAttached) return refused(refuse(dev + " is not attached"));
     if (probe.kind == K::Broken || probe.kind == K::Elsewhere || probe.kind == K::HalfMade ||
         !probe.state)
-        return refused(refuse(probe.why));
+        return refused(err(probe.why)); // in the way, not refused input: exit 1
     const setup::AttachState *as = &*probe.state;
     auto d = control::Device::open(dev, control::Access::Read);
     if (!d) return refused(d.failure());

@@ -129,6 +129,8 @@ class AttachedHere {
         st.netns = ns.inode;
         st.netns_cookie = ns.cookie;
         if (!st.dev_ifindex) throw std::runtime_error("no device " + dev);
+        // Built whole (TC attached last): one that is not is half made.
+        st.pins_created = st.xdp_attached = st.tc_attached = true;
         mkdir("/run/pspxdp", 0755); // may exist
         auto r = pspxdp::setup::write_state(paths_, st);
         if (!r) throw std::runtime_error(r.error());

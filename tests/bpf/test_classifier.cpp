@@ -508,6 +508,21 @@ TEST_CASE("classifier: fail-open", "[bpf][classifier]") {
         CHECK(c.class_stats(C1).tc_packets == 0);
         CHECK(c.tc_counter(PSPXDP_TC_PACER_DEAD) == 1);
     }
+    // The bound README states, in the kernel's own clock: TC fails open for
+    // every packet once the last beat is more than PSPXDP_HEARTBEAT_TIMEOUT_NS
+    // old, and not before. (Time only moves forward between now_ns() here and
+    // the run: "just past" cannot flake; "well within" has half the timeout
+    // of slack for the run to start.)
+    SECTION("heartbeat just past the timeout: passed") {
+        c.state(now_ns() - PSPXDP_HEARTBEAT_TIMEOUT_NS - 1, ns.psp0, C3);
+        REQUIRE_PASSED(c.run(p), C1);
+        CHECK(c.tc_counter(PSPXDP_TC_PACER_DEAD) == 1);
+    }
+    SECTION("heartbeat well within the timeout: paced") {
+        c.state(now_ns() - PSPXDP_HEARTBEAT_TIMEOUT_NS / 2, ns.psp0, C3);
+        REQUIRE_PACED(c.run(p), C1, 1u);
+        CHECK(c.tc_counter(PSPXDP_TC_PACER_DEAD) == 0);
+    }
     SECTION("no heartbeat ever") {
         c.state(0, ns.psp0, C3);
         REQUIRE_PASSED(c.run(p), C1);

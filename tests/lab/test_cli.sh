@@ -189,7 +189,7 @@ print("\n".join(bad)); sys.exit(1 if bad else 0)
 PY
 psp_check "stats -j / status -j keys are exactly the documented ones, raw numbers" \
     python3 "$TMP/keys.py" "$TMP/keys" "$TMP/stats.json" "$TMP/status.json" "$SENT"
-psp_check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV --interval 0 | grep -q ' tc_packets $SENT '"
+psp_check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV -d --interval 0 | grep -q ' tc_packets $SENT '"
 
 # ---- bpftool: every pinned map shows named fields, the README's
 cat >"$TMP/maps.py" <<'PY'

@@ -129,8 +129,15 @@ static int run(const Args &args) {
                 !r)
                 return fail_input("attach: --config " + args.text("config") + ": " + r.error());
 
+    opt.default_classid_given = args.has("default-class") || (config && config->default_classid);
+    opt.daemon_args = daemon::to_args(dcfg);
     auto att = setup::attach(opt, [](const std::string &w) { warn(w); });
-    if (!att) return fail("attach: " + att.error());
+    if (!att) return fail("attach: " + att.error(), att.exit_code());
+    if (!att->already.empty()) {
+        // Run again by a script: no change, exit 0, one line.
+        std::printf("pspxdp: %s\n", att->already.c_str());
+        return 0;
+    }
     const setup::AttachState &st = att->state;
     if (config) {
         // Under the lock attach still holds.
@@ -192,7 +199,10 @@ const Command kAttach = {
     "If DEV's daemon died (killed, crashed: TC passes traffic unpaced meanwhile),\n"
     "or DEV was deleted and created again, attach replaces the dead attachment\n"
     "and keeps its classes and filters (refused if they sum above the line rate).\n"
-    "Refused, changing nothing: DEV attached already or from another network\n"
+    "Run again on DEV alive with the same options: exit 0, one line, nothing done;\n"
+    "with other options: refused (exit 2), naming the first difference. An attach\n"
+    "killed midway leaves a half-made attachment the next attach replaces.\n"
+    "Refused, changing nothing: DEV attached from another network\n"
     "namespace, an ingress qdisc on DEV (a clsact is shared), a foreign filter at\n"
     "egress prio 1, and NICs that drop host-sent PAUSE frames (i40e, ice) unless\n"
     "--force. Needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW.\n"

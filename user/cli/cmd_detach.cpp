@@ -15,6 +15,10 @@ static int run(const Args &args) {
     auto d = setup::detach(*paths);
     if (!d) return fail("detach: " + d.error());
     for (const auto &n : d->notes) warn(n);
+    if (!d->was_attached) {
+        std::printf("pspxdp: %s is not attached: nothing to detach\n", dev.c_str());
+        return 0;
+    }
     std::printf("pspxdp: detached from %s%s\n", dev.c_str(),
                 d->daemon_stopped ? " (daemon stopped)" : "");
     return 0;
@@ -31,6 +35,7 @@ const Command kDetach = {
     "pspxdp's: the TC filter by handle, prio and program name, the veth pair by\n"
     "name, kind and peer, pins by name and map identity; anything else is left\n"
     "and named. Refused when DEV is attached in another network namespace.\n"
+    "DEV not attached: exit 0 with a one-line note (scripts run detach again).\n"
     "Needs CAP_NET_ADMIN.",
     {},
     1,

@@ -89,13 +89,30 @@ int run(const Args &args) {
         if (!words.empty()) return fail("filter add: --file and a filter on the command line", 2);
         auto text = control::read_text(args.text("file"));
         if (!text) return fail(text);
-        auto current = dev.value().filters();
+        auto current = dev.value().filter_infos(false);
         if (!current) return fail(current);
-        std::vector<control::FilterSpec> all = *current;
+        std::vector<control::FilterSpec> all;
+        for (const auto &i : *current) all.push_back(i.filter.spec);
+        // Duplicates are named here, by what the user can find: the file's
+        // line, and an existing filter's id as filter show -j prints it.
+        std::vector<std::pair<size_t, control::FilterSpec>> added; // line, filter
         auto read = control::for_each_statement(
-            *text, [&](size_t, std::span<const std::string> lw) -> Result<void> {
+            *text, [&](size_t line, std::span<const std::string> lw) -> Result<void> {
                 auto spec = control::parse_filter(lw);
                 if (!spec) return refuse(spec.error());
+                for (const auto &i : *current)
+                    if (control::same_identity(i.filter.spec, *spec))
+                        return refuse("filter \"" + control::format_filter(*spec) +
+                                      "\": duplicate of the existing filter id " +
+                                      std::to_string(i.filter.id) + " \"" +
+                                      control::format_filter(i.filter.spec) +
+                                      "\" (same fields and pref)");
+                for (const auto &[l, f] : added)
+                    if (control::same_identity(f, *spec))
+                        return refuse("filter \"" + control::format_filter(*spec) +
+                                      "\": duplicate of line " + std::to_string(l) +
+                                      " (same fields and pref)");
+                added.emplace_back(line, *spec);
                 all.push_back(*spec);
                 return {};
             });

@@ -5,8 +5,10 @@
 #include "cli/output.hpp"
 #include "cli/show.hpp"
 #include "common/clock.hpp"
+#include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
+#include "setup/process.hpp"
 
 #include <csignal>
 #include <thread>
@@ -30,8 +32,42 @@ const char *state_name(const control::ClassInfo &c) {
     }
 }
 
+// stats' default text (tc -s style): one line per class, the counters that
+// say what it did; -d (or -j) gives every counter. Names are the counters'.
+void print_class_line(Printer &p, const control::ClassInfo &c, const control::ClassInfo *before,
+                      uint64_t dt_ns) {
+    const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
+    std::string line = "class " + format_classid(ClassId::from_raw(c.classid)) + " " +
+                       kind_name(c) + (paced ? " " + format_rate(c.config.rate_bps) : "");
+    if (before && dt_ns)
+        line += " measured " + measured_rate(double(c.pacer.tx_bytes - before->pacer.tx_bytes) *
+                                             8e9 / double(dt_ns));
+    const auto &k = c.pacer;
+    const uint64_t drops = k.drop_limit + k.drop_overflow + k.drop_deleted + k.drop_shutdown +
+                           k.drop_died + k.drop_invalid;
+    line += " tx_frames " + std::to_string(k.tx_frames) + " tx_bytes " +
+            std::to_string(k.tx_bytes) + " backlog_frames " + std::to_string(k.backlog_frames) +
+            " drop_* " + std::to_string(drops) + " ce_marked " + std::to_string(k.ce_marked) +
+            " tc_passed " + std::to_string(c.tc.tc_passed);
+    if (std::string st = state_name(c); st != "served") line += " (" + st + ")";
+    p.text(line);
+    p.newline();
+}
+
+// The device-wide counters of one map in one line, only those not 0 (an
+// idle device prints "daemon: all 0").
+template <class F> void print_nonzero(Printer &p, const char *what, F each) {
+    std::string line;
+    each([&](const char *name, uint64_t v) {
+        if (v) line += std::string(" ") + name + " " + std::to_string(v);
+    });
+    p.text(std::string(what) + (line.empty() ? ": all 0" : line));
+    p.newline();
+}
+
 void print_class(Printer &p, const control::ClassInfo &c, const control::ClassInfo *before,
-                 uint64_t dt_ns, bool stats) {
+                 uint64_t dt_ns, bool stats, bool detail) {
+    if (stats && !detail && !p.json()) return print_class_line(p, c, before, dt_ns);
     p.open_object();
     const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
     p.string("class", format_classid(ClassId::from_raw(c.classid)), "class %s ");
@@ -83,7 +119,8 @@ std::vector<KeyDoc> key_docs() {
         {"", "line_rate_bps", "the wire's rate M, bit/s"},
         {"", "paced_bps", "sum of the paced classes' rates, bit/s"},
         {"", "default_class", "class of unclassified traffic, \"major:minor\" (hex)"},
-        {"", "pacer_alive", "the daemon's heartbeat is fresh (else TC passes traffic unpaced)"},
+        {"", "pacer_alive",
+         "the daemon runs and its heartbeat is fresh (else TC passes traffic unpaced)"},
         {"", "config_gen", "bumped by every configuration change"},
         {"", "interval_ns", "stats: what the measured rates are measured over"},
         {"", "classes", "one object per class, by class id"},
@@ -185,11 +222,14 @@ Result<Snapshot> take(const control::Device &d) {
     s.st = *st;
     s.classes = std::move(classes.value());
     s.counters = *counters;
+    if (auto paths = common::paths_for(d.name())) s.daemon_pid = setup::running_pid(*paths);
     return s;
 }
 
+bool pacer_alive(const Snapshot &s) { return s.daemon_pid && pspxdp_pacer_alive(&s.st, s.t_ns); }
+
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
-                  bool stats) {
+                  bool stats, bool detail) {
     const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
     uint64_t paced = 0;
     for (const auto &c : s.classes)
@@ -200,7 +240,7 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     p.string("default_class",
              format_classid(ClassId::from_raw(pspxdp_classid_raw(s.st.default_classid))),
              "default %s ");
-    const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+    const bool alive = pacer_alive(s);
     p.boolean("pacer_alive", alive,
               alive ? "pacer alive " : "pacer NOT running (TC passes unpaced) ");
     p.u64("config_gen", s.st.config_gen);
@@ -215,11 +255,32 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
         if (before)
             for (const auto &x : before->classes)
                 if (x.classid == c.classid) b = &x;
-        print_class(p, c, b, dt, stats);
+        print_class(p, c, b, dt, stats, detail);
     }
     p.close_array();
     if (!stats) return;
     const auto &k = s.counters;
+    if (!detail && !p.json()) {
+        if (k.have_daemon)
+            print_nonzero(p, "daemon", [&](auto put) {
+#define PSPXDP_PUT(name, help) put(#name, k.daemon.name);
+                PSPXDP_DAEMON_COUNTERS(PSPXDP_PUT)
+#undef PSPXDP_PUT
+            });
+        else
+            p.text("daemon: no counters (not running)\n");
+        print_nonzero(p, "tc", [&](auto put) {
+#define PSPXDP_PUT(up, name, help) put(#name, k.tc.name);
+            PSPXDP_TC_COUNTERS(PSPXDP_PUT)
+#undef PSPXDP_PUT
+        });
+        print_nonzero(p, "xdp", [&](auto put) {
+#define PSPXDP_PUT(up, name, help) put(#name, k.xdp.name);
+            PSPXDP_XDP_COUNTERS(PSPXDP_PUT)
+#undef PSPXDP_PUT
+        });
+        return;
+    }
     if (k.have_daemon) {
         p.open_object("daemon");
         p.text("daemon ");
@@ -276,7 +337,7 @@ int show_device(const std::string *dev, const ShowOptions &o) {
         Printer p(o.json);
         p.wrap(100, " ");
         p.open_object();
-        print_device(p, d->name(), *prev, before ? &*before : nullptr, o.stats);
+        print_device(p, d->name(), *prev, before ? &*before : nullptr, o.stats, o.detail);
         p.close_object();
         p.print(stdout);
         std::fflush(stdout);
@@ -299,6 +360,7 @@ ShowOptions show_options(const Args &args, bool stats) {
         o.stats = true;
     }
     o.count = args.number("count");
+    o.detail = !stats || args.flag("detail"); // show -s: every counter, as before
     return o;
 }
 
@@ -316,6 +378,10 @@ int run_stats(const Args &args) {
 const std::vector<Option> kShowOptions = {
     flag("stats", 's', "with counters and measured rates (as tc -s)"),
     flag("json", 'j', "print JSON: raw numbers, units in the keys (see the README)"),
+    flag("detail", 'd',
+         "stats: every counter of every class (the default text is one line per class: "
+         "tx_frames, tx_bytes, backlog_frames, drop_* summed, ce_marked, tc_passed; and the "
+         "device-wide counters that are not 0); JSON always has every counter"),
     opt(OptType::Duration, "interval", 'i', "TIME", "measure rates over TIME before printing")
         .by_default(200'000'000)
         .within(0, 60'000'000'000),

@@ -13,6 +13,10 @@
 #include "setup/netlink.hpp"
 #include "setup/process.hpp"
 
+#include <algorithm>
+#include <dirent.h>
+#include <vector>
+
 namespace pspxdp::cli {
 
 namespace {
@@ -20,8 +24,19 @@ namespace {
 // status: one line on the wire's clock (issue 10): the mode and why, the gap
 // horizon, how much of the wire PAUSE frames took, late wake-ups, the share
 // of the wire's time lost by running late in the last second (issue 18).
-void print_clock(Printer &p, const std::string &dev, const Snapshot &s) {
+void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev_gone) {
     const auto &k = s.counters;
+    if (k.have_daemon && dev_gone) {
+        // The mode is the dead daemon's; no reason can come from a device
+        // that is gone (its driver is unknown now): say what is known.
+        const bool clockless = k.daemon.clockless;
+        p.string("clock", clockless ? "clockless" : "byte", "");
+        p.null("clock_reason");
+        p.null("pause_share");
+        p.text("clock: " + dev + " gone; last mode " + (clockless ? "clockless" : "byte clock"));
+        p.newline();
+        return;
+    }
     if (!k.have_daemon) {
         p.null("clock");
         p.null("clock_reason");
@@ -91,7 +106,49 @@ void print_lateness(Printer &p, const Snapshot &s) {
 // status: the attachment (what attach created, the daemon) and then what
 // stats prints, in one object. -j prints a JSON object for any DEV, with
 // "attached": false and "error" when there is nothing to show.
+// status without DEV: every attachment, one line each (as xdp-loader
+// status), the verdict probe gives; -j an array of objects.
+int run_status_all(const Args &args) {
+    std::vector<std::string> devs = control::attached_devices();
+    // A half-made attachment may have its state file and no pins yet.
+    if (DIR *d = opendir(common::kRunDir)) {
+        while (dirent *e = readdir(d)) {
+            const std::string n = e->d_name;
+            if (n.size() > 6 && n.ends_with(".state")) devs.push_back(n.substr(0, n.size() - 6));
+        }
+        closedir(d);
+    }
+    std::sort(devs.begin(), devs.end());
+    devs.erase(std::unique(devs.begin(), devs.end()), devs.end());
+    Printer p(args.flag("json"));
+    p.open_array();
+    if (devs.empty()) p.text("no device attached\n");
+    for (const auto &dev : devs) {
+        auto paths = common::paths_for(dev);
+        if (!paths) continue; // not a name pspxdp made
+        const setup::Probe pr = setup::probe(*paths);
+        p.open_object();
+        p.string("dev", dev, "%s: ");
+        p.string("state", setup::kind_name(pr.kind), "%s");
+        if (pr.daemon)
+            p.i64("daemon_pid", pr.daemon, ", daemon pid %s");
+        else
+            p.null("daemon_pid");
+        if (pr.state) {
+            p.rate("line_rate", pr.state->line_rate_bps, ", line rate %s");
+            p.string("pacer", pr.state->pacer_a + " -> " + pr.state->pacer_b, ", pacer %s");
+        }
+        p.string("why", pr.why, pr.why.empty() ? "" : " (%s)");
+        p.newline();
+        p.close_object();
+    }
+    p.close_array();
+    p.print(stdout);
+    return 0;
+}
+
 int run_status(const Args &args) {
+    if (args.positional.empty()) return run_status_all(args);
     const std::string dev = args.positional[0];
     Printer p(args.flag("json"));
     p.wrap(100, " ");
@@ -113,15 +170,19 @@ int run_status(const Args &args) {
     const setup::Probe probe = setup::probe(paths);
     using K = setup::Probe::Kind;
     if (probe.kind == K::NotAttached) return refused(refuse(dev + " is not attached"));
-    if (probe.kind == K::Broken || probe.kind == K::Elsewhere || !probe.state)
-        return refused(refuse(probe.why));
+    if (probe.kind == K::Broken || probe.kind == K::Elsewhere || probe.kind == K::HalfMade ||
+        !probe.state)
+        return refused(err(probe.why)); // in the way, not refused input: exit 1
     const setup::AttachState *as = &*probe.state;
     auto d = control::Device::open(dev, control::Access::Read);
     if (!d) return refused(d.failure());
     auto s = take(*d);
     if (!s) return refused(s.failure());
-    const pid_t pid = setup::running_pid(paths);
-    const bool beating = pspxdp_pacer_alive(&s->st, s->t_ns);
+    // One look at the daemon for the whole output (the probe's): "DEAD" and
+    // "pacer alive" never side by side.
+    s.value().daemon_pid = probe.daemon;
+    const pid_t pid = s->daemon_pid;
+    const bool beating = pacer_alive(*s);
 
     p.boolean("attached", true, (dev + ": attached, ").c_str());
     p.text("pacer ");
@@ -156,7 +217,7 @@ int run_status(const Args &args) {
     } else {
         p.null("dead");
     }
-    print_clock(p, dev, *s);
+    print_clock(p, dev, *s, probe.kind == K::DevGone);
     print_lateness(p, *s);
     print_groups(p, dev); // cluster mode: the groups DEV's classes are in
     print_device(p, dev, *s, nullptr, true);
@@ -169,13 +230,15 @@ int run_status(const Args &args) {
 
 const Command kStatus = {
     "status",
-    "DEV [-j]",
+    "[DEV] [-j]",
     "show whether DEV is paced: the attachment, the daemon, classes, counters",
     "What attach created (pacer veth pair, queues, window), the daemon's pid and\n"
     "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
-    "JSON object for any DEV; \"attached\": false and \"error\" when not attached.",
+    "JSON object for any DEV; \"attached\": false and \"error\" when not attached.\n"
+    "Without DEV: every attachment, one line each (alive, dead, half attached...);\n"
+    "with -j an array of objects.",
     {flag("json", 'j', "print JSON")},
-    1,
+    0,
     1,
     run_status,
 };

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace pspxdp::cli {
@@ -22,6 +23,7 @@ struct PromOptions {
 struct ShowOptions {
     bool stats = false; // counters, as tc -s
     bool json = false;
+    bool detail = true;      // stats text: every counter (else one line per class)
     bool prometheus = false; // the Prometheus text format (one snapshot, no rates)
     PromOptions prom;
     uint64_t interval_ns = 0; // measure rates over this before printing (0: none)
@@ -35,12 +37,20 @@ struct Snapshot {
     pspxdp_pacer_state st{};
     std::vector<control::ClassInfo> classes;
     control::DeviceCounters counters;
+    pid_t daemon_pid = 0; // the daemon's, if it runs (its pidfile, checked)
 };
 Result<Snapshot> take(const control::Device &d);
+// Is DEV paced? The one verdict status, show and stats print: the daemon
+// runs and its heartbeat is fresh. (Just after a kill the heartbeat is
+// still fresh for up to PSPXDP_HEARTBEAT_TIMEOUT_NS, while TC still sends
+// to the dead pacer: not alive either.)
+bool pacer_alive(const Snapshot &s);
 // The device's classes (and with stats its counters; rates when before is
 // given: measured from before to s).
+// Text with stats and !detail: one line per class, device-wide counters not
+// 0 (stats' default); JSON is the same either way.
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
-                  bool stats);
+                  bool stats, bool detail = true);
 
 // s in the Prometheus text exposition format (prometheus.cpp): per-class
 // series for the classes o selects, device-wide ones always. `stats --format

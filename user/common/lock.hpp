@@ -17,6 +17,7 @@
 #include "core/result.hpp"
 
 #include <string>
+#include <sys/types.h>
 
 namespace pspxdp::common {
 
@@ -42,6 +43,10 @@ class DevLock {
     explicit DevLock(std::string dev) : dev_(std::move(dev)) {}
     std::string dev_; // empty when moved from
 };
+
+// The pid of another process holding DEV's lock now, 0 if none (or the lock
+// file cannot be read): status and attach name who is at work on DEV.
+pid_t lock_holder(const Paths &p);
 
 // /run/pspxdp, created 0755 when missing.
 Result<void> ensure_run_dir();

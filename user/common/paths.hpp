@@ -16,6 +16,10 @@
 namespace pspxdp::common {
 
 inline constexpr const char *kRunDir = "/run/pspxdp";
+// Members of this group may read every attached device's pins (status,
+// show, stats, save without privileges) when it exists: attach gives it
+// DEV's pin directory and pins; the package creates it.
+inline constexpr const char *kReadGroup = "pspxdp";
 inline constexpr const char *kPinRoot = PSPXDP_PIN_ROOT;
 
 struct Paths {

@@ -29,10 +29,8 @@ Result<Fd> open_pinned_map(const Paths &p, std::string_view map, uint32_t key_si
     }
     if (fd == -EACCES || fd == -EPERM) {
         if (access == Access::Read)
-            return err("reading " + p.dev + "'s pins: permission denied on " + path +
-                       " (run as root or with CAP_DAC_READ_SEARCH, or have root grant read "
-                       "access to " +
-                       p.pin_dir + ")");
+            return err("permission denied: reading " + p.dev + "'s pins (" + path +
+                       "): run as root (group " + kReadGroup + " can read)");
         return err("changing " + p.dev + "'s configuration: permission denied on " + path +
                    " (the pins are root's: run as root, or with CAP_DAC_OVERRIDE)");
     }

@@ -135,6 +135,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
                        common::errno_text(errno));
     }
     config_gen_ = maps_->config_gen();
+    logged_ = maps_->state();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
     table_->free_orphans();
     logf("started: line rate %llu bit/s, %s, gap horizon %s, window %llu B, buffer %u frames of "
@@ -356,6 +357,23 @@ void Loop::wait_backlogged(uint64_t now) {
         sleep_until(now, deadline);
 }
 
+// A configuration change of the device (not of a class: the class table
+// logs those) in the daemon's log, saying what changed.
+static void log_device_changes(pspxdp_pacer_state &last, const pspxdp_pacer_state &now,
+                               uint64_t gen) {
+    if (now.line_rate_bps != last.line_rate_bps)
+        logf("line rate %s -> %s (config_gen %llu)", format_rate(last.line_rate_bps).c_str(),
+             format_rate(now.line_rate_bps).c_str(), (unsigned long long)gen);
+    const uint32_t was = pspxdp_classid_raw(last.default_classid);
+    const uint32_t is = pspxdp_classid_raw(now.default_classid);
+    if (was != is)
+        logf("default class %s -> %s (config_gen %llu)",
+             format_classid(ClassId::from_raw(was)).c_str(),
+             format_classid(ClassId::from_raw(is)).c_str(), (unsigned long long)gen);
+    last.line_rate_bps = now.line_rate_bps;
+    last.default_classid = now.default_classid;
+}
+
 int Loop::run(const volatile sig_atomic_t &stop) {
     next_tick_ns_ = 0; // the first pass beats: TC may hand over from now on
     while (!stop) {
@@ -363,6 +381,7 @@ int Loop::run(const volatile sig_atomic_t &stop) {
         uint64_t gen = maps_->config_gen();
         if (gen != config_gen_) {
             config_gen_ = gen;
+            log_device_changes(logged_, maps_->state(), gen);
             table_->reconcile(now);
         }
         now = move_frames();

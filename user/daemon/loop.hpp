@@ -79,6 +79,7 @@ class Loop {
     uint64_t send_median_ns_ = 0; // clockless: how long deciding and sending a frame takes
     int epfd_ = -1;               // RX sockets, EPOLLIN: registered once
     uint64_t config_gen_ = 0;
+    pspxdp_pacer_state logged_{}; // line rate and default class last logged
     uint64_t next_tick_ns_ = 0;
     uint64_t ticks_ = 0;
     uint64_t wake_ns_ = 0;  // the engine's (or the batch's) Wait: nothing before this

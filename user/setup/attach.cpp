@@ -16,7 +16,11 @@
 #include <bpf/bpf.h>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <linux/magic.h>
+#include <map>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 namespace pspxdp::setup {
@@ -92,6 +96,71 @@ std::string old_why(const Probe &pr) {
     return {};
 }
 
+// The options of the daemon's argv, "--name" -> value ("" for a flag).
+std::map<std::string, std::string> option_map(const std::vector<std::string> &args) {
+    std::map<std::string, std::string> m;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (!args[i].starts_with("--")) continue;
+        const bool valued = i + 1 < args.size() && !args[i + 1].starts_with("--");
+        m[args[i]] = valued ? args[i + 1] : "";
+        if (valued) ++i;
+    }
+    return m;
+}
+
+std::vector<std::string> cmdline_of(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+    std::vector<std::string> out;
+    for (std::string a; std::getline(f, a, '\0');) out.push_back(a);
+    return out;
+}
+
+// How an attachment alive already differs from what this attach asks for,
+// in words ("line rate 1Gbit, not 500Mbit"); empty when the same. Compared:
+// what the state file records, the default class when the user gave one, and
+// the daemon's argv (clock, buffer, spin, CPU, config file...).
+std::string difference(const Paths &p, const Probe &pr, const AttachRequest &req,
+                       const AttachOptions &opt) {
+    const AttachState &s = *pr.state;
+    auto num = [](const char *what, const std::string &have, const std::string &want) {
+        return std::string(what) + " " + have + ", not " + want;
+    };
+    if (s.line_rate_bps != req.line_rate_bps)
+        return num("line rate", format_rate(s.line_rate_bps), format_rate(req.line_rate_bps));
+    if (s.queues != req.queues)
+        return num("sockets", std::to_string(s.queues), std::to_string(req.queues));
+    if (s.window_bytes != req.window_bytes)
+        return num("window", std::to_string(s.window_bytes) + " B",
+                   std::to_string(req.window_bytes) + " B");
+    if (opt.default_classid_given) {
+        auto fd = common::open_pinned_map<uint32_t, pspxdp_pacer_state>(p, "pacer_state",
+                                                                        common::Access::Read);
+        uint32_t key = 0;
+        pspxdp_pacer_state st{};
+        if (fd && bpf_map_lookup_elem(fd->get(), &key, &st) == 0 &&
+            PSPXDP_CLASSID(st.default_classid.major, st.default_classid.minor) !=
+                req.default_classid)
+            return num("default class",
+                       format_classid(ClassId{st.default_classid.major, st.default_classid.minor}),
+                       format_classid(ClassId::from_raw(req.default_classid)));
+    }
+    const auto argv = cmdline_of(pr.daemon);
+    if (argv.size() < 3 || argv[1] != "daemon" || argv[2] != p.dev)
+        return "its daemon (pid " + std::to_string(pr.daemon) +
+               ") is a foreground pspxdp attach, whose options are not compared";
+    const auto have = option_map({argv.begin() + 3, argv.end()});
+    const auto want = option_map(opt.daemon_args);
+    for (const auto &m : {have, want})
+        for (const auto &[name, v] : m) {
+            auto h = have.find(name);
+            auto w = want.find(name);
+            const std::string hv = h == have.end() ? "(not given)" : h->second;
+            const std::string wv = w == want.end() ? "(not given)" : w->second;
+            if (hv != wv) return name + (hv.empty() ? "" : " " + hv) + ", not " + wv;
+        }
+    return {};
+}
+
 } // namespace
 
 const char *kind_name(K k) {
@@ -102,6 +171,7 @@ const char *kind_name(K k) {
     case K::DevGone: return "device gone";
     case K::Elsewhere: return "attached elsewhere";
     case K::Broken: return "broken";
+    case K::HalfMade: return "half attached";
     }
     return "?";
 }
@@ -153,10 +223,32 @@ Probe probe(const Paths &p) {
                  " and pspxdp attach " + p.dev + " (classes and filters are kept)";
         return r;
     }
+    // The last step of build() records tc_attached: an attachment without
+    // it and without a daemon is one an attach did not finish (killed
+    // midway, or still at work: the lock says who).
+    if (!s.tc_attached && !r.daemon && s.stopped.empty()) {
+        r.kind = K::HalfMade;
+        const pid_t holder = common::lock_holder(p);
+        r.why = holder ? p.dev + " is being attached by another pspxdp (pid " +
+                             std::to_string(holder) + ")"
+                       : p.dev + " is half attached (an attach was stopped before it finished: " +
+                             (r.pins ? "" : "no pins, ") + "TC not attached); pspxdp attach " +
+                             p.dev + " replaces it, " + detach_hint(p);
+        return r;
+    }
     if (!r.pins) {
         r.kind = K::Broken;
-        r.why = p.dev + "'s pins under " + p.pin_dir + " are gone (removed by hand?); " +
-                detach_hint(p);
+        struct statfs fs {};
+        if (statfs("/sys/fs/bpf", &fs) != 0 || fs.f_type != BPF_FS_MAGIC)
+            // Not removed: out of sight (ip netns exec mounts its own /sys,
+            // and without CAP_SYS_ADMIN pspxdp cannot leave it).
+            r.why = "cannot see " + p.dev +
+                    "'s pins: /sys/fs/bpf here is not the bpf file "
+                    "system (ip netns exec mounts its own /sys): run pspxdp with nsenter "
+                    "--net=/run/netns/NS instead";
+        else
+            r.why = p.dev + "'s pins under " + p.pin_dir + " are gone (removed by hand?); " +
+                    detach_hint(p);
         return r;
     }
     if (!r.daemon) {
@@ -184,6 +276,7 @@ Result<AttachState> check_here(const Paths &p) {
     case K::DevGone: return *r.state;
     case K::NotAttached: return err(p.dev + " is not attached");
     case K::Elsewhere:
+    case K::HalfMade:
     case K::Broken: return err(r.why);
     }
     return err(r.why);
@@ -237,61 +330,32 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
                        "filter to another prio first");
     }
 
-    Probe pr = probe(p);
-    switch (pr.kind) {
-    case K::Alive:
-        return err(opt.dev + " is already attached (pspxdp detach " + opt.dev + " first)");
-    case K::Elsewhere:
-    case K::Broken: return err(pr.why);
-    case K::NotAttached:
-    case K::Dead:
-    case K::DevGone: break;
-    }
-
-    // The line rate, and what it is checked against: the paced classes a
-    // replaced attachment keeps. Accepting a line rate below them would leave
-    // classes configured that the pacer can never serve.
-    Attached out;
-    uint64_t line = 0;
-    if (opt.line_rate_bps) {
-        line = *opt.line_rate_bps;
-        out.line_rate_source = "--line-rate";
-    } else if (auto mbps = get_speed_mbps(*link)) {
-        line = *mbps * 1000000ull;
-        out.line_rate_source = "ethtool speed";
-    } else {
-        line = 1000000000ull;
-        out.line_rate_source = "default";
-        warn(opt.dev + " reports no link speed (" +
-             (link->kind == "veth" ? "a veth has none" : "unknown") +
-             "); assuming 1Gbit, use --line-rate to set it");
-    }
-    if (pr.pins && pr.kind != K::NotAttached) {
-        auto sum = paced_sum(p);
-        if (!sum) return sum.failure();
-        if (sum->bps > line)
-            return err(opt.dev + "'s paced classes sum to " +
-                       (sum->bps > UINT64_MAX ? std::string("more than 2^64 bit/s")
-                                              : format_rate(uint64_t(sum->bps))) +
-                       " (" + std::to_string(sum->classes) + " classes), above the line rate " +
-                       format_rate(line) + " (" + out.line_rate_source +
-                       "): they could never be served; lower them first (pspxdp class set " +
-                       opt.dev + " CLASSID RATE) or attach with a higher --line-rate");
-    }
-    if (auto pause = get_pause(opt.dev); pause && pause->tx_pause)
-        warn("802.3x TX pause is on on " + opt.dev + ": the switch may stop the wire (ethtool -A " +
-             opt.dev + " tx off)");
-    if (!link->has_carrier()) warn(opt.dev + " has no carrier: nothing will reach the wire");
-
+    // The lock before the look: an attach that looked first could see
+    // another's attachment half built and call it broken. A refusal from
+    // here on leaves no lock file it created (a refused attach changes
+    // nothing).
+    const bool lock_existed = access(p.lock.c_str(), F_OK) == 0;
     auto lock = DevLock::acquire(p, DevLock::Wait::No);
     if (!lock) return lock.failure();
+    Attached out;
     out.lock.swap(lock.value());
-    // Again under the lock: another command may have finished in between.
-    Probe now = probe(p);
-    if (now.kind != pr.kind)
-        return err(opt.dev + " changed while attach looked at it (now " + kind_name(now.kind) +
-                   "); try again");
+    auto refused = [&](const Error &e) -> Result<Attached> {
+        if (!lock_existed) unlink(p.lock.c_str());
+        return e;
+    };
+    Probe pr = probe(p);
+    switch (pr.kind) {
+    case K::Elsewhere:
+    case K::Broken: return refused(err(pr.why));
+    case K::Alive:
+    case K::NotAttached:
+    case K::Dead:
+    case K::DevGone:
+    case K::HalfMade: break;
+    }
 
+    // What this attach asks for, in full: the line rate, the queues, the
+    // window (compared with an attachment alive already, or built).
     AttachRequest req;
     req.dev = opt.dev;
     req.queues = opt.queues;
@@ -299,7 +363,21 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         req.queues = uint32_t(std::clamp<long>(cpus, 1, PSPXDP_MAX_SOCKETS));
     }
-    req.line_rate_bps = line;
+    std::string no_speed; // the warning, given only if something is built
+    if (opt.line_rate_bps) {
+        req.line_rate_bps = *opt.line_rate_bps;
+        out.line_rate_source = "--line-rate";
+    } else if (auto mbps = get_speed_mbps(*link)) {
+        req.line_rate_bps = *mbps * 1000000ull;
+        out.line_rate_source = "ethtool speed";
+    } else {
+        req.line_rate_bps = 1000000000ull;
+        out.line_rate_source = "default";
+        no_speed = opt.dev + " reports no link speed (" +
+                   (link->kind == "veth" ? "a veth has none" : "unknown") +
+                   "); assuming 1Gbit, use --line-rate to set it";
+    }
+    const uint64_t line = req.line_rate_bps;
     // The window: how far the schedule may run ahead of the wire. A NIC's TX
     // ring holds that much already (full frames), so it sizes the window; a
     // veth has no ring and gets the engine's default.
@@ -315,24 +393,66 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
         }
     }
     req.default_classid = opt.default_classid;
+
+    if (pr.kind == K::Alive) {
+        // Scripts and configuration management run attach again: the same
+        // options are no change; other options are refused, naming one.
+        const std::string diff = difference(p, pr, req, opt);
+        if (!diff.empty())
+            return refused(refuse(opt.dev + " is attached already, " + diff + ": pspxdp detach " +
+                                  opt.dev + " first to attach it with other options"));
+        out.state = *pr.state;
+        out.already = opt.dev + " is attached already with these options (daemon pid " +
+                      std::to_string(pr.daemon) + "): nothing to do";
+        DevLock release; // nothing to start: the lock goes now
+        out.lock.swap(release);
+        return out;
+    }
+    if (!no_speed.empty()) warn(no_speed);
+
+    // What a replaced attachment keeps is checked against the line rate:
+    // accepting a line rate below its paced classes would leave classes
+    // configured that the pacer can never serve.
+    if (pr.pins && pr.kind != K::NotAttached) {
+        auto sum = paced_sum(p);
+        if (!sum) return refused(sum.failure());
+        if (sum->bps > line)
+            return refused(
+                err(opt.dev + "'s paced classes sum to " +
+                    (sum->bps > UINT64_MAX ? std::string("more than 2^64 bit/s")
+                                           : format_rate(uint64_t(sum->bps))) +
+                    " (" + std::to_string(sum->classes) + " classes), above the line rate " +
+                    format_rate(line) + " (" + out.line_rate_source +
+                    "): they could never be served; lower them first (pspxdp class set " + opt.dev +
+                    " CLASSID RATE) or attach with a higher --line-rate"));
+    }
+    if (auto pause = get_pause(opt.dev); pause && pause->tx_pause)
+        warn("802.3x TX pause is on on " + opt.dev + ": the switch may stop the wire (ethtool -A " +
+             opt.dev + " tx off)");
+    if (!link->has_carrier()) warn(opt.dev + " has no carrier: nothing will reach the wire");
+    const Probe &now = pr;
     if (now.state) {
         // Replace the dead attachment: everything it created goes (so nothing
         // is duplicated), except the pins - the user's classes and filters,
         // which the new programs reuse - and its clsact qdisc, handed on as
         // still ours so a detach removes it later.
-        warn(opt.dev + "'s attachment is dead (" + kind_name(now.kind) +
-             (old_why(now).empty() ? "" : ": " + old_why(now)) +
-             "; TC was passing traffic unpaced): replacing it, classes and filters kept");
+        if (now.kind == K::HalfMade)
+            warn(opt.dev + " was half attached (an attach stopped before it finished): "
+                           "replacing what it made");
+        else
+            warn(opt.dev + "'s attachment is dead (" + kind_name(now.kind) +
+                 (old_why(now).empty() ? "" : ": " + old_why(now)) +
+                 "; TC was passing traffic unpaced): replacing it, classes and filters kept");
         if (now.daemon) (void)stop(p, stop_grace_ms(now.state)); // DEV gone under a live daemon
         AttachState old = *now.state;
-        const bool same_dev = now.kind == K::Dead;
+        const bool same_dev = now.kind == K::Dead || now.kind == K::HalfMade;
         req.clsact_ours = same_dev && old.clsact_created;
         old.clsact_created = false;
         if (!same_dev) old.tc_attached = false; // went with the old device
         Notes notes;
         if (auto r = teardown(p, old, notes, true); !r)
-            return err("removing the dead attachment: " + r.error() + " (try pspxdp detach " +
-                       opt.dev + ")");
+            return refused(err("removing the dead attachment: " + r.error() +
+                               " (try pspxdp detach " + opt.dev + ")"));
         for (const auto &n : notes) warn(n);
         out.replaced = true;
     }
@@ -404,8 +524,10 @@ Result<Detached> detach(const Paths &p) {
             any |= pacer_veth_owner(s.dev_ifindex) == Ownership::Ours;
         }
         if (!any) {
+            // Scripts run detach again: nothing to do is no failure.
             remove_run_files(p);
-            return err(p.dev + " is not attached");
+            out.was_attached = false;
+            return out;
         }
         s.clsact_created = false; // no record says it is ours
     }

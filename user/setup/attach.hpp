@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace pspxdp::setup {
 
@@ -31,6 +32,7 @@ struct Probe {
         DevGone,     // attached here, but DEV was deleted or re-created (other ifindex)
         Elsewhere,   // attached in another network namespace
         Broken,      // state file or pins removed by hand: detach cleans up
+        HalfMade,    // an attach stopped (killed) before it finished, or still at work
     };
     Kind kind = Kind::NotAttached;
     std::optional<AttachState> state;
@@ -63,6 +65,12 @@ struct AttachOptions {
     uint32_t default_classid = PSPXDP_CLASSID(1, 0xffff);
     bool force = false; // attach even on a NIC known to drop host-sent PAUSE frames
     std::string driver; // DEV's driver; empty: ethtool's answer (tests inject one)
+    // Given by the user, not defaults: only these are compared with an
+    // attachment that is alive already (the default class can change since).
+    bool default_classid_given = false;
+    // The daemon's arguments (daemon::to_args): an attachment alive already
+    // is the same when its daemon runs with these.
+    std::vector<std::string> daemon_args;
 };
 
 struct Attached {
@@ -70,14 +78,21 @@ struct Attached {
     std::string line_rate_source; // "--line-rate", "ethtool speed", "default"
     std::string window_source;    // "--window", "TX ring of N", "default"
     bool replaced = false;        // a dead attachment was replaced
-    DevLock lock;                 // held until the caller has started the daemon
+    // Not empty: DEV was attached already, with these options; nothing was
+    // done, and this says so in one line. (No lock is held then.)
+    std::string already;
+    DevLock lock; // held until the caller has started the daemon
 };
 
 using Warn = std::function<void(const std::string &)>;
 
 // Checks everything first - a refused attach changes nothing - then, under
-// DEV's lock, replaces a dead attachment (keeping its pins: the classes and
-// filters) and builds the new one. Does not start the daemon.
+// DEV's lock (the probe too: two attaches racing see each other's work as
+// "being attached", never as a broken attachment), replaces a dead or
+// half-made attachment (keeping its pins: the classes and filters) and builds
+// the new one. Does not start the daemon. DEV alive already with the same
+// options: `already` says so and nothing changes; with other options:
+// refused (exit 2), naming the first difference.
 Result<Attached> attach(const AttachOptions &opt, const Warn &warn);
 
 // Starts DEV's daemon and waits for its first heartbeat; on failure stops
@@ -87,7 +102,8 @@ Result<pid_t> start_daemon(const Paths &p, const AttachState &s,
 
 struct Detached {
     bool daemon_stopped = false;
-    Notes notes; // what was left in place because it is not pspxdp's
+    bool was_attached = true; // false: nothing of pspxdp's was there (not an error)
+    Notes notes;              // what was left in place because it is not pspxdp's
 };
 // Removes everything pspxdp created for DEV from whatever state it is in
 // (complete, partly attached, state file or pins removed by hand, DEV gone),

@@ -17,11 +17,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/if_link.h>
 #include <linux/magic.h>
 #include <sys/mount.h>
@@ -204,6 +206,36 @@ Result<PacedSum> paced_sum(const Paths &p) {
     return sum;
 }
 
+// Read access by design: when the group kReadGroup exists (the package
+// creates it), DEV's pin directory and pins are root:pspxdp 0750/0640, so
+// its members run status, show, stats and save without privileges (maps
+// opened BPF_F_RDONLY); writing stays root's. Without the group: root only.
+static Result<void> share_pins(const Paths &p) {
+    const group *g = getgrnam(common::kReadGroup);
+    if (!g) return {};
+    auto share = [&](const std::string &path, mode_t mode) -> Result<void> {
+        if (chown(path.c_str(), uid_t(-1), g->gr_gid) != 0 || chmod(path.c_str(), mode) != 0)
+            return err(common::path_error(
+                std::string("giving group ") + common::kReadGroup + " read access", path, errno));
+        return {};
+    };
+    if (auto r = share(p.pin_dir, 0750); !r) return r;
+    DIR *d = opendir(p.pin_dir.c_str());
+    if (!d) return err(common::path_error("listing the pins of " + p.dev, p.pin_dir, errno));
+    Result<void> out;
+    while (dirent *e = readdir(d))
+        if (e->d_type == DT_REG && out) out = share(p.pin_dir + "/" + e->d_name, 0640);
+    closedir(d);
+    return out;
+}
+
+// Tests kill attach at one of build()'s steps (PSPXDP_TEST_KILL_AT=veth,
+// ...): what a kill -9 a few ms in leaves, deterministically.
+static void kill_point(const char *step) {
+    const char *at = std::getenv("PSPXDP_TEST_KILL_AT");
+    if (at && std::strcmp(at, step) == 0) raise(SIGKILL);
+}
+
 Result<AttachState> build(const AttachRequest &req) {
     Paths p = paths_for(req.dev);
     auto dev = get_link(req.dev);
@@ -237,6 +269,7 @@ Result<AttachState> build(const AttachRequest &req) {
     };
     // The state file goes first: whatever happens next, detach can undo it.
     if (auto r = write_state(p, s); !r) return r.failure();
+    kill_point("state");
 
     // A pair left by a crashed run would make creation fail with EEXIST;
     // it can go if it is ours (name, kind and peer), never otherwise.
@@ -256,6 +289,7 @@ Result<AttachState> build(const AttachRequest &req) {
         return fail(r.error());
     s.veth_created = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    kill_point("veth");
     for (const auto &n : {s.pacer_a, s.pacer_b})
         if (auto r = disable_ipv6(n); !r) return fail(r.error());
     if (auto r = set_tx_checksum(s.pacer_a, false); !r) return fail(r.error());
@@ -268,13 +302,13 @@ Result<AttachState> build(const AttachRequest &req) {
     s.pacer_a_ifindex = a->ifindex;
     s.pacer_b_ifindex = b->ifindex;
 
-    // The root readable by all (an administrator may grant read access to
-    // one device's pins: status and show then work for that user), DEV's
-    // directory root's only.
+    // The root readable by all, DEV's directory root's only until
+    // share_pins() gives group kReadGroup read access.
     if (auto r = common::mkdir_p(common::kPinRoot, 0755); !r) return fail(r.error());
     if (auto r = common::mkdir_p(p.pin_dir, 0700); !r) return fail(r.error());
     s.pins_created = true; // this attachment's: a detach removes them
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    kill_point("pins");
 
     cls = classifier_bpf__open();
     if (!cls) return fail("opening classifier BPF object: " + libbpf_err(errno));
@@ -287,6 +321,9 @@ Result<AttachState> build(const AttachRequest &req) {
                     p.pin_dir + " from an older version? detach first)");
     if (int rc = redirect_bpf__load(rdr))
         return fail("loading redirect BPF program: " + libbpf_err(rc));
+
+    if (auto r = share_pins(p); !r) return fail(r.error());
+    kill_point("loaded");
 
     // clsact: ours if we create it here, or if the attachment this one
     // replaces created it; a clsact someone else made is shared, never ours.
@@ -308,6 +345,7 @@ Result<AttachState> build(const AttachRequest &req) {
     if (rc) return fail("attaching XDP (native) on " + s.pacer_b + ": " + libbpf_err(rc));
     s.xdp_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    kill_point("xdp");
 
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = int(s.dev_ifindex), .attach_point = BPF_TC_EGRESS);
     rc = qdisc->empty() ? bpf_tc_hook_create(&hook) : 0;
@@ -316,6 +354,7 @@ Result<AttachState> build(const AttachRequest &req) {
         return fail("creating clsact qdisc on " + s.dev + ": " + libbpf_err(rc));
     s.clsact_created = clsact_ours;
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    kill_point("clsact");
     // A filter at our handle/prio is replaced only if it is ours (a leftover
     // of a crashed pspxdp whose state file went); the caller refused a
     // foreign one, and this checks again.
@@ -332,6 +371,7 @@ Result<AttachState> build(const AttachRequest &req) {
     if (rc) return fail("attaching TC egress filter on " + s.dev + ": " + libbpf_err(rc));
     s.tc_attached = true;
     if (auto r = write_state(p, s); !r) return fail(r.error());
+    kill_point("tc");
 
     // The kernel holds the programs (TC filter, XDP link) and the pins hold
     // the maps; the skeletons can go.

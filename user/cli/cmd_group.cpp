@@ -41,7 +41,7 @@ int run_join(const Args &args) {
     cfg.budget_bps = args.number("budget");
     cfg.classid = args.classid("class").raw();
     cfg.weight = uint32_t(args.number("weight"));
-    cfg.floor_bps = args.number("floor");
+    cfg.floor_bps = args.has("floor") ? args.number("floor") : 0;
     cfg.log_path = args.has("log") ? args.text("log") : "";
     cfg.timing.lease_ttl_ns = args.number("ttl");
     // etcd's leases are in whole seconds, and the deadline must be computed
@@ -260,7 +260,7 @@ const Command kGroup = {
          .by_default(1)
          .within(1, 1000000),
      opt(OptType::Rate, "floor", 'f', "RATE", "join: the rate this host always keeps")
-         .by_default(0),
+         .default_is("none (0)"),
      opt(OptType::String, "name", 'n', "HOST", "join: this host's name in the group")
          .default_is("the host name"),
      opt(OptType::String, "log", 'l', "FILE", "join: the applied-rate log")

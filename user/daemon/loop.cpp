@@ -97,6 +97,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     clock_ = resolve_wire_clock(cfg.clock, dev->driver);
     ec.clockless = clock_.clockless;
     ec.gap_horizon_ns = cfg.gap_horizon_ns;
+    ec.burst_bytes = cfg.burst.resolve(framing_.mtu_unit_bytes());
     engine_ = std::make_unique<Engine>(ec);
     // What this daemon runs with (status reads it): settings, not counters.
     maps_->daemon().clockless = clock_.clockless;
@@ -272,6 +273,7 @@ void Loop::publish_counts() {
     d.kick_errors = base_.kick_errors + p.kick_errors;
     // XDP's own count, kept in its pinned map across daemons.
     d.no_socket = maps_->xdp_counter(PSPXDP_XDP_NO_SOCKET);
+    table_->publish_late_lost();
 }
 
 void Loop::check_accounting(const char *when) {

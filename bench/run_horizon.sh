@@ -41,19 +41,23 @@
 #    normal priority waits for the CPU for milliseconds, which no bound
 #    absorbs; tbf runs in softirq either way).
 #
-#   sudo bench/run_horizon.sh [--seconds S] [--only A|B|C] [--runs N] [--rt]
+#    --bounds "N ...": C's bounds in MTU (default "2 3 4 8").
+#
+#   sudo bench/run_horizon.sh [--seconds S] [--only A|B|C] [--runs N] [--rt] [--bounds "N ..."]
 set -u
 SECS=3
 ONLY=
 RUNS=3
 RT=()
+BOUNDS="2 3 4 8"
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
     --runs) RUNS=${2:?}; shift 2 ;;
     --rt) RT=(--rt); shift ;;
-    -h | --help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bounds) BOUNDS=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
@@ -236,7 +240,8 @@ fi
 if [[ $ONLY == C || -z $ONLY ]]; then
     # Not --rt, as B.
     MIX3=("5001 333mbit 433mbit" "5002 77mbit 100mbit" "5003 21500kbit 28mbit" "5004 - 600mbit")
-    for mtus in 2 3 4 8; do
+    for mtus in $BOUNDS; do
+        [[ $mtus =~ ^[0-9]+$ ]] && ((mtus >= 1)) || { echo "--bounds: whole MTUs" >&2; exit 2; }
         MODE_ARGS=(--clock none --burst "${mtus}mtu" "${RT[@]}")
         TBF_BURST=$((mtus * 1518))
         for r in 10 100 500; do

@@ -129,9 +129,10 @@ inline constexpr uint64_t kGapHorizonInf = UINT64_MAX;
 inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 
 // Clockless, the burst bound a class gets when neither it nor the attachment
-// sets one (`class ... burst`, `attach --burst`), in largest frames: the
-// smallest that kept the real-time rate within 0.1 % at 10-500 Mbit/s on
-// this project's VM (docs/design.md §4.5).
+// sets one (`class ... burst`, `attach --burst`), in largest frames: half
+// the wake-ups of one frame each below ~240 Mbit/s for one frame more of
+// burst. Not chosen by the 0.1 % rate criterion: on this project's loaded
+// VM no bound up to 8 MTU met it (docs/design.md §4.5).
 inline constexpr uint64_t kDefaultBurstMtus = 3;
 // Clockless, how late a wake-up may come at no cost in rate: the engine
 // plans a class's wake-up this long before the class would exceed its

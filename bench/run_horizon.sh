@@ -26,23 +26,48 @@
 #    rate, rate error, machine CPU (kernel time machine-wide + the daemon's
 #    user time, in cores: other work on the machine adds to every row).
 #
-#   sudo bench/run_horizon.sh [--seconds S] [--only A|B]
+# C. the burst bound (issue 18): for bounds of 2, 3, 4 and 8 MTU, one flow
+#    at 10, 100 and 500 Mbit/s (offered as in B), RUNS runs each: pspxdp
+#    clockless with `attach --burst NmtU` beside tbf with a bucket of the
+#    same size (N * 1518 B, stab overhead 4) on the same veth. Then the
+#    three-class mix 333/77/21.5 Mbit/s (offered 1.3x) beside a greedy
+#    unclassified flow (600 Mbit/s offered, the default class), pspxdp only.
+#    The capture starts once the backlogs are built (0.5 s in), so the rate
+#    is the steady one (a full bucket at the start, tbf's and pspxdp's
+#    alike, is not in it). Per row: real-time burstiness at the target, rate
+#    error (worst of RUNS), machine CPU, the daemon's late_lost_ns.
+#
+#    --sched POLICY: pspxdp's daemon policy in C (normal, fifo or deadline;
+#    default: the daemon's default, deadline). On a loaded machine a daemon
+#    at normal priority waits for the CPU for milliseconds, which no bound
+#    absorbs; tbf runs in softirq either way.
+#
+#    --bounds "N ...": C's bounds in MTU (default "2 3 4 8").
+#
+#   sudo bench/run_horizon.sh [--seconds S] [--only A|B|C] [--runs N] [--sched POLICY] [--bounds "N ..."]
 set -u
 SECS=3
 ONLY=
+RUNS=3
+SCHED=()
+BOUNDS="2 3 4 8"
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --runs) RUNS=${2:?}; shift 2 ;;
+    --sched) SCHED=(--sched "${2:?}"); shift 2 ;;
+    --bounds) BOUNDS=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
 [[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 1 && SECS <= 60)) || { echo "--seconds: 1..60" >&2; exit 2; }
+[[ $RUNS =~ ^[0-9]+$ ]] && ((RUNS >= 1 && RUNS <= 10)) || { echo "--runs: 1..10" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_horizon "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
-psp_lab_begin bhz 10.88.0
+psp_lab_begin "${BENCH_TAG:-bhz}" 10.88.0 # BENCH_TAG: the namespaces' tag
 NET=10.88.0
 SIZE=1472 # UDP payload: 1514-byte frames
 ROWS=$TMP/rows.jsonl
@@ -62,12 +87,13 @@ measure() {
         args+=(--flow "$NET.2:$port:$offer")
     done
     [[ -f /run/pspxdp/$DEV.pid ]] && pid=$(cat /run/pspxdp/$DEV.pid)
-    psp_capture "$D" $PEER "$out" 524288
-    cap=$PSP_CAPTURE_PID
+    # C: the capture starts on the steady state (see the top).
+    [[ $table != C ]] && { psp_capture "$D" $PEER "$out" 524288; cap=$PSP_CAPTURE_PID; }
     $N nice -n -5 timeout $((SECS + 10)) "$TRAFFIC" send "${args[@]}" --size $SIZE \
         --seconds $((SECS + 1)) >"$out.send.json" 2>/dev/null &
     snd=$!
     sleep 0.5 # backlogs build up
+    [[ $table == C ]] && { psp_capture "$D" $PEER "$out" 524288; cap=$PSP_CAPTURE_PID; }
     [[ $pid != 0 ]] && $N "$PSPXDP" status $DEV -j >"$out.s0"
     local t0 c0 k0
     t0=$(date +%s.%N) c0=$(cpu_ticks $pid) k0=$(kernel_ticks)
@@ -75,6 +101,7 @@ measure() {
     local t1 c1 k1
     t1=$(date +%s.%N) c1=$(cpu_ticks $pid) k1=$(kernel_ticks)
     [[ $pid != 0 ]] && $N "$PSPXDP" status $DEV -j >"$out.s1"
+    [[ $pid != 0 ]] && $N "$PSPXDP" stats $DEV -j >"$out.st1"
     wait $snd
     sleep 0.2
     kill -INT $cap
@@ -82,7 +109,8 @@ measure() {
     local fl=() tg=()
     for f in "${flows[@]}"; do
         read -r port rate offer <<<"$f"
-        fl+=(--flow "p$port=proto udp dport $port") tg+=(--target "p$port=$rate")
+        fl+=(--flow "p$port=proto udp dport $port")
+        [[ $rate != - ]] && tg+=(--target "p$port=$rate") # -: unclassified, no target
     done
     "$PSPXDP" analyze "$out.pcap" --real-time "${fl[@]}" "${tg[@]}" -j >"$out.real.json"
     "$PSPXDP" analyze "$out.pcap" --line-rate 1gbit --idle-threshold 50us "${fl[@]}" "${tg[@]}" -j \
@@ -107,8 +135,11 @@ if pid:
     row["pause_share"] = d["gap_bytes"] / max(1, d["gap_bytes"] + d["wire_frame_bytes"] + d["planned_idle_bytes"])
     row["late_wakeups"] = d["late_wakeups"]
     row["underruns"] = d["underruns"]
+    st1 = json.load(open(f"{out}.st1"))
+    row["late_lost_ns"] = sum(c.get("late_lost_ns", 0) for c in st1.get("classes", []))
 else:
     row["pause_per_s"] = row["pause_share"] = row["late_wakeups"] = row["underruns"] = None
+    row["late_lost_ns"] = None
 # What the sender managed to offer per flow (a busy machine's sender may
 # fall short: such a class is not backlogged and its rate is the sender's).
 try:
@@ -118,7 +149,7 @@ except (OSError, ValueError, KeyError, IndexError):
 send_s = float(sys.argv[12])
 classes = []
 for f in real["flows"]:
-    if f["name"] == "other":
+    if f["name"] == "other" or not f.get("target_bps"):
         continue
     port = int(f["name"][1:])
     b = next(x for x in byte["flows"] if x["name"] == f["name"])
@@ -130,7 +161,7 @@ for f in real["flows"]:
 row["classes"] = classes
 # Judged: the classes whose sender offered at least their rate.
 # (Table B: all; a tc shaper's backpressure makes the sender's count its rate.)
-judged = [c for c in classes if table == "B" or c["offered"] is None or c["offered"] >= c["target"]]
+judged = [c for c in classes if table != "A" or c["offered"] is None or c["offered"] >= c["target"]]
 row["judged"] = f"{len(judged)}/{len(classes)}"
 row["burst_real_mtu"] = max((c["real"] for c in judged), default=None)
 row["burst_byte_mtu"] = max((c["byte"] for c in judged), default=None)
@@ -147,6 +178,7 @@ attach_mode() { # attach_mode ARGS... then classes for the flows
     $N "$PSPXDP" attach $DEV --line-rate 1gbit --sockets 2 "${MODE_ARGS[@]}" >/dev/null || return 1
     for f in "$@"; do
         read -r port rate _ <<<"$f"
+        [[ $rate == - ]] && continue # unclassified: the default class
         $N "$PSPXDP" class set $DEV "1:$i" "$rate" >/dev/null || return 1
         $N "$PSPXDP" filter add $DEV proto udp dport "$port" classid "1:$i" >/dev/null || return 1
         i=$((i + 1))
@@ -156,10 +188,11 @@ attach_mode() { # attach_mode ARGS... then classes for the flows
 # stab overhead 4: tc then counts a frame's FCS, as pspxdp's rates and the
 # analyzer's targets do (else tc's "10mbit" is 0.26 % more in L2 bytes with
 # FCS, and the burstiness at the target grows with the run).
-tbf_mode() { # one flow: tbf at its rate, a 2-MTU bucket (3028 B)
+tbf_mode() { # one flow: tbf at its rate, a bucket of TBF_BURST bytes (2 MTU: 3028 B)
     local port rate
     read -r port rate _ <<<"$1"
-    $N tc qdisc replace dev $DEV root stab overhead 4 tbf rate "$rate" burst 3028 limit 262144
+    $N tc qdisc replace dev $DEV root stab overhead 4 tbf rate "$rate" burst "${TBF_BURST:-3028}" \
+        limit 262144
 }
 htb_mode() {
     local port rate
@@ -176,7 +209,7 @@ teardown_shaper() {
 ONE=("5001 20mbit 25mbit")
 MIX=("5001 500mbit 600mbit" "5002 300mbit 360mbit" "5003 100mbit 120mbit" "5004 50mbit 60mbit"
      "5005 20mbit 24mbit")
-if [[ $ONLY != B ]]; then
+if [[ -z $ONLY || $ONLY == A ]]; then
     for mode in "H=inf" "H=50us" "clockless"; do
         case $mode in
         H=inf) MODE_ARGS=(--sched fifo --clock byte --gap-horizon inf) ;;
@@ -189,7 +222,7 @@ if [[ $ONLY != B ]]; then
         measure A "$mode" "mix" attach_mode "${MIX[@]}"
     done
 fi
-if [[ $ONLY != A ]]; then
+if [[ -z $ONLY || $ONLY == B ]]; then
     # Not --sched fifo: at 500 Mbit/s the clockless daemon spins from frame to frame,
     # and a SCHED_FIFO task that does leaves the fair tasks on its CPU
     # (ksoftirqd) only its naps: the kernel's fair server (6.12+, in place
@@ -203,6 +236,28 @@ if [[ $ONLY != A ]]; then
         measure B "pspxdp clockless" "${r}M" attach_mode "$FLOW"
         measure B "tbf burst 2 MTU" "${r}M" tbf_mode "$FLOW"
         measure B "htb" "${r}M" htb_mode "$FLOW"
+    done
+fi
+if [[ $ONLY == C || -z $ONLY ]]; then
+    # The daemon's default policy unless --sched, as B.
+    MIX3=("5001 333mbit 433mbit" "5002 77mbit 100mbit" "5003 21500kbit 28mbit" "5004 - 600mbit")
+    for mtus in $BOUNDS; do
+        [[ $mtus =~ ^[0-9]+$ ]] && ((mtus >= 1)) || { echo "--bounds: whole MTUs" >&2; exit 2; }
+        MODE_ARGS=(--clock none --burst "${mtus}mtu" "${SCHED[@]}")
+        TBF_BURST=$((mtus * 1518))
+        for r in 10 100 500; do
+            offer=$((r * 13 / 10)); ((offer > r + 200)) && offer=$((r + 200))
+            FLOW="5001 ${r}mbit ${offer}mbit"
+            for run in $(seq "$RUNS"); do
+                echo "C: bound ${mtus} MTU, ${r} Mbit/s, run $run: pspxdp, tbf" >&2
+                measure C "pspxdp ${mtus}" "${r}M" attach_mode "$FLOW"
+                measure C "tbf ${mtus}" "${r}M" tbf_mode "$FLOW"
+            done
+        done
+        for run in $(seq "$RUNS"); do
+            echo "C: bound ${mtus} MTU, the three-class mix, run $run" >&2
+            measure C "pspxdp ${mtus}" "mix" attach_mode "${MIX3[@]}"
+        done
     done
 fi
 
@@ -234,6 +289,49 @@ if b:
     for r in b:
         print(f"| {r['load']} | {r['mode']} | {f(r['burst_real_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | "
               f"{f(r['machine_cores'], '.2f')} | {f(r['daemon_cpu_pct'], '.1f')} |")
+c = [r for r in rows if r["table"] == "C"]
+if c:
+    print()
+    print("C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside tbf burst N MTU")
+    print("(min..max over the runs; rate err: the worst run's sign kept)")
+    print("| bound | rate | shaper | runs | burst at target MTU | rate err % | machine CPU cores | daemon CPU % | late_lost ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    keys = []
+    for r in c:
+        k = (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0])
+        if k not in keys:
+            keys.append(k)
+    def span(vals, fmt):
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            return "-"
+        lo, hi = min(vals), max(vals)
+        return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}..{format(hi, fmt)}"
+    for k in keys:
+        if k[1] == "mix":
+            continue
+        rs = [r for r in c if (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0]) == k]
+        worst = max((r["rate_err_pct"] for r in rs if r["rate_err_pct"] is not None), key=abs, default=None)
+        print(f"| {k[0]} | {k[1]} | {k[2]} | {len(rs)} | {span([r['burst_real_mtu'] for r in rs], '.2f')} | "
+              f"{f(worst, '+.3f')} | {span([r['machine_cores'] for r in rs], '.2f')} | "
+              f"{span([r['daemon_cpu_pct'] for r in rs], '.1f')} | "
+              f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
+    mix = [r for r in c if r["load"] == "mix"]
+    if mix:
+        print()
+        print("C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % worst run, burst MTU max)")
+        print("| bound | runs | 333 Mbit/s | 77 Mbit/s | 21.5 Mbit/s | machine CPU cores | late_lost ms |")
+        print("|---|---|---|---|---|---|---|")
+        for mtus in sorted({int(r["mode"].split()[1]) for r in mix}):
+            rs = [r for r in mix if int(r["mode"].split()[1]) == mtus]
+            cells = []
+            for target in (333e6, 77e6, 21.5e6):
+                cl = [x for r in rs for x in r["classes"] if abs(x["target"] - target) < 1]
+                w = max((x["err"] for x in cl), key=abs, default=None)
+                b = max((x["real"] for x in cl), default=None)
+                cells.append(f"{f(w, '+.3f')} % / {f(b, '.2f')}")
+            print(f"| {mtus} | {len(rs)} | " + " | ".join(cells) + f" | {span([r['machine_cores'] for r in rs], '.2f')} | "
+                  f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
 drops = [r["capture_drops"] for r in rows if r["capture_drops"]]
 if drops:
     print(f"\ncapture drops in some runs: {drops} (those rows' figures are less certain)")

@@ -84,6 +84,11 @@ struct pspxdp_class_config {
                             * class is created and kept for its life: the index of
                             * pacer_stats and of the daemon's class table */
     enum pspxdp_class_kind kind;
+    /* Daemon only (TC reads slot): the class's burst bound in clockless mode
+     * (docs/design.md §4.5), in L2 bytes or in largest frames at DEV's MTU;
+     * at most one is set, both 0: the attachment's default (attach --burst). */
+    __u32 burst_bytes;
+    __u32 burst_mtus;
 };
 #define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
 /* What 0 means in class_config. The default limit is what the class's rate
@@ -198,7 +203,9 @@ enum pspxdp_slot_state {
     X(drop_deleted, "frames still queued when the class was deleted and not sent")                 \
     X(drop_shutdown, "frames still queued when the daemon stopped")                                \
     X(drop_died, "frames a killed daemon held, counted by the next one")                           \
-    X(drop_invalid, "frames the pacer could not send (length, tag)")
+    X(drop_invalid, "frames the pacer could not send (length, tag)")                               \
+    X(late_lost_ns, "clockless: real time given up because a late wake-up exceeded the class's "   \
+                    "burst bound (its rate is short by this much)")
 struct pspxdp_class_counters {
     struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
     enum pspxdp_slot_state state;
@@ -443,8 +450,9 @@ struct pspxdp_lateness {
 static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
 static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(enum pspxdp_slot_state) == 4, "enum fields are 4 bytes");
-static_assert(sizeof(struct pspxdp_class_config) == 40, "class_config layout");
+static_assert(sizeof(struct pspxdp_class_config) == 48, "class_config layout");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, slot) == 32, "class_config");
+static_assert(__builtin_offsetof(struct pspxdp_class_config, burst_bytes) == 40, "class_config");
 static_assert(sizeof(struct pspxdp_tag) == PSPXDP_TAG_BYTES, "tag layout");
 static_assert(sizeof(struct pspxdp_pacer_state) == 40, "pacer_state layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, pacer_ifindex) == 8, "pacer_state");
@@ -452,7 +460,7 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
-static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 14 * 8, "pacer_stats layout");
 static_assert(sizeof(struct pspxdp_daemon_stats) == 33 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");

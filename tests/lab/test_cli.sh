@@ -112,7 +112,10 @@ done <<'TABLE'
 2|class 1:4: ce_threshold "0": out of range 1us..10s|class add @DEV@ 1:4 10mbit ce_threshold 0
 2|class 1:4: ce_threshold "1ms": needs a paced class|class add @DEV@ 1:4 normal ce_threshold 1ms
 2|class 1:4: ce_threshold "abc": time "abc": not a number|class add @DEV@ 1:4 10mbit ce_threshold abc
-2|class 1:4: unknown word "burst"|class add @DEV@ 1:4 10mbit burst 10kb
+2|class 1:4: burst 1000b is below one largest frame (1518 bytes at MTU 1500 of|class add @DEV@ 1:4 10mbit burst 1000
+2|class 1:4: burst "2.5mtu": not a whole number of largest frames|class add @DEV@ 1:4 10mbit burst 2.5mtu
+2|class 1:4: burst "3mtu": needs a paced class|class add @DEV@ 1:4 normal burst 3mtu
+2|class 1:4: unknown word "bucket"|class add @DEV@ 1:4 10mbit bucket 10kb
 2|class 1:4: "limit" needs a value|class add @DEV@ 1:4 10mbit limit
 2|class 1:4: limit given twice ("32kb")|class add @DEV@ 1:4 10mbit limit 64kb limit 32kb
 2|class: unknown action "frob"|class frob @DEV@ 1:1

@@ -502,8 +502,41 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
           "class 1:1: ce_threshold \"0\": out of range 1us..10s");
     CHECK_THAT(bad({"1:1", "normal", "ce_threshold", "1ms"}),
                Catch::StartsWith("class 1:1: ce_threshold \"1ms\": needs a paced class"));
-    CHECK(bad({"1:1", "1mbit", "burst", "1"}) ==
-          "class 1:1: unknown word \"burst\" (expected limit BYTES|TIME or ce_threshold TIME|off)");
+    CHECK(bad({"1:1", "1mbit", "bucket", "1"}) ==
+          "class 1:1: unknown word \"bucket\" (expected limit BYTES|TIME, ce_threshold TIME|off or "
+          "burst SIZE)");
+    CHECK(bad({"1:1", "1mbit", "burst", "2.5mtu"}) ==
+          "class 1:1: burst \"2.5mtu\": not a whole number of largest frames");
+    CHECK(bad({"1:1", "1mbit", "burst", "3mtu", "burst", "4mtu"}) ==
+          "class 1:1: burst given twice (\"4mtu\")");
+    CHECK_THAT(bad({"1:1", "normal", "burst", "3mtu"}),
+               Catch::StartsWith("class 1:1: burst \"3mtu\": needs a paced class"));
+    CHECK(bad({"1:1", "1mbit", "burst", "2gb"}) ==
+          "class 1:1: burst \"2gb\": above 1gb or 65536mtu");
+}
+
+TEST_CASE("class words: burst in bytes or largest frames, round trip, below a frame refused",
+          "[cli][config]") {
+    auto s = control::parse_class_spec(std::vector<std::string>{"1:1", "100mbit", "burst", "3mtu"});
+    REQUIRE(s);
+    CHECK(s->burst.mtus == 3);
+    CHECK(control::format_class_spec(*s) == "1:1 100Mbit burst 3mtu");
+    const pspxdp_class_config c = s->to_config(7);
+    CHECK(c.burst_mtus == 3);
+    CHECK(c.burst_bytes == 0);
+    CHECK(control::ClassSpec::from_config(s->classid, c).same_config(*s));
+    auto b =
+        control::parse_class_spec(std::vector<std::string>{"1:2", "100mbit", "burst", "4.5kb"});
+    REQUIRE(b);
+    CHECK(b->burst.bytes == 4608);
+    CHECK(control::check_rates({*b}, 1'000'000'000, "eth0", 1500));
+    auto small =
+        control::parse_class_spec(std::vector<std::string>{"1:3", "100mbit", "burst", "1000"});
+    REQUIRE(small);
+    auto r = control::check_rates({*small}, 1'000'000'000, "eth0", 1500);
+    REQUIRE_FALSE(r);
+    CHECK(r.error() ==
+          "class 1:3: burst 1000b is below one largest frame (1518 bytes at MTU 1500 of eth0)");
 }
 
 TEST_CASE("rates against the wire: framing ceiling and the line rate", "[cli][config]") {

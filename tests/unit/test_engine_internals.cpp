@@ -121,12 +121,29 @@ void wheel_against_multiset(uint64_t seed, uint64_t exact_span, size_t mid_block
 // the rules are subtle (lag clamp, fresh classes, gap splitting, real time).
 class ModelEngine {
   public:
-    explicit ModelEngine(const EngineConfig &cfg) : cfg_(cfg) {}
+    explicit ModelEngine(const EngineConfig &cfg) : cfg_(cfg) {
+        if (cfg.clockless) g_ = Engine::kClocklessStartG;
+    }
 
     void set_gap_horizon_ns(uint64_t ns) { cfg_.gap_horizon_ns = ns; }
     void set_clockless(bool on) {
         cfg_.clockless = on;
         planned_ = false;
+        resize();
+    }
+
+    void set_burst(uint32_t k, uint64_t burst) {
+        C &c = cls_[k];
+        const uint64_t old_d = c.lag_limit;
+        c.burst = burst;
+        if (c.rate) {
+            size(c);
+            if (cfg_.clockless) c.clock = std::max(c.clock + old_d, c.lag_limit) - c.lag_limit;
+        }
+        if (c.state == Backlogged) {
+            normal_remove(k);
+            admit(k);
+        }
     }
 
     bool add_class(uint64_t rate, uint32_t expect_cls) {
@@ -136,9 +153,9 @@ class ModelEngine {
         c = C{};
         c.used = true;
         c.rate = rate;
-        c.clock = g_;
         c.state = Idle;
-        if (rate) c.lag_limit = lag_limit_for(rate);
+        if (rate) size(c);
+        c.clock = floor(c);
         paced_sum_ += rate;
         return true;
     }
@@ -154,7 +171,9 @@ class ModelEngine {
             c.clock = g_;
         c.frac = 0;
         c.rate = rate;
-        c.lag_limit = rate ? lag_limit_for(rate) : 0;
+        c.lag_limit = 0;
+        if (rate) size(c);
+        c.clock = std::max(c.clock, floor(c));
         if (c.state == Backlogged) {
             normal_remove(k);
             admit(k);
@@ -175,21 +194,26 @@ class ModelEngine {
         cfg_.line_rate_bps = m;
         anchored_ = false;
         planned_ = false;
+        resize();
+        return true;
+    }
+
+    void resize() {
+        min_slack_ = UINT64_MAX;
         for (uint32_t k = 0; k < cls_.size(); ++k) {
             C &c = cls_[k];
             if (!c.used || !c.rate) continue;
-            c.lag_limit = lag_limit_for(c.rate);
+            size(c);
             c.frac = 0;
             if (c.state == Backlogged) admit(k);
         }
-        return true;
     }
 
     void set_head(uint32_t k, uint32_t len) {
         C &c = cls_[k];
         if (c.state == Idle) {
-            if (c.clock < g_) {
-                c.clock = g_;
+            if (c.clock < floor(c)) {
+                c.clock = floor(c);
                 c.frac = 0;
             }
             c.fresh = true;
@@ -252,14 +276,6 @@ class ModelEngine {
                     counters.underrun_bytes += wire - g_;
                 }
                 anchor(now);
-            } else if (cfg_.clockless && g_ > wire) {
-                // Nothing leaves before the wire reaches G, nothing paced
-                // before its due time.
-                bool eligible = false;
-                for (const C &c : cls_)
-                    if (c.state == Backlogged && c.rate && c.clock <= g_) eligible = true;
-                const uint64_t due = eligible ? g_ : min_paced_clock();
-                return wait(normal_.empty() && due != UINT64_MAX ? due : g_, due, true);
             } else if (!cfg_.clockless && g_ - wire >= cfg_.window_bytes) {
                 return wait(g_ - cfg_.window_bytes + 1, g_, false);
             }
@@ -270,32 +286,36 @@ class ModelEngine {
         uint32_t best = kNone;
         for (uint32_t k = 0; k < cls_.size(); ++k) {
             const C &c = cls_[k];
-            if (c.state != Backlogged || !c.rate || c.clock > g_) continue;
+            if (c.state != Backlogged || !c.rate || (c.clock > g_ && !c.reach_ok)) continue;
             if (best == kNone || c.finish < cls_[best].finish) best = k;
         }
         if (best != kNone) {
             C &c = cls_[best];
-            if (c.fresh && c.clock < g_) {
-                c.clock = g_;
+            if (c.fresh && c.clock < floor(c)) {
+                c.clock = floor(c);
                 c.frac = 0;
                 compute_finish(c);
             }
             c.fresh = false;
-            // Late at the time it is sent beyond what it may catch up: one
-            // frame's period after a late wake-up, else the lag limit.
-            uint64_t limit = c.lag_limit;
-            if (c.clock < jump_to_) {
-                limit -= cfg_.framing.max_gap_wire_bytes();
-                if (cfg_.clockless)
-                    limit -= std::min<uint64_t>(limit / 2,
-                                                uint64_t((unsigned __int128)kClocklessJitterNs *
-                                                         cfg_.line_rate_bps / 8'000'000'000ull));
-            }
-            if (g_ - c.clock > limit) {
-                counters.lag_clamped_bytes += g_ - limit - c.clock;
-                c.clock = g_ - limit;
-                c.frac = 0;
-                compute_finish(c);
+            if (cfg_.clockless) {
+                // Beyond its burst bound: given up.
+                if (c.clock < floor(c)) {
+                    counters.late_lost_bytes += floor(c) - c.clock;
+                    c.clock = floor(c);
+                    c.frac = 0;
+                    compute_finish(c);
+                }
+            } else {
+                // Late at the time it is sent beyond what it may catch up:
+                // one frame's period after a late wake-up, else the lag limit.
+                uint64_t limit = c.lag_limit;
+                if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
+                if (g_ - c.clock > limit) {
+                    counters.lag_clamped_bytes += g_ - limit - c.clock;
+                    c.clock = g_ - limit;
+                    c.frac = 0;
+                    compute_finish(c);
+                }
             }
             c.clock = c.finish;
             c.frac = c.finish_frac;
@@ -306,6 +326,18 @@ class ModelEngine {
         uint64_t min = UINT64_MAX;
         for (const C &c : cls_)
             if (c.state == Backlogged && c.rate) min = std::min(min, c.clock);
+        if (cfg_.clockless) {
+            // A normal frame once the line-rate model has room; else wait
+            // for it or for the earliest paced wake-up.
+            if (!normal_.empty() && vwire_ <= g_) {
+                uint32_t k = normal_.front();
+                normal_.pop_front();
+                return emit_frame(k);
+            }
+            uint64_t due =
+                min == UINT64_MAX ? UINT64_MAX : min + std::min(min_slack_, UINT64_MAX - min);
+            return wait(normal_.empty() ? min : std::min(min, vwire_), due, true);
+        }
         if (!normal_.empty()) {
             uint32_t k = normal_.front();
             uint64_t end = g_ + cfg_.framing.wire_bytes(cls_[k].head_len);
@@ -378,10 +410,38 @@ class ModelEngine {
     struct C {
         bool used = false;
         uint64_t rate = 0, clock = 0, frac = 0, finish = 0, finish_frac = 0, lag_limit = 0;
+        uint64_t burst = 0, reach = 0;
         uint32_t head_len = 0;
         State state = Free;
         bool fresh = false;
+        bool reach_ok = false; // clockless: may leave before its wake-up (admitted so)
     };
+
+    // The burst bound as engine.cpp's size_class(), written out.
+    void size(C &c) {
+        if (!cfg_.clockless) {
+            c.lag_limit = lag_limit_for(c.rate);
+            c.reach = 0;
+            return;
+        }
+        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
+        uint64_t b = c.burst ? c.burst : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
+        b = std::max(b, unit);
+        const u128 t = u128(b) * cfg_.line_rate_bps / c.rate;
+        const uint64_t bound = t > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(t);
+        const uint64_t largest =
+            std::min<uint64_t>(bound, uint64_t(u128(unit) * cfg_.line_rate_bps / c.rate));
+        const uint64_t slack =
+            uint64_t(u128(cfg_.clockless_slack_ns) * cfg_.line_rate_bps / 8'000'000'000ull);
+        c.lag_limit = std::min(bound - largest, slack);
+        c.reach = bound - c.lag_limit;
+        min_slack_ = std::min(min_slack_, c.lag_limit);
+    }
+
+    uint64_t floor(const C &c) const {
+        if (!cfg_.clockless || !c.rate) return g_;
+        return g_ > c.lag_limit ? g_ - c.lag_limit : 0;
+    }
 
     uint64_t lag_limit_for(uint64_t rate) const {
         u128 period = u128(cfg_.framing.mtu_unit_bytes()) * cfg_.line_rate_bps / rate;
@@ -390,7 +450,8 @@ class ModelEngine {
 
     void compute_finish(C &c) {
         if (g_ > c.lag_limit && c.clock < g_ - c.lag_limit) {
-            counters.lag_clamped_bytes += g_ - c.lag_limit - c.clock;
+            (cfg_.clockless ? counters.late_lost_bytes : counters.lag_clamped_bytes) +=
+                g_ - c.lag_limit - c.clock;
             c.clock = g_ - c.lag_limit;
             c.frac = 0;
         }
@@ -401,10 +462,12 @@ class ModelEngine {
 
     void admit(uint32_t k) {
         C &c = cls_[k];
-        if (!c.rate)
+        if (!c.rate) {
             normal_.push_back(k);
-        else
-            compute_finish(c);
+            return;
+        }
+        compute_finish(c);
+        c.reach_ok = cfg_.clockless && (c.finish <= g_ || c.finish - g_ <= c.reach);
     }
 
     void normal_remove(uint32_t k) {
@@ -415,7 +478,11 @@ class ModelEngine {
 
     Decision emit_frame(uint32_t k) {
         C &c = cls_[k];
-        g_ += cfg_.framing.wire_bytes(c.head_len);
+        if (cfg_.clockless)
+            vwire_ = std::max(vwire_, g_) + cfg_.framing.wire_bytes(c.head_len);
+        else
+            g_ += cfg_.framing.wire_bytes(c.head_len);
+        c.reach_ok = false;
         ++counters.frames;
         counters.frame_wire_bytes += cfg_.framing.wire_bytes(c.head_len);
         c.state = Sent;
@@ -440,7 +507,7 @@ class ModelEngine {
     uint64_t held_since_ = UINT64_MAX;
     uint64_t g_ = 0, paced_sum_ = 0, anchor_ns_ = 0, anchor_g_ = 0;
     bool anchored_ = false, idle_ = true, planned_ = false;
-    uint64_t due_ = UINT64_MAX, jump_to_ = 0;
+    uint64_t due_ = UINT64_MAX, jump_to_ = 0, vwire_ = 0, min_slack_ = UINT64_MAX;
     uint32_t backlogged_ = 0;
 };
 
@@ -462,6 +529,7 @@ void same_counters(const EngineCounters &a, const EngineCounters &b) {
     REQUIRE(a.late_wakeups == b.late_wakeups);
     REQUIRE(a.late_bytes == b.late_bytes);
     REQUIRE(a.late_max_bytes == b.late_max_bytes);
+    REQUIRE(a.late_lost_bytes == b.late_lost_bytes);
 }
 
 // What the random workloads exercised, over all seeds: each rule must have
@@ -493,6 +561,10 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
     };
     cfg.gap_horizon_ns = random_horizon();
     cfg.clockless = rng() % 4 == 0;
+    // Burst bounds (clockless): the default, one frame, or a few; slack
+    // none, short or the default.
+    if (rng() % 2) cfg.burst_bytes = rng() % 3 ? 1 + rng() % 20'000 : 0;
+    if (rng() % 2) cfg.clockless_slack_ns = rng() % 3 ? rng() % 100'000 : 0;
     // The normal-frame rule in its three regimes: never held (the paper's),
     // the default, and tight (held often, starvation guard exercised).
     switch (rng() % 3) {
@@ -577,6 +649,10 @@ void engine_against_model(uint64_t seed, Coverage &cov) {
             line = std::min(line, kMaxLineRateBps);
             bool ok = e.set_line_rate(line).ok();
             REQUIRE(ok == m.set_line_rate(line));
+        } else if (op < 18 && step % 3 == 0) {
+            const uint64_t burst = rng() % 3 ? rng() % 30'000 : 0;
+            REQUIRE(e.set_burst(k, burst).ok());
+            m.set_burst(k, burst);
         } else if (op < 16 && step % 5 == 0) {
             if (rng() % 2) {
                 uint64_t h = random_horizon();

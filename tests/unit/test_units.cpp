@@ -252,3 +252,23 @@ TEST_CASE("byte times: ns_for_bytes_floor/_ceil and bytes_in_ns_floor round as n
     CHECK(ns_for_bytes_ceil(UINT64_MAX, 1) == UINT64_MAX);
     CHECK(bytes_in_ns_floor(UINT64_MAX, UINT64_MAX) == UINT64_MAX);
 }
+
+TEST_CASE("parse_burst: bytes as tc's sizes, or largest frames", "[units]") {
+    auto b = parse_burst("4500");
+    REQUIRE(b);
+    CHECK(b->bytes == 4500);
+    CHECK(b->mtus == 0);
+    CHECK(parse_burst("4.5kb")->bytes == 4608); // tc: k = 1024
+    CHECK(parse_burst("3mtu")->mtus == 3);
+    CHECK(parse_burst("3MTU")->mtus == 3);
+    CHECK(parse_burst("3mtu")->resolve(1518) == 4554);
+    CHECK(parse_burst("4500b")->resolve(1518) == 4500);
+    CHECK(!parse_burst("0")->set());
+    CHECK(parse_burst("2.5mtu").error() ==
+          "burst \"2.5mtu\": not a whole number of largest frames");
+    CHECK(parse_burst("3 mtu").error() == "burst \"3 mtu\": unexpected \" mtu\" after the number");
+    CHECK(parse_burst("mtu").error() == "burst \"mtu\": not a number (expected e.g. \"3mtu\")");
+    CHECK(parse_burst("3parsecs").error() == "burst \"3parsecs\": unknown unit \"parsecs\"");
+    for (const char *w : {"3mtu", "4500b", "64kb", "1mb"})
+        CHECK(format_burst(*parse_burst(w)) == w);
+}

@@ -44,7 +44,17 @@ Option clock_option() {
         .by_default(std::string(daemon::wire_clock_name(daemon::DaemonConfig{}.clock)));
 }
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
+Option burst_option() {
+    return opt(OptType::String, "burst", 0, "SIZE",
+               "clockless: the burst bound of classes that set none (class ... burst): bytes "
+               "(4500, 4.5kb) or largest frames (3mtu)")
+        .by_default(format_burst(daemon::DaemonConfig{}.burst));
+}
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
+    auto burst = parse_burst(args.text("burst"));
+    if (!burst) return refuse("--" + burst.error());
+    if (!burst->set()) return refuse("--burst " + args.text("burst") + ": zero (give a size)");
+    cfg.burst = *burst;
     return daemon::set_clock_options(cfg, args.number("gap-horizon"),
                                      daemon::WireClock(args.choice("clock")),
                                      args.flag("clockless"));
@@ -105,6 +115,16 @@ static int run(const Args &args) {
     daemon::DaemonConfig dcfg;
     dcfg.dev = dev;
     if (auto r = clock_options(dcfg, args); !r) return fail_input("attach: " + r.error());
+    if (dcfg.burst.bytes)
+        if (auto link = setup::get_link(dev)) {
+            Framing f;
+            f.mtu_bytes = link->mtu;
+            if (dcfg.burst.bytes < f.mtu_unit_bytes())
+                return fail_input("attach: --burst " + args.text("burst") +
+                                  " is below one largest frame (" +
+                                  std::to_string(f.mtu_unit_bytes()) + " bytes at MTU " +
+                                  std::to_string(link->mtu) + " of " + dev + ")");
+        }
     dcfg.buffer_bytes = args.number("buffer");
     if (args.flag("spin")) dcfg.sleep_min_ns = 0;
     if (auto c = args.maybe_number("cpu")) {
@@ -237,6 +257,7 @@ const Command kAttach = {
         gap_horizon_option(),
         clock_option(),
         clockless_option(),
+        burst_option(),
         opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (--sched fifo or normal)")
             .within(0, 4095),
         sched_option(),

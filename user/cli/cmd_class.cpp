@@ -98,7 +98,7 @@ int run_default(const Args &args) {
 const Command kClass = {
     "class",
     "add|set|change|del|show [DEV] [CLASSID [(RATE | normal) [limit BYTES|TIME] "
-    "[ce_threshold TIME|off]]]",
+    "[ce_threshold TIME|off] [burst SIZE]]]",
     "configure the classes of an attached device, as tc class does",
     "add fails if the class exists, change fails if it does not, set does either.\n"
     "add/change/set replace the whole class: what is not given is the default.\n"
@@ -111,6 +111,12 @@ const Command kClass = {
     "dropped and counted (drop_limit). ce_threshold TIME (paced classes): ECT\n"
     "frames joining a backlog longer than TIME get ECN CE (ce_marked); off never\n"
     "marks. A bare number is bytes for limit, microseconds for ce_threshold (tc).\n"
+    "burst SIZE (paced classes, clockless mode: veth, VM NICs): the most the class\n"
+    "may send beyond its rate over any interval in real time, as tc tbf's burst:\n"
+    "bytes (4500, 4.5kb) or largest frames (3mtu); a late wake-up is caught up\n"
+    "within it and only the rest is given up (late_lost_ns). 0 or not given: the\n"
+    "attachment's default (attach --burst). On a byte clock (a NIC) it changes\n"
+    "nothing. Refused below one largest frame.\n"
     "Refused, with the configuration unchanged: a rate above what one class can\n"
     "reach on the wire (full-size frames at DEV's MTU: 1518/1538 of the line rate\n"
     "at MTU 1500), paced rates summing above the line rate, a class in use by a\n"

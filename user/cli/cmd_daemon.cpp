@@ -76,6 +76,7 @@ const Command kDaemon = {
         gap_horizon_option(),
         clock_option(),
         clockless_option(),
+        burst_option(),
     },
     1,
     1,

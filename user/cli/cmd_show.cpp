@@ -85,6 +85,12 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     } else if (c.config.ce_threshold_ns) {
         p.duration("ce_threshold", c.config.ce_threshold_ns);
     }
+    if (p.json()) {
+        p.u64("burst_bytes", c.config.burst_bytes);
+        p.u64("burst_mtus", c.config.burst_mtus);
+    } else if (c.config.burst_bytes || c.config.burst_mtus) {
+        p.text("burst " + format_burst(BurstSize{c.config.burst_bytes, c.config.burst_mtus}) + " ");
+    }
     p.u64("slot", c.config.slot);
     p.string("state", state_name(c), "%s ");
     if (stats) {
@@ -133,6 +139,10 @@ std::vector<KeyDoc> key_docs() {
         {"classes[]", "ce_threshold_ns",
          "ECN CE above this backlog (time at the rate); 0: the default"},
         {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
+        {"classes[]", "burst_bytes",
+         "clockless burst bound in L2 bytes; 0: burst_mtus or the attachment's default"},
+        {"classes[]", "burst_mtus",
+         "clockless burst bound in largest frames; 0: burst_bytes or the attachment's default"},
         {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
         {"classes[]", "state",
          "served (the pacer has it), draining (deleted, queue emptying), unserved"},

@@ -58,6 +58,16 @@ int run_horizon_table(const Args &args, bool json) {
     if (!args.flag("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
         return fail_input("simulate: --sleep-timer needs --lateness FILE");
 
+    auto burst = parse_burst(args.text("burst"));
+    if (!burst) return fail_input("simulate: --" + burst.error());
+    if (!burst->set()) return fail_input("simulate: --burst " + args.text("burst") + ": zero");
+    Framing framing;
+    const uint64_t burst_bytes = burst->resolve(framing.mtu_unit_bytes());
+    if (burst_bytes < framing.mtu_unit_bytes())
+        return fail_input("simulate: --burst " + args.text("burst") +
+                          " is below one largest frame (" +
+                          std::to_string(framing.mtu_unit_bytes()) + " bytes)");
+
     Table t({{"scenario", "scenario", false},
              {"mode", "mode", false},
              {"PAUSE % time", "gap_time_share"},
@@ -75,7 +85,8 @@ int run_horizon_table(const Args &args, bool json) {
     for (const auto &scenario : sim::horizon_scenarios(seconds)) {
         if (!only.empty() && scenario.name.find(only) == std::string::npos) continue;
         any = true;
-        for (const auto &mode : sim::horizon_modes(horizons)) {
+        for (auto mode : sim::horizon_modes(horizons)) {
+            mode.burst_bytes = burst_bytes;
             if (!json)
                 std::fprintf(stderr, "simulating %s, %s ...\n", scenario.name.c_str(),
                              mode.name.c_str());
@@ -107,9 +118,10 @@ int run_horizon_table(const Args &args, bool json) {
             "Gap horizon H and clockless mode against the paper's rule, %s s of simulated wire\n"
             "each, wake-up lateness %s. PAUSE %% time: gap frames' share of the wire's time\n"
             "(idle included); burst @rate: max burstiness of the worst paced class at its own\n"
-            "rate (hybrid clock on the model NIC's start times); late: wake-ups past a paced\n"
-            "frame's due time (beyond H), caught up by the class.\n\n",
-            fixed(seconds, 1).c_str(), timers.c_str());
+            "rate (hybrid clock on the model NIC's start times; clockless: real time, frames\n"
+            "leave when decided, burst bound %s); late: wake-ups past a paced frame's due\n"
+            "time (beyond H; clockless: past its slack), caught up within the bound.\n\n",
+            fixed(seconds, 1).c_str(), timers.c_str(), args.text("burst").c_str());
     t.print(stdout, json);
     return 0;
 }
@@ -117,7 +129,8 @@ int run_horizon_table(const Args &args, bool json) {
 int run(const Args &args) {
     const bool json = args.flag("json");
     if (args.flag("horizon")) return run_horizon_table(args, json);
-    for (const char *opt : {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers"})
+    for (const char *opt :
+         {"gap-horizon", "seconds", "lateness", "sleep-timer", "perfect-timers", "burst"})
         if (args.has(opt))
             return fail_input(std::string("simulate: --") + opt + " needs --horizon");
     const double scale = args.factor("scale");
@@ -204,6 +217,9 @@ const Command kSimulate = {
         opt(OptType::String, "sleep-timer", 0, "NAME", "which table of FILE a sleep follows")
             .by_default(std::string("clock_nanosleep")),
         flag("perfect-timers", 0, "no wake-up lateness at all"),
+        opt(OptType::String, "burst", 0, "SIZE",
+            "the clockless rows' burst bound: bytes (4500, 4.5kb) or largest frames (3mtu)")
+            .by_default(std::string(format_burst(BurstSize{0, kDefaultBurstMtus}))),
         flag("json", 'j', "print JSON"),
     },
     0,

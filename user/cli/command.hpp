@@ -81,6 +81,7 @@ struct Command;
 Option gap_horizon_option();
 Option clock_option();
 Option clockless_option();
+Option burst_option(); // --burst SIZE: the attachment's default burst bound
 struct Args;
 // Their values into cfg (daemon::set_clock_options); an error is the user's.
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args);

@@ -80,6 +80,8 @@ pspxdp_class_config ClassSpec::to_config(uint32_t slot) const {
     c.limit_bytes = limit_bytes;
     c.limit_ns = limit_ns;
     c.ce_threshold_ns = ce_threshold_ns;
+    c.burst_bytes = uint32_t(burst.bytes);
+    c.burst_mtus = uint32_t(burst.mtus);
     c.slot = slot;
     return c;
 }
@@ -92,13 +94,15 @@ ClassSpec ClassSpec::from_config(uint32_t classid, const pspxdp_class_config &c)
     s.limit_bytes = c.limit_bytes;
     s.limit_ns = c.limit_ns;
     s.ce_threshold_ns = c.ce_threshold_ns;
+    s.burst = BurstSize{c.burst_bytes, c.burst_mtus};
     return s;
 }
 
 bool ClassSpec::same_config(const ClassSpec &o) const {
     return classid == o.classid && kind == o.kind && rate_bps == o.rate_bps &&
            limit_bytes == o.limit_bytes && limit_ns == o.limit_ns &&
-           ce_threshold_ns == o.ce_threshold_ns;
+           ce_threshold_ns == o.ce_threshold_ns && burst.bytes == o.burst.bytes &&
+           burst.mtus == o.burst.mtus;
 }
 
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
@@ -118,15 +122,28 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
         c.rate_bps = *r;
         c.rate_word = words[1];
     }
-    bool have_limit = false, have_ce = false;
+    bool have_limit = false, have_ce = false, have_burst = false;
     for (size_t i = 2; i < words.size(); i += 2) {
         const std::string &key = words[i];
-        if (key != "limit" && key != "ce_threshold")
+        if (key != "limit" && key != "ce_threshold" && key != "burst")
             return refuse(cls + ": unknown word " + quoted(key) +
-                          " (expected limit BYTES|TIME or ce_threshold TIME|off)");
+                          " (expected limit BYTES|TIME, ce_threshold TIME|off or burst SIZE)");
         if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
         const std::string &w = words[i + 1];
-        if (key == "limit") {
+        if (key == "burst") {
+            if (have_burst) return refuse(cls + ": burst given twice (" + quoted(w) + ")");
+            have_burst = true;
+            if (!c.paced())
+                return refuse(cls + ": burst " + quoted(w) +
+                              ": needs a paced class (a normal class has no rate to burst above)");
+            auto b = parse_burst(w);
+            if (!b) return refuse(cls + ": " + b.error());
+            if (b->bytes > kMaxBurstBytes || b->mtus > kMaxBurstMtus)
+                return refuse(cls + ": burst " + quoted(w) + ": above " +
+                              format_bytes(kMaxBurstBytes) + " or " +
+                              format_burst(BurstSize{0, kMaxBurstMtus}));
+            c.burst = *b;
+        } else if (key == "limit") {
             if (have_limit) return refuse(cls + ": limit given twice (" + quoted(w) + ")");
             have_limit = true;
             if (is_time_word(w)) {
@@ -176,6 +193,7 @@ std::string format_class_spec(const ClassSpec &c) {
         s += " ce_threshold off";
     else if (c.ce_threshold_ns)
         s += " ce_threshold " + format_duration(c.ce_threshold_ns);
+    if (c.burst.set()) s += " burst " + format_burst(c.burst);
     return s;
 }
 
@@ -290,6 +308,13 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
                           std::to_string(framing.wire_bytes(frame)) + " of it, " +
                           std::to_string(frame) + "-byte frames at MTU " +
                           std::to_string(mtu_bytes) + ")");
+        // A bound below one largest frame would hold that frame forever.
+        if (c.burst.bytes && c.burst.bytes < framing.l2_bytes(frame))
+            return refuse(at_line(c.line) + "class " +
+                          format_classid(ClassId::from_raw(c.classid)) + ": burst " +
+                          format_burst(c.burst) + " is below one largest frame (" +
+                          std::to_string(framing.l2_bytes(frame)) + " bytes at MTU " +
+                          std::to_string(mtu_bytes) + " of " + dev + ")");
         sum += c.rate_bps;
         if (sum > line_rate_bps)
             return refuse(cls + ": paced rates would sum to " +

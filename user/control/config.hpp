@@ -3,7 +3,7 @@
 // unit tests check every accepted and refused form.
 //
 // A class, as `pspxdp class add` and a configuration file write it:
-//   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off]
+//   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE]
 // A configuration file (what `pspxdp save` prints and `apply` reads), one
 // statement a line, '#' starts a comment:
 //   line-rate 1Gbit
@@ -33,6 +33,9 @@ inline constexpr uint64_t kMinLimitBytes = 1518;
 inline constexpr uint64_t kMaxLimitBytes = 1ull << 30;
 inline constexpr uint64_t kMinTimeNs = 1'000;          // 1us
 inline constexpr uint64_t kMaxTimeNs = 10'000'000'000; // 10s
+// A burst bound above this is surely a typo too (the pacer's buffer).
+inline constexpr uint64_t kMaxBurstBytes = 1ull << 30;
+inline constexpr uint64_t kMaxBurstMtus = 65'536;
 
 struct ClassSpec {
     uint32_t classid = 0;
@@ -41,6 +44,7 @@ struct ClassSpec {
     uint64_t limit_bytes = 0;     // 0: not given (limit_ns, or the pacer's default)
     uint64_t limit_ns = 0;        // paced only; 0: not given
     uint64_t ce_threshold_ns = 0; // paced only; 0: the default; PSPXDP_CE_THRESHOLD_OFF: never
+    BurstSize burst;              // paced only; not set: the attachment's default
     std::string rate_word;        // the rate as typed, for messages ("" = format_rate)
     size_t line = 0;              // of the configuration file it came from, for messages
 
@@ -51,7 +55,7 @@ struct ClassSpec {
     bool same_config(const ClassSpec &o) const;
 };
 
-// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off].
+// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE].
 // Errors name the offending word.
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
 std::string format_class_spec(const ClassSpec &c);

@@ -20,6 +20,10 @@ using u128 = unsigned __int128;
 Engine::Engine(const EngineConfig &config) : cfg_(config) {
     if (cfg_.line_rate_bps == 0 || cfg_.line_rate_bps > kMaxLineRateBps)
         throw std::invalid_argument("engine: line rate out of range");
+    // Clockless, a class's stored clock is D_k below its schedule (see
+    // size_class()): G starts far enough up that a class starting at G
+    // starts with its bound's worth from the first decision.
+    if (cfg_.clockless) g_ = kClocklessStartG;
     // The exact earliest pending C_k matters only up to one largest plus one
     // smallest gap frame ahead of G (see emit_gap).
     pending_.init(uint64_t(cfg_.framing.max_gap_wire_bytes()) + cfg_.framing.min_gap_wire_bytes(),
@@ -30,7 +34,8 @@ Engine::Engine(const EngineConfig &config) : cfg_(config) {
 // H in byte times at the line rate (H = 0 and no run-ahead when clockless).
 // A finite H so large that it saturates behaves as the paper's rule anyway.
 void Engine::update_horizon() {
-    ahead_limit_ = cfg_.clockless ? 1 : cfg_.window_bytes;
+    // Clockless, G is the wire's position: never ahead of it.
+    ahead_limit_ = cfg_.clockless ? UINT64_MAX : cfg_.window_bytes;
     if (cfg_.clockless)
         horizon_bytes_ = 0;
     else if (cfg_.gap_horizon_ns == kGapHorizonInf)
@@ -52,6 +57,23 @@ void Engine::set_clockless(bool clockless) {
     cfg_.clockless = clockless;
     planned_ = false;
     update_horizon();
+    resize_classes();
+}
+
+// Every class's limits again (a mode or the line rate changed): a backlogged
+// class is re-admitted under them.
+void Engine::resize_classes() {
+    min_slack_bytes_ = UINT64_MAX;
+    for (uint32_t cls = 0; cls < classes_.size(); ++cls) {
+        Class &c = classes_[cls];
+        if (c.state == State::Free || !c.rate_bps) continue;
+        size_class(cls);
+        c.frac = 0;
+        if (c.state == State::Backlogged) {
+            unlink(cls);
+            admit(cls);
+        }
+    }
 }
 
 bool Engine::has_class(uint32_t cls) const {
@@ -62,6 +84,54 @@ uint64_t Engine::class_rate(uint32_t cls) const { return classes_[cls].rate_bps;
 
 const ClassCounters &Engine::class_counters(uint32_t cls) const { return cold_[cls].counters; }
 
+uint64_t Engine::class_burst(uint32_t cls) const {
+    const uint64_t largest = cfg_.framing.mtu_unit_bytes();
+    uint64_t b = cold_[cls].burst_bytes ? cold_[cls].burst_bytes : cfg_.burst_bytes;
+    if (!b) b = kDefaultBurstMtus * largest;
+    return std::max(b, largest);
+}
+
+// A paced class's limits. Byte clock: the lag limit. Clockless, the burst
+// bound B_k as a token bucket of rate r_k in front of the fluid schedule:
+// with T_k = B_k * M / r_k byte times (the bound's worth of the class's
+// time) a frame may leave T_k - its own period ahead of its schedule, so a
+// class that has been backlogged all along is some way ahead of it and a
+// late wake-up eats into that first; only lateness past its schedule (C_k
+// behind the wire) is given up. The class's stored clock is C_k - D_k, the
+// wake-up planned D_k before that point (D_k = min(T_k - a largest frame's
+// period, the slack)), so the pending wheel keys every class by its wake-up:
+//   wake-up:      stored clock <= W                  (the wheel, as G's)
+//   may leave:    F_k(stored) + D_k - T_k <= W, i.e. F_k <= W + reach
+//   exceeds B_k:  stored clock < W - D_k             (lag_limit = D_k)
+// With a bound of one largest frame D_k = 0: no frame leaves before its due
+// time, and none catches up.
+void Engine::size_class(uint32_t cls) {
+    Class &c = classes_[cls];
+    ClassCold &k = cold_[cls];
+    if (!cfg_.clockless) {
+        k.lag_limit = lag_limit_for(c.rate_bps);
+        k.reach = 0;
+        return;
+    }
+    const uint64_t m = cfg_.line_rate_bps;
+    // Saturated far beyond any schedule (2^62 byte times: years at any rate).
+    const u128 wide = u128(class_burst(cls)) * m / c.rate_bps;
+    const uint64_t bound = wide > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(wide);
+    const uint64_t largest =
+        std::min(bound, uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * m / c.rate_bps));
+    const uint64_t slack = bytes_in_ns_floor(cfg_.clockless_slack_ns, m);
+    k.lag_limit = std::min(bound > largest ? bound - largest : 0, slack);
+    k.reach = bound - k.lag_limit;
+    min_slack_bytes_ = std::min(min_slack_bytes_, k.lag_limit);
+}
+
+// The earliest stored clock a backlogged class may have: G, or clockless the
+// point past which it would exceed its bound.
+uint64_t Engine::clock_floor(uint32_t cls) const {
+    if (!cfg_.clockless || !classes_[cls].rate_bps) return g_;
+    const uint64_t d = cold_[cls].lag_limit;
+    return g_ > d ? g_ - d : 0;
+}
 // The lateness a paced class can reach when the paced load fits on the wire:
 // one full frame's period at its own rate plus one largest frame of blocking
 // (WF2Q+'s bound). A class later than that is offered more than the wire can
@@ -73,7 +143,7 @@ uint64_t Engine::lag_limit_for(uint64_t rate_bps) const {
     return uint64_t(period) + cfg_.framing.max_gap_wire_bytes();
 }
 
-Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
+Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     ++inputs_;
     if (rate_bps > cfg_.line_rate_bps - paced_sum_bps_)
         return err("rate " + format_rate(rate_bps) + " would make the paced rates sum to " +
@@ -96,9 +166,32 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps) {
     c.clock = g_;
     c.state = State::Idle;
     cold_[cls] = ClassCold{};
-    if (rate_bps) cold_[cls].lag_limit = lag_limit_for(rate_bps);
+    cold_[cls].burst_bytes = burst_bytes;
+    if (rate_bps) size_class(cls);
+    c.clock = clock_floor(cls);
     paced_sum_bps_ += rate_bps;
     return cls;
+}
+
+Result<void> Engine::set_burst(uint32_t cls, uint64_t burst_bytes) {
+    ++inputs_;
+    if (!has_class(cls)) return err("no such class");
+    Class &c = classes_[cls];
+    const bool backlogged = c.state == State::Backlogged;
+    if (backlogged) {
+        unlink(cls);
+        restore_frac(c);
+    }
+    const uint64_t old_d = cold_[cls].lag_limit;
+    cold_[cls].burst_bytes = burst_bytes;
+    if (c.rate_bps) {
+        size_class(cls);
+        // The stored clock is C_k - D_k (clockless): C_k stays.
+        if (cfg_.clockless)
+            c.clock = std::max(c.clock + old_d, cold_[cls].lag_limit) - cold_[cls].lag_limit;
+    }
+    if (backlogged) admit(cls);
+    return {};
 }
 
 // The per-frame division by r_k becomes a multiplication by the reciprocal
@@ -151,7 +244,9 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
     }
     c.frac = 0; // the remainder's unit was 1/old rate: less than a byte time is dropped
     set_class_rate(c, rate_bps);
-    cold_[cls].lag_limit = rate_bps ? lag_limit_for(rate_bps) : 0;
+    cold_[cls].lag_limit = 0;
+    if (rate_bps) size_class(cls);
+    if (c.clock < clock_floor(cls)) c.clock = clock_floor(cls);
     if (backlogged) admit(cls);
     return {};
 }
@@ -183,16 +278,7 @@ Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
     anchored_ = false; // the wire position restarts at the next decision
     planned_ = false;
     update_horizon();
-    for (uint32_t cls = 0; cls < classes_.size(); ++cls) {
-        Class &c = classes_[cls];
-        if (c.state == State::Free || !c.rate_bps) continue;
-        cold_[cls].lag_limit = lag_limit_for(c.rate_bps);
-        c.frac = 0;
-        if (c.state == State::Backlogged) {
-            unlink(cls);
-            admit(cls);
-        }
-    }
+    resize_classes();
     return {};
 }
 
@@ -207,11 +293,7 @@ void Engine::compute_finish(uint32_t cls) {
     Class &c = classes_[cls];
     if (c.clock < g_) { // only a late class can be past its lag limit
         const uint64_t lag_limit = cold_[cls].lag_limit;
-        if (g_ > lag_limit && c.clock < g_ - lag_limit) {
-            counters_.lag_clamped_bytes += g_ - lag_limit - c.clock;
-            c.clock = g_ - lag_limit;
-            c.frac = 0;
-        }
+        if (g_ > lag_limit && c.clock < g_ - lag_limit) drop_late(cls, g_ - lag_limit);
     }
     const uint64_t num = uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps + c.frac;
     uint64_t q = uint64_t((u128(num) * c.inv_rate) >> 64);
@@ -231,7 +313,10 @@ void Engine::admit(uint32_t cls) {
         return;
     }
     compute_finish(cls);
-    if (c.clock <= g_) {
+    // Clockless: within its bound a class may leave before its wake-up (the
+    // rest of a batch; see size_class()).
+    if (c.clock <= g_ ||
+        (cfg_.clockless && (c.finish <= g_ || c.finish - g_ <= cold_[cls].reach))) {
         make_eligible(cls);
     } else {
         c.where = Where::Pending;
@@ -264,9 +349,10 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
     Class &c = classes_[cls];
     switch (c.state) {
     case State::Idle:
-        // Idle classes bank no credit: a clock left behind restarts from G.
-        if (c.clock < g_) {
-            c.clock = g_;
+        // Idle classes bank no credit: a clock left behind restarts from G
+        // (clockless: with its bound's worth, as a full token bucket).
+        if (c.clock < clock_floor(cls)) {
+            c.clock = clock_floor(cls);
             c.frac = 0;
         }
         c.fresh = true;
@@ -375,20 +461,28 @@ Decision Engine::next(uint64_t now_ns) {
     if (cls == kNone) return next_unpaced();
     Class &c = classes_[cls];
     if (c.fresh) restart_fresh(cls);
-    // Made late by a late wake-up, or late beyond the lag limit since F_k
-    // was computed (G jumped past it): only then can F_k be a largest gap
-    // behind G.
-    if (c.clock < jump_to_ || c.finish + cfg_.framing.max_gap_wire_bytes() <= g_) [[unlikely]]
+    if (cfg_.clockless) {
+        // Later than its bound lets it catch up: the rest is given up.
+        if (c.clock < clock_floor(cls)) [[unlikely]] {
+            drop_late(cls, clock_floor(cls));
+            compute_finish(cls);
+        }
+    } else if (c.clock < jump_to_ || c.finish + cfg_.framing.max_gap_wire_bytes() <= g_)
+        [[unlikely]] {
+        // Made late by a late wake-up, or late beyond the lag limit since
+        // F_k was computed (G jumped past it): only then can F_k be a
+        // largest gap behind G.
         relag(cls);
+    }
     c.clock = c.finish; // and frac already holds F_k's remainder
     return emit_frame(cls);
 }
 
-// Drops the lateness a class may not catch up. A class due before the last
-// late wake-up's wire position (jump_to_) was made late by the host's timer,
-// not by other classes' frames: it catches up one frame's period at most
-// (clockless: less kClocklessJitterNs, at most half), so a late wake-up
-// costs at most one frame of burst (2 MTU at the class rate) however late.
+// Byte clock (clockless: the burst bound, size_class()). Drops the lateness
+// a class may not catch up. A class due before the last late wake-up's wire
+// position (jump_to_) was made late by the host's timer, not by other
+// classes' frames: it catches up one frame's period at most, so a late
+// wake-up costs at most one frame of burst (2 MTU at the class rate).
 // Otherwise the lag limit (see compute_finish), which F_k was computed
 // against before G jumped: late beyond it implies F_k + a
 // largest gap <= G (lag_limit_for() is a full frame's period plus a largest
@@ -397,45 +491,39 @@ Decision Engine::next(uint64_t now_ns) {
 void Engine::relag(uint32_t cls) {
     Class &c = classes_[cls];
     uint64_t limit = cold_[cls].lag_limit;
-    if (c.clock < jump_to_) {
-        limit -= cfg_.framing.max_gap_wire_bytes();
-        // Clockless, the release itself jitters by a few us (the sendto()
-        // and the receiver's stamp: 7 us measured at 500 Mbit/s), and a
-        // full period caught up plus that is over 2 MTU: leave room for
-        // kClocklessJitterNs of it, at most half the period (fq's rule for
-        // timer drift).
-        if (cfg_.clockless)
-            limit -= std::min(limit / 2, bytes_in_ns_floor(kClocklessJitterNs, cfg_.line_rate_bps));
-    }
+    if (c.clock < jump_to_) limit -= cfg_.framing.max_gap_wire_bytes();
     if (g_ - c.clock <= limit) return;
-    counters_.lag_clamped_bytes += g_ - limit - c.clock;
-    c.clock = g_ - limit;
-    c.frac = 0;
+    drop_late(cls, g_ - limit);
     compute_finish(cls);
 }
 
+// Moves a late class's clock up to floor: lateness it may not catch up.
+// Clockless, that is real time the class gave up (its bound was exceeded).
+void Engine::drop_late(uint32_t cls, uint64_t floor) {
+    Class &c = classes_[cls];
+    const uint64_t lost = floor - c.clock;
+    if (cfg_.clockless) {
+        cold_[cls].counters.late_lost_bytes += lost;
+        counters_.late_lost_bytes += lost;
+    } else {
+        counters_.lag_clamped_bytes += lost;
+    }
+    c.clock = floor;
+    c.frac = 0;
+}
+
+// Before the burst bound a late send restarted its class's schedule from the
+// send (a rate loss at every preemption); now the bound absorbs it like a
+// late wake-up: only counted.
 void Engine::late_release(uint64_t now_ns) {
     if (!cfg_.clockless || last_cls_ == kNone || !anchored_) return;
-    const uint32_t cls = last_cls_;
     last_cls_ = kNone;
     const uint64_t wire = wire_position(now_ns);
     if (wire <= last_g_) return;
     const uint64_t late = wire - last_g_;
-    ++inputs_;
     ++counters_.late_wakeups;
     counters_.late_bytes += late;
     counters_.late_max_bytes = std::max(counters_.late_max_bytes, late);
-    g_ = std::max(g_, wire + last_wire_);
-    Class &c = classes_[cls];
-    if (!c.rate_bps) return; // a normal class (or one removed since) has no schedule
-    // As set_rate: out of the wheel before its key (C_k) changes.
-    const bool backlogged = c.state == State::Backlogged;
-    if (backlogged) {
-        unlink(cls);
-        restore_frac(c);
-    }
-    c.clock += late;
-    if (backlogged) admit(cls);
 }
 
 // The wire position is past G (the wire idled) or G is a window ahead of it
@@ -460,7 +548,6 @@ Decision Engine::resync_or_wait(uint64_t now_ns) {
         anchor(now_ns);
         return Decision{Action::Frame, 0, 0, 0}; // go on deciding
     }
-    if (cfg_.clockless) return clockless_wait();
     // Until the window has room for one more byte; a paced frame is queued
     // on the wire as long as what is ahead of it lasts.
     return plan_wait(g_ - cfg_.window_bytes + 1, g_, false);
@@ -495,15 +582,21 @@ void Engine::resume(uint64_t now_ns) {
     g_ = wire;
 }
 
-// Clockless, G ahead of the wire: nothing may leave before the wire reaches
-// G, and nothing paced before its due time. Wait for the first of them.
-Decision Engine::clockless_wait() {
-    pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
-    eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
-    if (solo_ != kNone || !eligible_.empty()) return plan_wait(g_, g_, true);
-    const uint64_t due = pending_.exact_min(classes_.data());
-    if (normal_count_ || due == UINT64_MAX) return plan_wait(g_, due, true);
-    return plan_wait(due, due, true);
+// Clockless, no paced class may leave now (G is the wire's real-time
+// position): a normal frame once the wire's line-rate model has room (it
+// carries what the paced classes leave of M), else wait for that or for the
+// earliest paced wake-up; a wake-up is late only past its slack, where a
+// class would exceed its bound.
+Decision Engine::clockless_unpaced() {
+    if (normal_count_ && vwire_ <= g_) {
+        const uint32_t cls = normal_head_;
+        normal_unlink(cls);
+        return emit_frame(cls);
+    }
+    const uint64_t wake = pending_.exact_min(classes_.data());
+    uint64_t due = UINT64_MAX;
+    if (wake != UINT64_MAX) due = wake + std::min(min_slack_bytes_, UINT64_MAX - wake);
+    return plan_wait(normal_count_ ? std::min(wake, vwire_) : wake, due, true);
 }
 
 // Wait until the wire reaches `target`; the earliest paced frame is due at
@@ -546,8 +639,8 @@ uint32_t Engine::pick_eligible() {
 void Engine::restart_fresh(uint32_t cls) {
     Class &c = classes_[cls];
     c.fresh = false;
-    if (c.clock < g_) {
-        c.clock = g_;
+    if (c.clock < clock_floor(cls)) {
+        c.clock = clock_floor(cls);
         c.frac = 0;
         compute_finish(cls);
     }
@@ -557,6 +650,7 @@ void Engine::restart_fresh(uint32_t cls) {
 // earliest paced class (give or take normal_block_bytes), else a gap, or
 // beyond the gap horizon an idle wire.
 Decision Engine::next_unpaced() {
+    if (cfg_.clockless) return clockless_unpaced();
     if (normal_count_) {
         uint32_t cls = normal_head_;
         // min_key() is exact when the earliest class is within a largest gap
@@ -587,9 +681,13 @@ Decision Engine::emit_frame(uint32_t cls) {
     Class &c = classes_[cls];
     uint32_t wire = cfg_.framing.wire_bytes(c.head_len);
     last_cls_ = cls;
-    last_wire_ = wire;
     last_g_ = g_;
-    g_ += wire;
+    // Clockless, a frame leaves at once: G stays the wire's real-time
+    // position; the line-rate model moves on.
+    if (cfg_.clockless)
+        vwire_ = std::max(vwire_, g_) + wire;
+    else
+        g_ += wire;
     ++counters_.frames;
     counters_.frame_wire_bytes += wire;
     ClassCounters &cc = cold_[cls].counters;

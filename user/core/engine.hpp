@@ -85,13 +85,24 @@
 // than H never sees a difference.
 //
 // Clockless mode (veth, virtio, VM NICs: nothing serialises, PAUSE frames
-// pace nothing). No gap frames at all and no running ahead: every frame,
-// paced or normal, is released when the wire's real-time position reaches
-// its start G, so what leaves is in real time what a wire of rate M would
-// carry, with the same exact byte accounting (H = 0, window 0). Every Wait
-// is planned: the wire idles until the next start, max(G, C_min), and a late
-// wake-up is caught up, never cut out. Decision::slack_ns is 0 when a paced
-// frame is due at wake_ns: the caller must be on time (spin just before).
+// pace nothing). No gap frames at all; G is the wire's real-time position
+// and every paced class is a token bucket of its rate r_k and its burst
+// bound B_k in front of its exact fluid schedule (size_class() in
+// engine.cpp): a frame leaves when the class's bucket holds it, so in real
+// time the class never sends more than B_k beyond r_k over any interval
+// (its burstiness at its rate is at most B_k), and a class backlogged all
+// along stays some way ahead of its schedule. A late wake-up eats into that
+// lead and is caught up at once, within B_k; only lateness beyond it (the
+// bucket would overflow) is given up, counted per class (late_lost_bytes).
+// The byte accounting is exact, so the long-run rate is r_k whenever no
+// wake-up is later than the bound absorbs. The frames a bucket holds leave
+// together (one pass, one sendto()): the engine plans a class's wake-up
+// clockless_slack_ns before it would overflow, so a bound of n largest
+// frames wakes about once per n - 1 frames or fewer, and Decision::slack_ns
+// says how late the caller may come (0 with a bound of one frame: spin).
+// Normal frames take what the paced ones leave of M: one leaves when the
+// wire's line-rate model (vwire_) has room. A bound of one largest frame is
+// the old no-early-release rule: nothing before its due time, no catch-up.
 #pragma once
 
 #include "core/class_heap.hpp"
@@ -117,11 +128,17 @@ inline constexpr uint64_t kGapHorizonInf = UINT64_MAX;
 // EngineConfig's default stays the paper's rule: the daemon opts in.
 inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 
-// Clockless, how much a frame's release may jitter after its decision (the
-// sendto() path and the receiver's stamp; 7 us measured at 500 Mbit/s on
-// the lab veth): a class late after a late wake-up catches up a period less
-// this much (at most half a period), so its burst stays within 2 MTU.
-inline constexpr uint64_t kClocklessJitterNs = 10'000;
+// Clockless, the burst bound a class gets when neither it nor the attachment
+// sets one (`class ... burst`, `attach --burst`), in largest frames: half
+// the wake-ups of one frame each below ~240 Mbit/s for one frame more of
+// burst. Not chosen by the 0.1 % rate criterion: on this project's loaded
+// VM no bound up to 8 MTU met it (docs/design.md §4.5).
+inline constexpr uint64_t kDefaultBurstMtus = 3;
+// Clockless, how late a wake-up may come at no cost in rate: the engine
+// plans a class's wake-up this long before the class would exceed its
+// burst bound (less when the bound leaves less room). 50 us absorbs ~97 %
+// of this VM's timer wake-ups (bench_timers), as the gap horizon does.
+inline constexpr uint64_t kDefaultClocklessSlackNs = 50'000;
 
 struct EngineConfig {
     // M. At most kMaxLineRateBps, so a frame's share s * M fits in 64 bits.
@@ -145,6 +162,11 @@ struct EngineConfig {
     // No gap frames, every frame released at its real-time start (see above).
     // window_bytes and gap_horizon_ns are then ignored.
     bool clockless = false;
+    // Clockless only: the burst bound of a class that sets none (L2 bytes;
+    // 0: kDefaultBurstMtus largest frames), and how long before a class
+    // would exceed its bound its wake-up is planned (see above).
+    uint64_t burst_bytes = 0;
+    uint64_t clockless_slack_ns = kDefaultClocklessSlackNs;
 };
 
 // 2^47 bit/s (140 Tbit/s): keeps l2_bytes * M + remainder below 2^64 on
@@ -191,11 +213,15 @@ struct EngineCounters {
     uint64_t late_wakeups = 0; // resumed after the earliest paced due time
     uint64_t late_bytes = 0;   // ... by this much in all (byte times)
     uint64_t late_max_bytes = 0;
+    uint64_t late_lost_bytes = 0; // clockless: every class's late_lost_bytes
 };
 
 struct ClassCounters {
     uint64_t frames = 0;
     uint64_t l2_bytes = 0;
+    // Clockless: wire time (byte times at the line rate) the class gave up
+    // because it was later than its burst bound lets it catch up.
+    uint64_t late_lost_bytes = 0;
 };
 
 class Engine {
@@ -205,9 +231,17 @@ class Engine {
     // rate_bps 0 makes a normal (gap-filling, unpaced) class. Refused when the
     // paced rates would sum above the line rate. Returns the class handle:
     // small, dense, reused after remove_class.
-    Result<uint32_t> add_class(uint64_t rate_bps);
+    // burst_bytes: the class's burst bound (clockless; 0: the engine's
+    // default, EngineConfig::burst_bytes); a bound below one largest frame
+    // is taken as one largest frame.
+    Result<uint32_t> add_class(uint64_t rate_bps, uint64_t burst_bytes = 0);
     // Takes effect from the class's next frame; its queue is untouched.
     Result<void> set_rate(uint32_t cls, uint64_t rate_bps);
+    // As add_class's; takes effect at once (the class's schedule keeps its
+    // fluid position, only how far ahead of it the class may go changes).
+    Result<void> set_burst(uint32_t cls, uint64_t burst_bytes);
+    // The bound in force for a class (L2 bytes), its default resolved.
+    uint64_t class_burst(uint32_t cls) const;
     // Refused while the class is backlogged: nothing queued is lost silently.
     Result<void> remove_class(uint32_t cls);
     Result<void> set_line_rate(uint64_t line_rate_bps);
@@ -227,11 +261,10 @@ class Engine {
     uint32_t more_gaps(uint32_t max_n);
     // Clockless: the frame next() last returned may have left as late as
     // now_ns (the caller was held up between deciding and sending it: 3 us
-    // is usual, a preemption makes it 100). Its class's schedule restarts
-    // from there, as if that frame had been due then, so the next frame
-    // keeps its period from the late one instead of catching up the delay
-    // (which, unseen by next(), would be a burst); G moves with it. Counted
-    // as a late wake-up. Nothing in byte-clock mode (the NIC serialises).
+    // is usual, a preemption makes it 100). Counted as a late wake-up; the
+    // schedule does not move: the class catches the delay up within its
+    // burst bound, as after any late wake-up. Nothing in byte-clock mode
+    // (the NIC serialises).
     void late_release(uint64_t now_ns);
 
     uint64_t byte_clock() const { return g_; }
@@ -251,6 +284,12 @@ class Engine {
 
   private:
     static constexpr uint32_t kNone = 0xffffffffu;
+
+  public:
+    // Where G starts in clockless mode (byte times): above any D_k.
+    static constexpr uint64_t kClocklessStartG = uint64_t(1) << 32;
+
+  private:
     enum class State : uint8_t { Free, Idle, Backlogged, Sent };
     enum class Where : uint8_t { None, Pending, Eligible, Normal };
 
@@ -277,7 +316,13 @@ class Engine {
 
     // Read off the per-frame path.
     struct ClassCold {
-        uint64_t lag_limit = 0; // lateness beyond which the class is overloaded
+        // Lateness beyond which the class is overloaded (byte clock), or
+        // (clockless) beyond which it exceeds its burst bound: D_k below.
+        uint64_t lag_limit = 0;
+        uint64_t burst_bytes = 0; // as set: 0 is the engine's default
+        // Clockless: a frame is released once its F_k is within reach_ of
+        // the wire's position (F_k - reach <= W, see engine.cpp).
+        uint64_t reach = 0;
         ClassCounters counters;
     };
 
@@ -291,10 +336,14 @@ class Engine {
     [[gnu::noinline]] uint32_t pick_eligible();
     [[gnu::noinline]] void restart_fresh(uint32_t cls);
     [[gnu::noinline]] void relag(uint32_t cls);
+    void drop_late(uint32_t cls, uint64_t floor);
+    void resize_classes();
+    void size_class(uint32_t cls);
+    uint64_t clock_floor(uint32_t cls) const;
+    Decision clockless_unpaced();
     [[gnu::noinline]] Decision next_unpaced();
     void anchor(uint64_t now_ns);
     void resume(uint64_t now_ns);
-    Decision clockless_wait();
     Decision plan_wait(uint64_t target, uint64_t due, bool planned);
     uint64_t time_of(uint64_t g) const;
     void update_horizon();
@@ -316,12 +365,18 @@ class Engine {
     bool planned_ = false;
     uint64_t due_g_ = UINT64_MAX;         // the earliest paced due time then
     uint64_t jump_to_ = 0;                // the wire position of the last late resume
-    uint32_t last_cls_ = kNone;           // the last frame emitted: its class,
-    uint32_t last_wire_ = 0;              // wire bytes
+    uint32_t last_cls_ = kNone;           // the last frame emitted: its class
     uint64_t last_g_ = 0;                 // and G when it was decided
     uint64_t horizon_bytes_ = UINT64_MAX; // H at the line rate; 0 when clockless
-    uint64_t ahead_limit_ = 0;            // window_bytes; 1 when clockless
+    uint64_t ahead_limit_ = 0;            // window_bytes; unbounded when clockless
     uint64_t paced_sum_bps_ = 0;
+    // Clockless: where the wire's line-rate model is after the frames
+    // released so far (G stays at the real-time position: paced frames
+    // leave at once); a normal frame waits until the wire reaches it.
+    uint64_t vwire_ = 0;
+    // Clockless: the smallest D_k of the paced classes (only lowered
+    // between full recomputations): the slack of a paced Wait.
+    uint64_t min_slack_bytes_ = UINT64_MAX;
     uint32_t awaiting_head_ = 0; // classes in State::Sent
     std::vector<Class> classes_;
     std::vector<ClassCold> cold_;

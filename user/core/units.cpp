@@ -163,6 +163,24 @@ Result<uint64_t> parse_bytes(std::string_view text) {
     return parse_scaled(text, kSizeUnits, kSize);
 }
 
+Result<BurstSize> parse_burst(std::string_view text) {
+    static constexpr Unit kMtuUnit[] = {{"mtu", 1}};
+    static constexpr Quantity kMtus{"burst", "3mtu", "largest frames"};
+    static constexpr Quantity kBytes{"burst", "3mtu or 4500b", "bytes"};
+    if (lower(text).ends_with("mtu")) {
+        auto n = parse_scaled(text, kMtuUnit, kMtus);
+        if (!n) return n.failure();
+        return BurstSize{0, *n};
+    }
+    auto n = parse_scaled(text, kSizeUnits, kBytes);
+    if (!n) return n.failure();
+    return BurstSize{*n, 0};
+}
+
+std::string format_burst(BurstSize b) {
+    return b.mtus ? std::to_string(b.mtus) + "mtu" : format_bytes(b.bytes);
+}
+
 Result<uint64_t> parse_duration_ns(std::string_view text, uint64_t bare_unit_ns) {
     const Unit units[] = {
         {"", bare_unit_ns},

@@ -27,6 +27,20 @@ Result<uint64_t> parse_bytes(std::string_view text);
 // 65536 -> "64kb", 1500 -> "1500b": parses back to the same number.
 std::string format_bytes(uint64_t bytes);
 
+// A burst size, tc's word (tbf's burst): bytes as parse_bytes ("4500",
+// "4.5kb"), or a whole number of largest frames ("3mtu"), which the user of
+// it resolves at the device's MTU. 0 bytes: not set.
+struct BurstSize {
+    uint64_t bytes = 0;
+    uint64_t mtus = 0;
+    bool set() const { return bytes || mtus; }
+    // In bytes, a largest frame being largest_bytes; 0 if not set.
+    uint64_t resolve(uint64_t largest_bytes) const { return bytes ? bytes : mtus * largest_bytes; }
+};
+Result<BurstSize> parse_burst(std::string_view text);
+// "3mtu", "4500b": parses back to the same size.
+std::string format_burst(BurstSize b);
+
 // Times in nanoseconds: ns/nsec, us/usec, ms/msec, s/sec (tc's get_time,
 // plus ns). A bare number is in units of bare_unit_ns: tc reads it as
 // microseconds; an option like "--watch SECONDS" as seconds; 0 (the

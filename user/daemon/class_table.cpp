@@ -87,10 +87,27 @@ bool ClassTable::reconcile(uint64_t now) {
     return true;
 }
 
+// The class's burst bound in bytes at DEV's MTU; 0: the engine's default.
+uint64_t ClassTable::burst_of(const pspxdp_class_config &cfg) const {
+    return BurstSize{cfg.burst_bytes, cfg.burst_mtus}.resolve(
+        engine_.config().framing.mtu_unit_bytes());
+}
+
+void ClassTable::publish_late_lost() {
+    const uint64_t rate = engine_.config().line_rate_bps;
+    for (uint32_t slot : configured_) {
+        const ClassState &c = table_[slot];
+        if (c.life != ClassLife::Served || !c.rate_bps) continue;
+        maps_.slot(slot).late_lost_ns =
+            c.late_lost_base_ns +
+            ns_for_bytes_floor(engine_.class_counters(c.handle).late_lost_bytes, rate);
+    }
+}
+
 void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg) {
     ClassState &c = table_[slot];
     const uint64_t rate = paced_rate(cfg);
-    auto h = engine_.add_class(rate);
+    auto h = engine_.add_class(rate, burst_of(cfg));
     if (!h) {
         refuse(slot, classid, cfg, h.error());
         return;
@@ -117,6 +134,7 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
         fresh.classid = pspxdp_classid_of(classid);
         std::memcpy(static_cast<void *>(&pc), &fresh, sizeof(fresh));
     }
+    c.late_lost_base_ns = pc.late_lost_ns;
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
     log_.add("class %s: %s%s on slot %u%s", format_classid(ClassId::from_raw(classid)).c_str(),
@@ -145,6 +163,9 @@ void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
             c.rate_bps = rate;
         }
     }
+    // A bound takes effect at once (no refusal: the engine takes one below a
+    // largest frame, after an MTU change, as one largest frame).
+    if (burst_of(cfg) != burst_of(c.config)) (void)engine_.set_burst(c.handle, burst_of(cfg));
     // Limits follow the configuration at the rate actually applied.
     pspxdp_class_config applied = cfg;
     applied.rate_bps = c.rate_bps;

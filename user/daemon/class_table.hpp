@@ -52,6 +52,7 @@ struct ClassState {
     uint32_t handle = 0;                     // the engine's
     uint32_t backlogged_at = kNotBacklogged; // index in ClassTable::backlogged()
     uint32_t seen_gen = 0;                   // last reconcile that found it configured
+    uint64_t late_lost_base_ns = 0;          // pacer_stats' late_lost_ns when it was added
     ClassLife life = ClassLife::Unused;
     bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
 };
@@ -92,6 +93,8 @@ class ClassTable {
     void mark_empty(uint32_t slot);
 
     uint32_t served() const { return served_; }
+    // The engine's per-class late_lost_bytes into pacer_stats (late_lost_ns).
+    void publish_late_lost();
 
   private:
     void add(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg);
@@ -99,6 +102,7 @@ class ClassTable {
     void start_drain(uint32_t slot, uint64_t now_ns);
     void refuse(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg,
                 const std::string &why);
+    uint64_t burst_of(const pspxdp_class_config &cfg) const;
 
     Engine &engine_;
     PacerMaps &maps_;

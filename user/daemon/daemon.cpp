@@ -260,12 +260,12 @@ Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu) {
 }
 
 std::vector<std::string> to_args(const DaemonConfig &cfg) {
-    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
-                                  format_duration(cfg.sleep_min_ns), "--spin-last",
-                                  format_duration(cfg.spin_ns),
-                                  // Always, so what attach chose is explicit in the daemon's argv.
-                                  "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns),
-                                  "--clock", wire_clock_name(cfg.clock)};
+    std::vector<std::string> a = {
+        "--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
+        format_duration(cfg.sleep_min_ns), "--spin-last", format_duration(cfg.spin_ns),
+        // Always, so what attach chose is explicit in the daemon's argv.
+        "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns), "--clock",
+        wire_clock_name(cfg.clock), "--burst", format_burst(cfg.burst)};
     if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
     if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});

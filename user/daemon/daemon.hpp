@@ -15,6 +15,7 @@
 #pragma once
 
 #include "core/engine.hpp"
+#include "core/units.hpp"
 #include "daemon/wire_clock.hpp"
 #include "datapath/xsk.hpp"
 
@@ -55,6 +56,8 @@ struct DaemonConfig {
     uint64_t spin_ns = 20'000;
     // The gap horizon H (engine.hpp); kGapHorizonInf: the paper's rule.
     uint64_t gap_horizon_ns = kDefaultGapHorizonNs;
+    // Clockless: the burst bound of a class that sets none (engine.hpp).
+    BurstSize burst{0, kDefaultBurstMtus};
     // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;

@@ -80,6 +80,7 @@ HorizonRow run_horizon(const HorizonScenario &scenario, const HorizonMode &mode,
     SimConfig cfg = scenario.config;
     cfg.engine.gap_horizon_ns = mode.gap_horizon_ns;
     cfg.engine.clockless = mode.clockless;
+    cfg.engine.burst_bytes = mode.burst_bytes;
     cfg.wake = wake;
     cfg.wake.spin_ns = mode.spin_ns;
     // The daemon's batch (Loop::schedule): half the window, at most 32 frames.
@@ -89,10 +90,11 @@ HorizonRow run_horizon(const HorizonScenario &scenario, const HorizonMode &mode,
 
     // The wire idles: judge on the NIC model's real start times through the
     // hybrid clock (exact timestamps: T = 0), each class at its own rate.
+    // Clockless frames leave when decided (nothing serialises): real time.
     AnalyzerConfig ac;
     ac.line_rate_bps = cfg.engine.line_rate_bps;
     ac.framing = cfg.engine.framing;
-    ac.mode = ClockMode::Hybrid;
+    ac.mode = mode.clockless ? ClockMode::RealTime : ClockMode::Hybrid;
     ac.idle_threshold_ns = 0;
     for (uint32_t i = 0; i < cfg.sources.size(); ++i)
         if (cfg.sources[i].rate_bps) ac.target_rate_bps.emplace_back(i, cfg.sources[i].rate_bps);

@@ -18,6 +18,8 @@ struct HorizonMode {
     // The model daemon spins for the last spin_ns of a wait whose slack is
     // below it; 0: it always sleeps.
     uint64_t spin_ns = 0;
+    // Clockless: the classes' burst bound (L2 bytes; 0: the engine's default).
+    uint64_t burst_bytes = 0;
 };
 
 // The paper's rule, H = 50 us, 200 us, 1 ms, and the clockless mode with a

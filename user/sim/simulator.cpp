@@ -138,7 +138,9 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
             continue;
         }
         ++res.emitted;
-        long double start = std::max(wire_free_ns, (long double)now);
+        // Clockless: nothing serialises (a veth): a frame leaves when decided.
+        long double start =
+            cfg.engine.clockless ? (long double)now : std::max(wire_free_ns, (long double)now);
         uint32_t wire = f.wire_bytes(d.len);
         wire_free_ns = start + (long double)wire * 8e9L / line_bps;
         uint32_t flow = kFlowGap;

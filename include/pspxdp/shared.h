@@ -83,7 +83,12 @@ struct pspxdp_class_config {
                             * class is created and kept for its life: the index of
                             * pacer_stats and of the daemon's class table */
     enum pspxdp_class_kind kind;
+    __u32 flags; /* PSPXDP_CLASS_* */
+    __u32 reserved;
 };
+/* flows off: the class is one FIFO (CE above ce_threshold_ns, as before
+ * issue 21) instead of per-flow queues under DRR with CoDel. */
+#define PSPXDP_CLASS_FLOWS_OFF 1u
 #define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
 /* What 0 means in class_config. The default limit is what the class's rate
  * drains in PSPXDP_DEFAULT_LIMIT_NS, but never fewer than
@@ -104,8 +109,10 @@ struct pspxdp_class_config {
 struct pspxdp_tag {
     __u32 slot;
     struct pspxdp_classid classid;
+    __u32 flow_hash; /* skb->hash (bpf_get_hash_recalc): the flow inside the class */
+    __u32 segs;      /* frames of the packet this frame is part of (GSO segments; 1) */
 };
-#define PSPXDP_TAG_BYTES 8
+#define PSPXDP_TAG_BYTES 16
 
 /* pacer_state: ARRAY (mmapable), one entry, key 0. */
 struct pspxdp_pacer_state {
@@ -173,8 +180,9 @@ enum pspxdp_slot_state {
     PSPXDP_SLOT_SERVED = 1,   /* the daemon serves classid here: TC may hand frames over */
     PSPXDP_SLOT_DRAINING = 2, /* classid was deleted: TC stops, the daemon empties its queue */
 };
-/* A deleted class keeps of its queue what its rate sends in this time (its
- * oldest frames) and sends that, paced; the rest is dropped at once
+/* A deleted class keeps of its queue what its rate sends in this time (the
+ * rest is taken from its fattest flows, or its newest frames with flows off)
+ * and sends that, paced; the rest is dropped at once
  * (drop_deleted). Judged in bytes at the class's rate, not by the clock, so
  * a busy machine does not change what is dropped. A normal class (no rate)
  * drains as gap filler for this long. Whatever is still queued after
@@ -190,14 +198,21 @@ enum pspxdp_slot_state {
     X(tx_bytes, "their L2 bytes with FCS")                                                         \
     X(backlog_frames, "frames queued in the pacer now")                                            \
     X(backlog_bytes, "their L2 bytes with FCS")                                                    \
-    X(ce_marked, "frames that got ECN CE: they joined a backlog longer than ce_threshold")         \
+    X(ce_marked, "frames that got ECN CE: from CoDel (flows on), or they joined a backlog longer " \
+                 "than ce_threshold (flows off)")                                                  \
     X(drop_limit, "frames dropped because the class's backlog was at its limit")                   \
     X(drop_overflow, "frames dropped because the shared buffer was full (from the longest "        \
                      "backlog)")                                                                   \
     X(drop_deleted, "frames still queued when the class was deleted and not sent")                 \
     X(drop_shutdown, "frames still queued when the daemon stopped")                                \
     X(drop_died, "frames a killed daemon held, counted by the next one")                           \
-    X(drop_invalid, "frames the pacer could not send (length, tag)")
+    X(drop_invalid, "frames the pacer could not send (length, tag)")                               \
+    X(drop_aqm,                                                                                    \
+      "frames CoDel dropped from the flow whose queue stood above target (not ECN-capable)")       \
+    X(new_flows, "frames that arrived for a flow with nothing queued: served first (sparse)")      \
+    X(active_flows, "flows queued in the class now (with frames, or empty for one more round)")    \
+    X(sparse_flows, "of them, in the new (sparse) list now")                                       \
+    X(bulk_flows, "of them, in the old (bulk) list now")
 struct pspxdp_class_counters {
     struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
     enum pspxdp_slot_state state;
@@ -242,7 +257,8 @@ struct pspxdp_class_counters {
     X(clock_forced, "1: the clock mode was forced (--clock byte/none); 0: chosen from DEV's "      \
                     "driver")                                                                      \
     X(gap_horizon_ns, "the gap horizon H, ns; 18446744073709551615 (2^64-1): inf, the paper's "    \
-                      "rule")
+                      "rule")                                                                      \
+    X(flow_reclaims, "empty flows reclaimed because the flow pool ran short (no frame lost)")
 struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
@@ -422,7 +438,7 @@ struct pspxdp_filter_stats {
 static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
 static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(enum pspxdp_slot_state) == 4, "enum fields are 4 bytes");
-static_assert(sizeof(struct pspxdp_class_config) == 40, "class_config layout");
+static_assert(sizeof(struct pspxdp_class_config) == 48, "class_config layout");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, slot) == 32, "class_config");
 static_assert(sizeof(struct pspxdp_tag) == PSPXDP_TAG_BYTES, "tag layout");
 static_assert(sizeof(struct pspxdp_pacer_state) == 40, "pacer_state layout");
@@ -431,8 +447,8 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
-static_assert(sizeof(struct pspxdp_class_counters) == 8 + 13 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 31 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 18 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 32 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");

@@ -459,7 +459,14 @@ TEST_CASE("class words: accepted forms, printed back the same", "[cli][config]")
     CHECK(control::format_class_spec(c) == "ffff:ffff normal limit 1mb");
     ClassSpec d = spec({"1:2", "5mbit", "ce_threshold", "500"}); // tc: bare = us
     CHECK(d.ce_threshold_ns == 500'000);
-    for (const ClassSpec &s : {a, b, c, d}) {
+    CHECK(d.flows); // the default
+    ClassSpec e = spec({"1:3", "5mbit", "flows", "off"});
+    CHECK_FALSE(e.flows);
+    CHECK(e.to_config(3).flags == PSPXDP_CLASS_FLOWS_OFF);
+    CHECK(control::format_class_spec(e) == "1:3 5Mbit flows off");
+    CHECK_FALSE(e.same_config(spec({"1:3", "5mbit"})));
+    CHECK(spec({"1:3", "5mbit", "flows", "on"}).same_config(spec({"1:3", "5mbit"})));
+    for (const ClassSpec &s : {a, b, c, d, e}) {
         auto words = std::vector<std::string>();
         std::string text = control::format_class_spec(s), w;
         for (char ch : text + " ") {
@@ -500,8 +507,12 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
           "class 1:1: ce_threshold \"0\": out of range 1us..10s");
     CHECK_THAT(bad({"1:1", "normal", "ce_threshold", "1ms"}),
                Catch::StartsWith("class 1:1: ce_threshold \"1ms\": needs a paced class"));
-    CHECK(bad({"1:1", "1mbit", "burst", "1"}) ==
-          "class 1:1: unknown word \"burst\" (expected limit BYTES|TIME or ce_threshold TIME|off)");
+    CHECK(bad({"1:1", "1mbit", "quantum", "1"}) ==
+          "class 1:1: unknown word \"quantum\" (expected limit BYTES|TIME, ce_threshold TIME|off "
+          "or flows on|off)");
+    CHECK(bad({"1:1", "1mbit", "flows", "yes"}) == "class 1:1: flows \"yes\": expected on or off");
+    CHECK(bad({"1:1", "1mbit", "flows", "off", "flows", "on"}) ==
+          "class 1:1: flows given twice (\"on\")");
 }
 
 TEST_CASE("rates against the wire: framing ceiling and the line rate", "[cli][config]") {

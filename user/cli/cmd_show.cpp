@@ -49,6 +49,11 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     } else if (c.config.ce_threshold_ns) {
         p.duration("ce_threshold", c.config.ce_threshold_ns);
     }
+    const bool flows = !(c.config.flags & PSPXDP_CLASS_FLOWS_OFF);
+    if (p.json())
+        p.boolean("flows", flows);
+    else if (!flows)
+        p.text("flows off ");
     p.u64("slot", c.config.slot);
     p.string("state", state_name(c), "%s ");
     if (stats) {
@@ -96,6 +101,7 @@ std::vector<KeyDoc> key_docs() {
         {"classes[]", "ce_threshold_ns",
          "ECN CE above this backlog (time at the rate); 0: the default"},
         {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
+        {"classes[]", "flows", "per-flow queues with CoDel (true, the default) or one FIFO"},
         {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
         {"classes[]", "state",
          "served (the pacer has it), draining (deleted, queue emptying), unserved"},

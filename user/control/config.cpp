@@ -80,6 +80,7 @@ pspxdp_class_config ClassSpec::to_config(uint32_t slot) const {
     c.limit_bytes = limit_bytes;
     c.limit_ns = limit_ns;
     c.ce_threshold_ns = ce_threshold_ns;
+    c.flags = flows ? 0 : PSPXDP_CLASS_FLOWS_OFF;
     c.slot = slot;
     return c;
 }
@@ -92,13 +93,14 @@ ClassSpec ClassSpec::from_config(uint32_t classid, const pspxdp_class_config &c)
     s.limit_bytes = c.limit_bytes;
     s.limit_ns = c.limit_ns;
     s.ce_threshold_ns = c.ce_threshold_ns;
+    s.flows = !(c.flags & PSPXDP_CLASS_FLOWS_OFF);
     return s;
 }
 
 bool ClassSpec::same_config(const ClassSpec &o) const {
     return classid == o.classid && kind == o.kind && rate_bps == o.rate_bps &&
            limit_bytes == o.limit_bytes && limit_ns == o.limit_ns &&
-           ce_threshold_ns == o.ce_threshold_ns;
+           ce_threshold_ns == o.ce_threshold_ns && flows == o.flows;
 }
 
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
@@ -118,15 +120,21 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
         c.rate_bps = *r;
         c.rate_word = words[1];
     }
-    bool have_limit = false, have_ce = false;
+    bool have_limit = false, have_ce = false, have_flows = false;
     for (size_t i = 2; i < words.size(); i += 2) {
         const std::string &key = words[i];
-        if (key != "limit" && key != "ce_threshold")
+        if (key != "limit" && key != "ce_threshold" && key != "flows")
             return refuse(cls + ": unknown word " + quoted(key) +
-                          " (expected limit BYTES|TIME or ce_threshold TIME|off)");
+                          " (expected limit BYTES|TIME, ce_threshold TIME|off or flows on|off)");
         if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
         const std::string &w = words[i + 1];
-        if (key == "limit") {
+        if (key == "flows") {
+            if (have_flows) return refuse(cls + ": flows given twice (" + quoted(w) + ")");
+            have_flows = true;
+            if (w != "on" && w != "off")
+                return refuse(cls + ": flows " + quoted(w) + ": expected on or off");
+            c.flows = w == "on";
+        } else if (key == "limit") {
             if (have_limit) return refuse(cls + ": limit given twice (" + quoted(w) + ")");
             have_limit = true;
             if (is_time_word(w)) {
@@ -176,6 +184,7 @@ std::string format_class_spec(const ClassSpec &c) {
         s += " ce_threshold off";
     else if (c.ce_threshold_ns)
         s += " ce_threshold " + format_duration(c.ce_threshold_ns);
+    if (!c.flows) s += " flows off";
     return s;
 }
 

@@ -3,7 +3,7 @@
 // unit tests check every accepted and refused form.
 //
 // A class, as `pspxdp class add` and a configuration file write it:
-//   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off]
+//   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [flows on|off]
 // A configuration file (what `pspxdp save` prints and `apply` reads), one
 // statement a line, '#' starts a comment:
 //   line-rate 1Gbit
@@ -41,6 +41,7 @@ struct ClassSpec {
     uint64_t limit_bytes = 0;     // 0: not given (limit_ns, or the pacer's default)
     uint64_t limit_ns = 0;        // paced only; 0: not given
     uint64_t ce_threshold_ns = 0; // paced only; 0: the default; PSPXDP_CE_THRESHOLD_OFF: never
+    bool flows = true;            // per-flow queues with CoDel; false: one FIFO
     std::string rate_word;        // the rate as typed, for messages ("" = format_rate)
     size_t line = 0;              // of the configuration file it came from, for messages
 
@@ -51,7 +52,8 @@ struct ClassSpec {
     bool same_config(const ClassSpec &o) const;
 };
 
-// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off].
+// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off]
+// [flows on|off].
 // Errors name the offending word.
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
 std::string format_class_spec(const ClassSpec &c);

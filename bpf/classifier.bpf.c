@@ -161,13 +161,18 @@ static __always_inline __u32 served_slot(__u32 classid) {
 /* Tags the packet and redirects it into the pacer veth. Returns false, with
  * the packet untouched, when the pacer cannot take it. */
 static __always_inline bool hand_over(struct __sk_buff *skb, __u32 pacer_ifindex, __u32 slot,
-                                      __u32 classid) {
+                                      __u32 classid, __u32 segs) {
     __u32 mtu_len = 0;
     /* 0: the pacer exists and the tagged packet fits it (a GSO packet is
      * judged by its segments when the pacer segments it). */
     if (bpf_check_mtu(skb, pacer_ifindex, &mtu_len, PSPXDP_TAG_BYTES, 0) != 0) return false;
+    /* The flow inside the class: the kernel's flow hash (the stack's own,
+     * or the flow dissector's 5-tuple hash), before the tag hides the
+     * headers from it. */
+    __u32 flow_hash = bpf_get_hash_recalc(skb);
     if (bpf_skb_change_head(skb, PSPXDP_TAG_BYTES, 0) != 0) return false;
-    struct pspxdp_tag tag = {.slot = slot, .classid = pspxdp_classid_of(classid)};
+    struct pspxdp_tag tag = {
+        .slot = slot, .classid = pspxdp_classid_of(classid), .flow_hash = flow_hash, .segs = segs};
     /* Cannot fail after change_head made the bytes linear. If it did, the
      * tag stays zero (change_head clears it) and the daemon drops the frame
      * as unknown_class: a tagged packet never goes back to DEV. */
@@ -200,7 +205,7 @@ int pspxdp_classify(struct __sk_buff *skb) {
         count(PSPXDP_TC_PACER_DEAD);
     } else if (!(slot = served_slot(classid))) {
         count(PSPXDP_TC_NO_SLOT);
-    } else if (hand_over(skb, st->pacer_ifindex, slot, classid)) {
+    } else if (hand_over(skb, st->pacer_ifindex, slot, classid, segs)) {
         outcome = HANDED_OVER;
     } else {
         count(PSPXDP_TC_REDIRECT_ERR);

@@ -89,7 +89,12 @@ struct pspxdp_class_config {
      * at most one is set, both 0: the attachment's default (attach --burst). */
     __u32 burst_bytes;
     __u32 burst_mtus;
+    __u32 flags; /* PSPXDP_CLASS_* */
+    __u32 reserved;
 };
+/* flows off: the class is one FIFO (CE above ce_threshold_ns, as before
+ * issue 21) instead of per-flow queues under DRR with CoDel. */
+#define PSPXDP_CLASS_FLOWS_OFF 1u
 #define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
 /* What 0 means in class_config. The default limit is what the class's rate
  * drains in PSPXDP_DEFAULT_LIMIT_NS, but never fewer than
@@ -110,8 +115,10 @@ struct pspxdp_class_config {
 struct pspxdp_tag {
     __u32 slot;
     struct pspxdp_classid classid;
+    __u32 flow_hash; /* skb->hash (bpf_get_hash_recalc): the flow inside the class */
+    __u32 segs;      /* frames of the packet this frame is part of (GSO segments; 1) */
 };
-#define PSPXDP_TAG_BYTES 8
+#define PSPXDP_TAG_BYTES 16
 
 /* pacer_state: ARRAY (mmapable), one entry, key 0. */
 struct pspxdp_pacer_state {
@@ -179,8 +186,9 @@ enum pspxdp_slot_state {
     PSPXDP_SLOT_SERVED = 1,   /* the daemon serves classid here: TC may hand frames over */
     PSPXDP_SLOT_DRAINING = 2, /* classid was deleted: TC stops, the daemon empties its queue */
 };
-/* A deleted class keeps of its queue what its rate sends in this time (its
- * oldest frames) and sends that, paced; the rest is dropped at once
+/* A deleted class keeps of its queue what its rate sends in this time (the
+ * rest is taken from its fattest flows, or its newest frames with flows off)
+ * and sends that, paced; the rest is dropped at once
  * (drop_deleted). Judged in bytes at the class's rate, not by the clock, so
  * a busy machine does not change what is dropped. A normal class (no rate)
  * drains as gap filler for this long. Whatever is still queued after
@@ -196,7 +204,8 @@ enum pspxdp_slot_state {
     X(tx_bytes, "their L2 bytes with FCS")                                                         \
     X(backlog_frames, "frames queued in the pacer now")                                            \
     X(backlog_bytes, "their L2 bytes with FCS")                                                    \
-    X(ce_marked, "frames that got ECN CE: they joined a backlog longer than ce_threshold")         \
+    X(ce_marked, "frames that got ECN CE: from CoDel (flows on), or they joined a backlog longer " \
+                 "than ce_threshold (flows off)")                                                  \
     X(drop_limit, "frames dropped because the class's backlog was at its limit")                   \
     X(drop_overflow, "frames dropped because the shared buffer was full (from the longest "        \
                      "backlog)")                                                                   \
@@ -205,7 +214,13 @@ enum pspxdp_slot_state {
     X(drop_died, "frames a killed daemon held, counted by the next one")                           \
     X(drop_invalid, "frames the pacer could not send (length, tag)")                               \
     X(late_lost_ns, "clockless: real time given up because a late wake-up exceeded the class's "   \
-                    "burst bound (its rate is short by this much)")
+                    "burst bound (its rate is short by this much)")                                \
+    X(drop_aqm,                                                                                    \
+      "frames CoDel dropped from the flow whose queue stood above target (not ECN-capable)")       \
+    X(new_flows, "frames that arrived for a flow with nothing queued: served first (sparse)")      \
+    X(active_flows, "flows queued in the class now (with frames, or empty for one more round)")    \
+    X(sparse_flows, "of them, in the new (sparse) list now")                                       \
+    X(bulk_flows, "of them, in the old (bulk) list now")
 struct pspxdp_class_counters {
     struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
     enum pspxdp_slot_state state;
@@ -253,7 +268,8 @@ struct pspxdp_class_counters {
                       "rule")                                                                      \
     X(lost_wire_ns, "wire time the daemon was behind, ns: underruns (byte clock) and late "        \
                     "wake-ups (late_ns)")                                                          \
-    X(lost_wire_ppm, "share of the wire's time lost so in the last second, parts per million")
+    X(lost_wire_ppm, "share of the wire's time lost so in the last second, parts per million")     \
+    X(flow_reclaims, "empty flows reclaimed because the flow pool ran short (no frame lost)")
 struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
@@ -450,7 +466,7 @@ struct pspxdp_lateness {
 static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
 static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(enum pspxdp_slot_state) == 4, "enum fields are 4 bytes");
-static_assert(sizeof(struct pspxdp_class_config) == 48, "class_config layout");
+static_assert(sizeof(struct pspxdp_class_config) == 56, "class_config layout");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, slot) == 32, "class_config");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, burst_bytes) == 40, "class_config");
 static_assert(sizeof(struct pspxdp_tag) == PSPXDP_TAG_BYTES, "tag layout");
@@ -460,8 +476,8 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
-static_assert(sizeof(struct pspxdp_class_counters) == 8 + 14 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_daemon_stats) == 33 * 8, "daemon_stats layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 19 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_daemon_stats) == 34 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -292,6 +293,25 @@ TEST_CASE("classifier: IPv4 port and prefix rules", "[bpf][classifier]") {
         REQUIRE_PACED(c.run(cat(eth(ETH_P_IP), ipv4(h, udp(40000, 5001)))), C1, 1u);
         h.dst = "8.8.8.8"; // bytes that look like udp dport 5001 must not match
         REQUIRE_PACED(c.run(cat(eth(ETH_P_IP), ipv4(h, udp(40000, 5001)))), C3, 3u);
+    }
+    SECTION("the tag names the flow: same 5-tuple, same hash; one segment") {
+        auto tag_of = [&](const Bytes &p) {
+            const Verdict v = c.run(p);
+            REQUIRE(v.out.size() == p.size() + PSPXDP_TAG_BYTES);
+            pspxdp_tag t{};
+            std::memcpy(&t, v.out.data(), sizeof(t));
+            return t;
+        };
+        const pspxdp_tag a = tag_of(udp4("8.8.8.8", 40000, 5001));
+        const pspxdp_tag a2 = tag_of(udp4("8.8.8.8", 40000, 5001));
+        CHECK(a.flow_hash == a2.flow_hash);
+        CHECK(a.segs == 1);
+        // Other source ports of the same class: other flows (a 32-bit hash:
+        // eight ports colliding would be a broken hash, not chance).
+        std::set<uint32_t> hashes{a.flow_hash};
+        for (uint16_t sport = 40001; sport <= 40008; ++sport)
+            hashes.insert(tag_of(udp4("8.8.8.8", sport, 5001)).flow_hash);
+        CHECK(hashes.size() == 9);
     }
     SECTION("counters: packets and bytes per class, over all CPUs") {
         const Bytes p = udp4("8.8.8.8", 40000, 5001);

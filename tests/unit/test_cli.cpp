@@ -461,7 +461,14 @@ TEST_CASE("class words: accepted forms, printed back the same", "[cli][config]")
     CHECK(control::format_class_spec(c) == "ffff:ffff normal limit 1mb");
     ClassSpec d = spec({"1:2", "5mbit", "ce_threshold", "500"}); // tc: bare = us
     CHECK(d.ce_threshold_ns == 500'000);
-    for (const ClassSpec &s : {a, b, c, d}) {
+    CHECK(d.flows); // the default
+    ClassSpec e = spec({"1:3", "5mbit", "flows", "off"});
+    CHECK_FALSE(e.flows);
+    CHECK(e.to_config(3).flags == PSPXDP_CLASS_FLOWS_OFF);
+    CHECK(control::format_class_spec(e) == "1:3 5Mbit flows off");
+    CHECK_FALSE(e.same_config(spec({"1:3", "5mbit"})));
+    CHECK(spec({"1:3", "5mbit", "flows", "on"}).same_config(spec({"1:3", "5mbit"})));
+    for (const ClassSpec &s : {a, b, c, d, e}) {
         auto words = std::vector<std::string>();
         std::string text = control::format_class_spec(s), w;
         for (char ch : text + " ") {
@@ -503,8 +510,8 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
     CHECK_THAT(bad({"1:1", "normal", "ce_threshold", "1ms"}),
                Catch::StartsWith("class 1:1: ce_threshold \"1ms\": needs a paced class"));
     CHECK(bad({"1:1", "1mbit", "bucket", "1"}) ==
-          "class 1:1: unknown word \"bucket\" (expected limit BYTES|TIME, ce_threshold TIME|off or "
-          "burst SIZE)");
+          "class 1:1: unknown word \"bucket\" (expected limit BYTES|TIME, ce_threshold TIME|off, "
+          "burst SIZE or flows on|off)");
     CHECK(bad({"1:1", "1mbit", "burst", "2.5mtu"}) ==
           "class 1:1: burst \"2.5mtu\": not a whole number of largest frames");
     CHECK(bad({"1:1", "1mbit", "burst", "3mtu", "burst", "4mtu"}) ==
@@ -513,6 +520,9 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
                Catch::StartsWith("class 1:1: burst \"3mtu\": needs a paced class"));
     CHECK(bad({"1:1", "1mbit", "burst", "2gb"}) ==
           "class 1:1: burst \"2gb\": above 1gb or 65536mtu");
+    CHECK(bad({"1:1", "1mbit", "flows", "yes"}) == "class 1:1: flows \"yes\": expected on or off");
+    CHECK(bad({"1:1", "1mbit", "flows", "off", "flows", "on"}) ==
+          "class 1:1: flows given twice (\"on\")");
 }
 
 TEST_CASE("class words: burst in bytes or largest frames, round trip, below a frame refused",

@@ -98,7 +98,7 @@ int run_default(const Args &args) {
 const Command kClass = {
     "class",
     "add|set|change|del|show [DEV] [CLASSID [(RATE | normal) [limit BYTES|TIME] "
-    "[ce_threshold TIME|off] [burst SIZE]]]",
+    "[ce_threshold TIME|off] [burst SIZE] [flows on|off]]]",
     "configure the classes of an attached device, as tc class does",
     "add fails if the class exists, change fails if it does not, set does either.\n"
     "add/change/set replace the whole class: what is not given is the default.\n"
@@ -108,9 +108,15 @@ const Command kClass = {
     "\"normal\" makes an unpaced class that fills the gaps between paced frames.\n"
     "limit BYTES|TIME bounds the class's backlog in the pacer (64kb, 1mb; a TIME\n"
     "such as 10ms is the backlog at the class's rate); frames beyond it are\n"
-    "dropped and counted (drop_limit). ce_threshold TIME (paced classes): ECT\n"
-    "frames joining a backlog longer than TIME get ECN CE (ce_marked); off never\n"
-    "marks. A bare number is bytes for limit, microseconds for ce_threshold (tc).\n"
+    "dropped and counted (drop_limit); a GSO packet is admitted or dropped whole.\n"
+    "flows on (the default): the class keeps a queue per flow (5-tuple), serves\n"
+    "them by deficit round robin with new flows first, and runs CoDel on each\n"
+    "(target 5 ms or two frames at the rate, interval 100 ms): ECT frames of a\n"
+    "flow whose queue stands above target get ECN CE (ce_marked), others are\n"
+    "dropped (drop_aqm). flows off: one FIFO, and ce_threshold TIME (paced\n"
+    "classes) gives ECN CE to ECT frames joining a backlog longer than TIME; off\n"
+    "never marks. A bare number is bytes for limit, microseconds for\n"
+    "ce_threshold (tc).\n"
     "burst SIZE (paced classes, clockless mode: veth, VM NICs): the most the class\n"
     "may send beyond its rate over any interval in real time, as tc tbf's burst:\n"
     "bytes (4500, 4.5kb) or largest frames (3mtu); a late wake-up is caught up\n"

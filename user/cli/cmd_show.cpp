@@ -91,6 +91,11 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     } else if (c.config.burst_bytes || c.config.burst_mtus) {
         p.text("burst " + format_burst(BurstSize{c.config.burst_bytes, c.config.burst_mtus}) + " ");
     }
+    const bool flows = !(c.config.flags & PSPXDP_CLASS_FLOWS_OFF);
+    if (p.json())
+        p.boolean("flows", flows);
+    else if (!flows)
+        p.text("flows off ");
     p.u64("slot", c.config.slot);
     p.string("state", state_name(c), "%s ");
     if (stats) {
@@ -143,6 +148,7 @@ std::vector<KeyDoc> key_docs() {
          "clockless burst bound in L2 bytes; 0: burst_mtus or the attachment's default"},
         {"classes[]", "burst_mtus",
          "clockless burst bound in largest frames; 0: burst_bytes or the attachment's default"},
+        {"classes[]", "flows", "per-flow queues with CoDel (true, the default) or one FIFO"},
         {"classes[]", "slot", "the class's index in pacer_stats and the daemon (1..131071)"},
         {"classes[]", "state",
          "served (the pacer has it), draining (deleted, queue emptying), unserved"},

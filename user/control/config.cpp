@@ -82,6 +82,7 @@ pspxdp_class_config ClassSpec::to_config(uint32_t slot) const {
     c.ce_threshold_ns = ce_threshold_ns;
     c.burst_bytes = uint32_t(burst.bytes);
     c.burst_mtus = uint32_t(burst.mtus);
+    c.flags = flows ? 0 : PSPXDP_CLASS_FLOWS_OFF;
     c.slot = slot;
     return c;
 }
@@ -95,6 +96,7 @@ ClassSpec ClassSpec::from_config(uint32_t classid, const pspxdp_class_config &c)
     s.limit_ns = c.limit_ns;
     s.ce_threshold_ns = c.ce_threshold_ns;
     s.burst = BurstSize{c.burst_bytes, c.burst_mtus};
+    s.flows = !(c.flags & PSPXDP_CLASS_FLOWS_OFF);
     return s;
 }
 
@@ -102,7 +104,7 @@ bool ClassSpec::same_config(const ClassSpec &o) const {
     return classid == o.classid && kind == o.kind && rate_bps == o.rate_bps &&
            limit_bytes == o.limit_bytes && limit_ns == o.limit_ns &&
            ce_threshold_ns == o.ce_threshold_ns && burst.bytes == o.burst.bytes &&
-           burst.mtus == o.burst.mtus;
+           burst.mtus == o.burst.mtus && flows == o.flows;
 }
 
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
@@ -122,12 +124,13 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
         c.rate_bps = *r;
         c.rate_word = words[1];
     }
-    bool have_limit = false, have_ce = false, have_burst = false;
+    bool have_limit = false, have_ce = false, have_burst = false, have_flows = false;
     for (size_t i = 2; i < words.size(); i += 2) {
         const std::string &key = words[i];
-        if (key != "limit" && key != "ce_threshold" && key != "burst")
-            return refuse(cls + ": unknown word " + quoted(key) +
-                          " (expected limit BYTES|TIME, ce_threshold TIME|off or burst SIZE)");
+        if (key != "limit" && key != "ce_threshold" && key != "burst" && key != "flows")
+            return refuse(
+                cls + ": unknown word " + quoted(key) +
+                " (expected limit BYTES|TIME, ce_threshold TIME|off, burst SIZE or flows on|off)");
         if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
         const std::string &w = words[i + 1];
         if (key == "burst") {
@@ -143,6 +146,12 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
                               format_bytes(kMaxBurstBytes) + " or " +
                               format_burst(BurstSize{0, kMaxBurstMtus}));
             c.burst = *b;
+        } else if (key == "flows") {
+            if (have_flows) return refuse(cls + ": flows given twice (" + quoted(w) + ")");
+            have_flows = true;
+            if (w != "on" && w != "off")
+                return refuse(cls + ": flows " + quoted(w) + ": expected on or off");
+            c.flows = w == "on";
         } else if (key == "limit") {
             if (have_limit) return refuse(cls + ": limit given twice (" + quoted(w) + ")");
             have_limit = true;
@@ -194,6 +203,7 @@ std::string format_class_spec(const ClassSpec &c) {
     else if (c.ce_threshold_ns)
         s += " ce_threshold " + format_duration(c.ce_threshold_ns);
     if (c.burst.set()) s += " burst " + format_burst(c.burst);
+    if (!c.flows) s += " flows off";
     return s;
 }
 

@@ -4,6 +4,7 @@
 //
 // A class, as `pspxdp class add` and a configuration file write it:
 //   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE]
+//   [flows on|off]
 // A configuration file (what `pspxdp save` prints and `apply` reads), one
 // statement a line, '#' starts a comment:
 //   line-rate 1Gbit
@@ -45,6 +46,7 @@ struct ClassSpec {
     uint64_t limit_ns = 0;        // paced only; 0: not given
     uint64_t ce_threshold_ns = 0; // paced only; 0: the default; PSPXDP_CE_THRESHOLD_OFF: never
     BurstSize burst;              // paced only; not set: the attachment's default
+    bool flows = true;            // per-flow queues with CoDel; false: one FIFO
     std::string rate_word;        // the rate as typed, for messages ("" = format_rate)
     size_t line = 0;              // of the configuration file it came from, for messages
 
@@ -55,7 +57,8 @@ struct ClassSpec {
     bool same_config(const ClassSpec &o) const;
 };
 
-// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE].
+// words: CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE]
+// [flows on|off].
 // Errors name the offending word.
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
 std::string format_class_spec(const ClassSpec &c);

@@ -1,5 +1,6 @@
 #include "daemon/class_queues.hpp"
 
+#include "common/clock.hpp"
 #include "core/units.hpp"
 #include "datapath/ecn.hpp"
 
@@ -13,7 +14,38 @@ namespace {
 constexpr uint64_t kOverflowBatchFrames = 64;
 } // namespace
 
-void ClassQueues::receive(uint32_t frame) {
+ClassQueues::ClassQueues(datapath::XskPlane &plane, Engine &engine, ClassTable &table,
+                         PacerMaps &maps, const Framing &framing)
+    : plane_(plane), engine_(engine), table_(table), maps_(maps), framing_(framing),
+      flows_(plane.table(), plane.frames(), framing.mtu_unit_bytes()) {}
+
+bool ClassQueues::at_limit(const ClassState &c, uint32_t slot, uint32_t l2) const {
+    const datapath::ClassFlows &q = flows_.of(slot);
+    return q.frames >= c.limits.limit_frames && q.bytes + l2 > c.limits.limit_bytes;
+}
+
+// Flows off: a frame beyond the limit is dropped, and a GSO packet, which
+// reaches the pacer as its segments one after another (each with a copy of
+// the tag, segs = how many), is admitted or refused whole on its first
+// segment, as if it were one packet (htb's FIFO counts it as one): cutting
+// it at the limit lost the rest of a TCP window for the price of a few
+// frames (176-436 retransmits per run into a 20-50 Mbit/s class with limit
+// 10ms, where a GSO packet is larger than the limit). Segments of two GSO
+// packets of one class interleaved (two CPUs sending into one class) are
+// judged one by one. (Flows on: receive() makes room instead.)
+bool ClassQueues::admit(ClassState &c, const pspxdp_tag &tag, uint32_t l2) {
+    if (c.gso_left && c.gso_hash == tag.flow_hash) {
+        --c.gso_left;
+        return c.gso_admit;
+    }
+    const bool ok = !at_limit(c, tag.slot, l2);
+    c.gso_left = tag.segs > 1 ? tag.segs - 1 : 0;
+    c.gso_hash = tag.flow_hash;
+    c.gso_admit = ok;
+    return ok;
+}
+
+void ClassQueues::receive(uint32_t frame, uint64_t now) {
     pspxdp_daemon_stats &d = maps_.daemon();
     ++d.rx_frames;
     pspxdp_tag tag{};
@@ -36,50 +68,88 @@ void ClassQueues::receive(uint32_t frame) {
         plane_.release(frame);
         return;
     }
-    if (c->fifo.frames >= c->limits.limit_frames && c->fifo.bytes + l2 > c->limits.limit_bytes) {
+    if (c->limits.flows) {
+        // At the limit the frame is taken and the head of the class's
+        // fattest flow goes instead (fq_codel's rule): the flow that builds
+        // the queue pays, and a sparse flow's frame, or a GSO packet's
+        // segments, still get in.
+        if (at_limit(*c, slot, l2)) drop_head(slot, 1, &pspxdp_class_counters::drop_limit, now);
+    } else if (!admit(*c, tag, l2)) {
         ++pc.drop_limit;
         plane_.release(frame);
         return;
     }
-    if (c->fifo.bytes > c->limits.ce_bytes &&
+    const datapath::ClassFlows &q = flows_.of(slot);
+    // Flows off: one FIFO, ECN CE above the backlog threshold (as before
+    // flows). Flows on, CoDel marks at the head instead (head_changed).
+    if (!c->limits.flows && q.bytes > c->limits.ce_bytes &&
         datapath::mark_ce(plane_.data(frame), len) == datapath::EcnMark::Marked)
         ++pc.ce_marked;
     plane_.table()[frame].owner = slot;
-    const bool was_empty = c->fifo.empty();
-    c->fifo.push(plane_.table(), frame, l2);
+    const bool was_empty = q.empty();
+    const uint64_t new_before = flows_.counters().new_flows;
+    flows_.enqueue(slot, c->limits.flows ? tag.flow_hash : 0, frame, l2, now);
+    if (c->limits.flows) pc.new_flows += flows_.counters().new_flows - new_before;
+    publish_flows(slot);
     ++pc.backlog_frames;
     pc.backlog_bytes += l2;
     if (was_empty) {
-        engine_.set_head(c->handle, len);
+        head_changed(slot, *c, now);
         table_.mark_backlogged(slot);
     }
 }
 
-void ClassQueues::head_changed(uint32_t slot, ClassState &c) {
-    if (c.fifo.empty()) {
+// CoDel's verdict on a frame (flow_queues.hpp): marked if ECN-capable, else
+// dropped here and counted.
+bool ClassQueues::mark(uint32_t slot, uint32_t frame) {
+    if (datapath::mark_ce(plane_.data(frame), plane_.meta(frame).len) != datapath::EcnMark::Marked)
+        return false;
+    ++maps_.slot(slot).ce_marked;
+    return true;
+}
+
+void ClassQueues::drop(uint32_t slot, uint32_t frame) {
+    discard(slot, frame, &pspxdp_class_counters::drop_aqm);
+}
+
+// A queued frame leaves without being sent: counted under `cause`.
+void ClassQueues::discard(uint32_t slot, uint32_t frame, __u64 pspxdp_class_counters::*cause) {
+    pspxdp_class_counters &pc = maps_.slot(slot);
+    ++(pc.*cause);
+    --pc.backlog_frames;
+    pc.backlog_bytes -= flows_.frame_bytes(frame);
+    plane_.release(frame);
+}
+
+void ClassQueues::publish_flows(uint32_t slot) {
+    const datapath::ClassFlows &q = flows_.of(slot);
+    pspxdp_class_counters &pc = maps_.slot(slot);
+    pc.active_flows = q.flows;
+    pc.sparse_flows = q.sparse;
+    pc.bulk_flows = q.bulk;
+}
+
+void ClassQueues::head_changed(uint32_t slot, ClassState &c, uint64_t now) {
+    const uint32_t f = flows_.head(slot, c.limits.aqm, now, *this);
+    publish_flows(slot);
+    if (f == datapath::kNoFrame) {
         engine_.set_empty(c.handle);
         table_.mark_empty(slot);
     } else {
-        engine_.set_head(c.handle, plane_.meta(c.fifo.head).len);
+        engine_.set_head(c.handle, plane_.meta(f).len);
     }
 }
 
-void ClassQueues::transmit_head(uint32_t handle) {
+void ClassQueues::transmit_head(uint32_t handle, uint64_t now) {
     const uint32_t slot = table_.slot_of(handle);
     ClassState &c = table_.at(slot);
-    const uint32_t f = c.fifo.head;
-    const uint32_t l2 = framing_.l2_bytes(plane_.meta(f).len);
-    c.fifo.pop(plane_.table(), l2);
+    const uint32_t f = flows_.pop(slot);
     if (!plane_.tx_frame(f)) {
         // The caller reserved the ring slot, so only a frame in the wrong
         // state gets here (a bug, counted by the plane): not sent.
-        pspxdp_class_counters &pc = maps_.slot(slot);
-        ++pc.drop_invalid;
-        --pc.backlog_frames;
-        pc.backlog_bytes -= l2;
-        plane_.release(f);
+        discard(slot, f, &pspxdp_class_counters::drop_invalid);
     }
-    head_changed(slot, c);
+    head_changed(slot, c, now);
 }
 
 void ClassQueues::sent(uint32_t frame, uint32_t len) {
@@ -114,20 +184,11 @@ void ClassQueues::gaps_sent(int64_t frames, int64_t wire_bytes) {
     d.gap_bytes += uint64_t(wire_bytes);
 }
 
-uint64_t ClassQueues::drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause) {
-    ClassState &c = table_.at(slot);
-    pspxdp_class_counters &pc = maps_.slot(slot);
-    uint64_t dropped = 0;
-    for (; dropped < n && !c.fifo.empty(); ++dropped) {
-        const uint32_t f = c.fifo.head;
-        const uint32_t l2 = framing_.l2_bytes(plane_.meta(f).len);
-        c.fifo.pop(plane_.table(), l2);
-        plane_.release(f);
-        ++(pc.*cause);
-        --pc.backlog_frames;
-        pc.backlog_bytes -= l2;
-    }
-    if (dropped) head_changed(slot, c);
+uint64_t ClassQueues::drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause,
+                                uint64_t now) {
+    const uint64_t dropped =
+        flows_.drop_fattest(slot, n, [&](uint32_t f) { discard(slot, f, cause); });
+    if (dropped) head_changed(slot, table_.at(slot), now);
     return dropped;
 }
 
@@ -136,10 +197,11 @@ uint64_t ClassQueues::relieve_overflow() {
     if (!short_frames) return 0;
     scratch_.clear();
     for (uint32_t slot : table_.backlogged())
-        scratch_.push_back(datapath::Backlog{slot, table_.at(slot).fifo.frames});
+        scratch_.push_back(datapath::Backlog{slot, flows_.of(slot).frames});
+    const uint64_t now = common::mono_ns(); // a head chosen again runs CoDel
     uint64_t dropped = 0;
     for (const auto &cut : datapath::plan_overflow(scratch_, short_frames + kOverflowBatchFrames))
-        dropped += drop_head(cut.id, cut.frames, &pspxdp_class_counters::drop_overflow);
+        dropped += drop_head(cut.id, cut.frames, &pspxdp_class_counters::drop_overflow, now);
     return dropped;
 }
 
@@ -149,37 +211,18 @@ void ClassQueues::expire_drains(uint64_t now) {
         if (!c.drain_cut) {
             c.drain_cut = true;
             if (c.rate_bps)
-                keep_oldest(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps));
+                keep_bytes(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps), now);
         }
-        if (now >= c.drain_deadline_ns && !c.fifo.empty())
-            drop_head(slot, c.fifo.frames, &pspxdp_class_counters::drop_deleted);
+        if (now >= c.drain_deadline_ns && !flows_.of(slot).empty())
+            drop_head(slot, flows_.of(slot).frames, &pspxdp_class_counters::drop_deleted, now);
     }
 }
 
-void ClassQueues::keep_oldest(uint32_t slot, uint64_t budget_bytes) {
-    ClassState &c = table_.at(slot);
-    datapath::FrameTable &t = plane_.table();
-    uint32_t last = datapath::kNoFrame, kept = 0;
-    uint64_t bytes = 0;
-    uint32_t f = c.fifo.head;
-    for (; f != datapath::kNoFrame; f = t[f].next) {
-        const uint32_t l2 = framing_.l2_bytes(t[f].len);
-        if (bytes + l2 > budget_bytes) break;
-        bytes += l2;
-        ++kept;
-        last = f;
-    }
-    if (f == datapath::kNoFrame) return; // all of it fits
-    pspxdp_class_counters &pc = maps_.slot(slot);
-    for (uint32_t r = c.fifo.truncate_after(t, last, kept, bytes); r != datapath::kNoFrame;) {
-        const uint32_t next = t[r].next;
-        --pc.backlog_frames;
-        pc.backlog_bytes -= framing_.l2_bytes(t[r].len);
-        ++pc.drop_deleted;
-        plane_.release(r);
-        r = next;
-    }
-    if (!kept) head_changed(slot, c);
+void ClassQueues::keep_bytes(uint32_t slot, uint64_t budget_bytes, uint64_t now) {
+    const uint32_t dropped = flows_.keep_bytes(slot, budget_bytes, [&](uint32_t f) {
+        discard(slot, f, &pspxdp_class_counters::drop_deleted);
+    });
+    if (dropped) head_changed(slot, table_.at(slot), now);
 }
 
 uint64_t ClassQueues::drop_all_queued() {
@@ -187,14 +230,14 @@ uint64_t ClassQueues::drop_all_queued() {
     std::vector<uint32_t> slots = table_.backlogged();
     uint64_t dropped = 0;
     for (uint32_t slot : slots)
-        dropped +=
-            drop_head(slot, table_.at(slot).fifo.frames, &pspxdp_class_counters::drop_shutdown);
+        dropped += drop_head(slot, flows_.of(slot).frames, &pspxdp_class_counters::drop_shutdown,
+                             common::mono_ns());
     return dropped;
 }
 
 uint64_t ClassQueues::queued_frames() const {
     uint64_t n = 0;
-    for (uint32_t slot : table_.backlogged()) n += table_.at(slot).fifo.frames;
+    for (uint32_t slot : table_.backlogged()) n += flows_.of(slot).frames;
     return n;
 }
 

@@ -2,13 +2,18 @@
 // class's FIFO of UMEM frames, and every way a frame leaves it, counted in
 // the class's pacer_stats slot.
 //
-//   receive   tag -> class; over the class limit: drop_limit; joining a
-//             backlog longer than the CE threshold: ECN CE if ECN-capable
-//             (ce_marked); else queued (backlog_*)
+//   receive   tag -> class; queued on its flow (flow_queues.hpp); at the
+//             class limit the head of the fattest flow goes (drop_limit).
+//             Flows off: one FIFO; at the limit the frame is dropped (a GSO
+//             packet whole, judged on its first segment), and joining a
+//             backlog longer than the CE threshold gets ECN CE if ECT
+//   head      DRR picks the flow, CoDel may take frames from its head:
+//             ECN CE if ECN-capable (ce_marked), else drop_aqm
 //   transmit  the engine picked the class: its head frame goes on the TX ring
 //   sent      the kernel consumed it: tx_*, and it leaves backlog_*
 //   overflow  the buffer cannot keep the fill rings supplied: drop from the
-//             heads of the longest backlogs (drop_overflow, datapath/overflow.hpp)
+//             longest backlogs (drop_overflow, datapath/overflow.hpp), inside
+//             a class from the heads of its fattest flows
 //   expire    a deleted class keeps what its rate sends in the drain time,
 //             the rest is dropped: drop_deleted
 //   shutdown  what is still queued when the daemon stops: drop_shutdown
@@ -22,6 +27,7 @@
 #include "core/framing.hpp"
 #include "daemon/class_table.hpp"
 #include "daemon/pacer_maps.hpp"
+#include "datapath/flow_queues.hpp"
 #include "datapath/overflow.hpp"
 #include "datapath/xsk.hpp"
 
@@ -31,16 +37,15 @@
 
 namespace pspxdp::daemon {
 
-class ClassQueues final : public datapath::XskPlane::TxObserver {
+class ClassQueues final : public datapath::XskPlane::TxObserver, datapath::AqmVerdict {
   public:
     ClassQueues(datapath::XskPlane &plane, Engine &engine, ClassTable &table, PacerMaps &maps,
-                const Framing &framing)
-        : plane_(plane), engine_(engine), table_(table), maps_(maps), framing_(framing) {}
+                const Framing &framing);
 
-    // A frame taken from a pacer socket (Held, its tag in front).
-    void receive(uint32_t frame);
+    // A frame taken from a pacer socket (Held, its tag in front) at now.
+    void receive(uint32_t frame, uint64_t now);
     // The engine decided on this class's head frame: onto the TX ring.
-    void transmit_head(uint32_t handle);
+    void transmit_head(uint32_t handle, uint64_t now);
     // What the kernel takes from the TX ring (XskPlane::kick).
     void sent(uint32_t frame, uint32_t len) override;
     void unsent(uint32_t frame, uint32_t len) override;
@@ -62,17 +67,28 @@ class ClassQueues final : public datapath::XskPlane::TxObserver {
     // frames on the TX ring the kernel has not taken.
     std::string check_backlogs() const;
 
+    const datapath::FlowCounters &flow_counters() const { return flows_.counters(); }
+
   private:
-    void keep_oldest(uint32_t slot, uint64_t budget_bytes);
-    uint64_t drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause);
-    // After the head of a class changed: tell the engine, keep the backlogged set.
-    void head_changed(uint32_t slot, ClassState &c);
+    bool at_limit(const ClassState &c, uint32_t slot, uint32_t l2) const;
+    bool admit(ClassState &c, const pspxdp_tag &tag, uint32_t l2);
+    bool mark(uint32_t slot, uint32_t frame) override;
+    void drop(uint32_t slot, uint32_t frame) override;
+    void discard(uint32_t slot, uint32_t frame, __u64 pspxdp_class_counters::*cause);
+    void publish_flows(uint32_t slot);
+    void keep_bytes(uint32_t slot, uint64_t budget_bytes, uint64_t now);
+    uint64_t drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause,
+                       uint64_t now);
+    // After the head of a class may have changed: DRR and CoDel choose it,
+    // the engine is told, the backlogged set kept.
+    void head_changed(uint32_t slot, ClassState &c, uint64_t now);
 
     datapath::XskPlane &plane_;
     Engine &engine_;
     ClassTable &table_;
     PacerMaps &maps_;
     Framing framing_;
+    datapath::FlowQueues flows_;
     std::vector<datapath::Backlog> scratch_;
 };
 

@@ -4,6 +4,7 @@
 #include "core/units.hpp"
 #include "daemon/log.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace pspxdp::daemon {
@@ -36,6 +37,13 @@ ClassLimits limits_for(const pspxdp_class_config &c) {
     if (rate && c.ce_threshold_ns != PSPXDP_CE_THRESHOLD_OFF)
         l.ce_bytes = bytes_in_ns_floor(
             c.ce_threshold_ns ? c.ce_threshold_ns : PSPXDP_DEFAULT_CE_THRESHOLD_NS, rate);
+    l.flows = !(c.flags & PSPXDP_CLASS_FLOWS_OFF);
+    l.aqm.enabled = l.flows;
+    // CoDel's target must leave room for a frame or two at the class's
+    // rate (RFC 8289 §4.4: at least a maximum frame's time); 5 ms is fq_codel's
+    // default and 4 full frames at 10 Mbit/s. The interval stays 100 ms.
+    if (rate)
+        l.aqm.target_ns = std::max<uint64_t>(l.aqm.target_ns, 2 * ns_for_bytes_ceil(1518, rate));
     return l;
 }
 
@@ -202,7 +210,8 @@ void ClassTable::start_drain(uint32_t slot, uint64_t now) {
     draining_.push_back(slot);
     --served_;
     log_.add("class %s deleted: %u frames queued, sending what %llu ms at its rate allow",
-             format_classid(ClassId::from_raw(c.classid)).c_str(), c.fifo.frames,
+             format_classid(ClassId::from_raw(c.classid)).c_str(),
+             (unsigned)maps_.slot(slot).backlog_frames,
              (unsigned long long)(PSPXDP_DELETE_DRAIN_NS / 1'000'000));
 }
 
@@ -214,7 +223,7 @@ uint32_t ClassTable::finish_drains(uint64_t now) {
         pspxdp_class_counters &pc = maps_.slot(slot);
         // backlog_frames counts the TX ring too: until it is 0 a completion
         // of this class may still be reported.
-        if (!c.fifo.empty() || pc.backlog_frames || now - c.drain_since_ns < kDrainGraceNs ||
+        if (pc.backlog_frames || now - c.drain_since_ns < kDrainGraceNs ||
             !engine_.remove_class(c.handle)) {
             ++i;
             continue;

@@ -16,7 +16,7 @@
 #include "core/engine.hpp"
 #include "daemon/log.hpp"
 #include "daemon/pacer_maps.hpp"
-#include "datapath/frame_fifo.hpp"
+#include "datapath/flow_queues.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdint>
@@ -31,18 +31,19 @@ enum class ClassLife : uint8_t {
     Refused,  // configured, but the engine refused it: not served
 };
 
-// Queue limits and the CE threshold of a class, from its configuration.
+// Queue limits, flows and AQM of a class, from its configuration.
 struct ClassLimits {
     uint64_t limit_bytes = 0;       // L2 bytes a frame may bring the backlog to...
     uint32_t limit_frames = 0;      // ...once the backlog has this many frames
-    uint64_t ce_bytes = UINT64_MAX; // a frame joining a longer backlog gets CE
+    uint64_t ce_bytes = UINT64_MAX; // flows off: a frame joining a longer backlog gets CE
+    bool flows = true;              // per-flow queues (flow_queues.hpp); off: one FIFO
+    datapath::FlowAqm aqm;          // CoDel on each flow (flows on)
 };
 ClassLimits limits_for(const pspxdp_class_config &config);
 
 inline constexpr uint32_t kNotBacklogged = 0xffffffffu;
 
 struct ClassState {
-    datapath::FrameFifo fifo; // frames queued (not yet on the TX ring)
     ClassLimits limits;
     uint64_t rate_bps = 0; // applied in the engine (0: normal)
     uint64_t drain_deadline_ns = 0;
@@ -54,6 +55,11 @@ struct ClassState {
     uint32_t seen_gen = 0;                   // last reconcile that found it configured
     uint64_t late_lost_base_ns = 0;          // pacer_stats' late_lost_ns when it was added
     ClassLife life = ClassLife::Unused;
+    // The GSO packet being received (class_queues.cpp admit()): its flow,
+    // segments still to come, and whether it was admitted.
+    uint32_t gso_hash = 0;
+    uint32_t gso_left = 0;
+    bool gso_admit = false;
     bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
 };
 

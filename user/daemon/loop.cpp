@@ -152,11 +152,12 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
 
 void Loop::receive() {
     uint32_t frames[kRxBurst];
+    const uint64_t now = mono_ns(); // arrival time for CoDel's sojourn: per burst
     for (uint32_t q = 0; q < plane_->rx_sockets(); ++q) {
         if (cfg_.busy_poll) plane_->busy_poll(q);
         if (!plane_->rx_ready(q)) continue;
         uint32_t n = plane_->rx_burst(q, frames, kRxBurst);
-        for (uint32_t i = 0; i < n; ++i) queues_->receive(frames[i]);
+        for (uint32_t i = 0; i < n; ++i) queues_->receive(frames[i], now);
     }
 }
 
@@ -198,7 +199,7 @@ bool Loop::schedule(uint64_t now) {
         Decision d = engine_->next(now);
         if (d.action == Action::Frame) {
             framed = true;
-            queues_->transmit_head(d.cls);
+            queues_->transmit_head(d.cls, now);
         } else if (d.action == Action::Gap) {
             plane_->tx_gap(d.len);
             // A largest gap is mostly followed by more of them (flat out, or
@@ -278,6 +279,7 @@ void Loop::publish_counts() {
     const auto &p = plane_->counters();
     d.kicks = base_.kicks + p.kicks;
     d.kick_errors = base_.kick_errors + p.kick_errors;
+    d.flow_reclaims = base_.flow_reclaims + queues_->flow_counters().flow_reclaims;
     // XDP's own count, kept in its pinned map across daemons.
     d.no_socket = maps_->xdp_counter(PSPXDP_XDP_NO_SOCKET);
     table_->publish_late_lost();

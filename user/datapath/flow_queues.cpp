@@ -76,8 +76,21 @@ void FlowQueues::index_erase(uint32_t f) {
     index_[i] = kNoFlow;
 }
 
+uint32_t FlowQueues::fattest(const ClassFlows &c) const {
+    uint32_t best = kNoFlow;
+    uint64_t most = 0;
+    for (uint32_t head : {c.new_head, c.old_head})
+        for (uint32_t f = head; f != kNoFlow; f = flows_[f].next)
+            if (flows_[f].fifo.bytes > most) {
+                most = flows_[f].fifo.bytes;
+                best = f;
+            }
+    return best;
+}
+
 void FlowQueues::push_tail(ClassFlows &c, List l, uint32_t f) {
     Flow &fl = flows_[f];
+    ++(l == List::New ? c.sparse : c.bulk);
     uint32_t &head = l == List::New ? c.new_head : c.old_head;
     uint32_t &tail = l == List::New ? c.new_tail : c.old_tail;
     fl.list = l;
@@ -97,6 +110,7 @@ void FlowQueues::unlink(ClassFlows &c, uint32_t f) {
     (fl.prev == kNoFlow ? head : flows_[fl.prev].next) = fl.next;
     (fl.next == kNoFlow ? tail : flows_[fl.next].prev) = fl.prev;
     fl.prev = fl.next = kNoFlow;
+    --(fl.list == List::New ? c.sparse : c.bulk);
     fl.list = List::None;
 }
 
@@ -298,14 +312,22 @@ uint32_t FlowQueues::head(uint32_t cls, const FlowAqm &aqm, uint64_t now_ns, Aqm
 // A flow found empty: fq_codel moves an empty new flow to the old list's
 // tail, so that it is not new again before the old flows had their round,
 // and lets an empty old flow go.
+// A class with nothing queued keeps no flow: its lingering ones would only
+// wait for a round that is not coming.
 void FlowQueues::emptied(ClassFlows &c, uint32_t f, bool from_new) {
     unlink(c, f);
-    if (from_new && c.old_head != kNoFlow) {
+    if (from_new && c.old_head != kNoFlow && c.frames) {
         push_tail(c, List::Old, f);
         linger(f);
     } else {
         release(f);
     }
+    if (!c.frames)
+        while (c.old_head != kNoFlow) {
+            const uint32_t g = c.old_head;
+            unlink(c, g);
+            release(g);
+        }
 }
 
 uint32_t FlowQueues::pop(uint32_t cls) {

@@ -53,9 +53,11 @@ struct ClassFlows {
     uint32_t frames = 0;       // queued in all its flows
     uint64_t bytes = 0;        // their bytes (the caller's unit)
     uint32_t chosen = kNoFlow; // the flow whose head head() chose, until pop()
+    uint32_t sparse = 0;       // flows in the new list (fq_codel's new_flows_len)
+    uint32_t bulk = 0;         // flows in the old list (old_flows_len)
     bool empty() const { return frames == 0; }
 };
-static_assert(sizeof(ClassFlows) == 40, "40 bytes a class");
+static_assert(sizeof(ClassFlows) == 48, "48 bytes a class");
 
 struct FlowCounters {
     uint64_t new_flows = 0;     // a frame arrived for a flow not in its class's lists
@@ -93,6 +95,12 @@ class FlowQueues {
     // Takes every frame of class cls (deleted, shutdown): fn(frame) for
     // each; its flows go back to the pool.
     template <class Fn> void drain(uint32_t cls, Fn &&fn);
+    // Takes up to n frames from the heads of class cls's fattest flows
+    // (fq_codel's overflow rule, inside the class): fn(frame) for each.
+    // Returns how many. head() chooses again afterwards.
+    template <class Fn> uint32_t drop_fattest(uint32_t cls, uint64_t n, Fn &&fn);
+    // The same until the class holds at most budget bytes.
+    template <class Fn> uint32_t keep_bytes(uint32_t cls, uint64_t budget, Fn &&fn);
 
     const ClassFlows &of(uint32_t cls) const;
     uint32_t flow_of(uint32_t cls, uint32_t hash) const; // kNoFlow if none
@@ -126,6 +134,7 @@ class FlowQueues {
     };
 
     ClassFlows &cls_(uint32_t cls);
+    uint32_t fattest(const ClassFlows &c) const;
     uint32_t alloc(uint32_t cls, uint32_t hash);
     void release(uint32_t f);
     void push_tail(ClassFlows &c, List l, uint32_t f);
@@ -174,6 +183,25 @@ template <class Fn> void FlowQueues::drain(uint32_t cls, Fn &&fn) {
         }
     }
     c.chosen = kNoFlow;
+}
+
+template <class Fn> uint32_t FlowQueues::drop_fattest(uint32_t cls, uint64_t n, Fn &&fn) {
+    ClassFlows &c = cls_(cls);
+    uint32_t taken = 0;
+    for (; taken < n && c.frames; ++taken) {
+        const uint32_t f = fattest(c);
+        fn(take_head(c, f));
+        if (flows_[f].fifo.empty()) emptied(c, f, flows_[f].list == List::New);
+    }
+    if (taken) c.chosen = kNoFlow;
+    return taken;
+}
+
+template <class Fn> uint32_t FlowQueues::keep_bytes(uint32_t cls, uint64_t budget, Fn &&fn) {
+    ClassFlows &c = cls_(cls);
+    uint32_t taken = 0;
+    while (c.bytes > budget) taken += drop_fattest(cls, 1, fn);
+    return taken;
 }
 
 } // namespace pspxdp::datapath

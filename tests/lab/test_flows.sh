@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Flows inside a class (issue 21), what is deterministic about them: two
+# 50 Mbit/s classes, each offered four UDP flows of 40 Mbit/s (not
+# ECN-capable) for 1.5 s: 1:1 with flows on (the default), 1:2 with flows
+# off (one FIFO).
+# - 1:1 counts every flow as new at least once (new_flows >= 4), CoDel
+#   drops from the standing queue (drop_aqm > 0: the flows are 3.2 times
+#   the rate for far longer than CoDel's 100 ms interval) and the rest of
+#   the excess from the fattest flows at the limit; 1:2 never counts flows
+#   or CoDel (new_flows = drop_aqm = 0), its excess goes to its limit
+#   (drop_limit, or drop_overflow when the shared buffer fills first).
+# - Every frame is accounted for: rx = tx + drops in each class, and once
+#   idle no flow is left (flows = sparse_flows = bulk_flows = 0).
+# - show -j says flows true / false; a bad flows word is refused with one
+#   line and changes nothing.
+# Latency through the flows (a ping behind bulk TCP) is real time: it is in
+# bench/run_flows.sh, not here. Exit 77 = skipped (the sender could not
+# overload the classes on this machine: nothing to judge).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
+psp_require test_flows "$PSPXDP" "$TRAFFIC" -- python3
+
+NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+psp_lab_begin fl $NET
+
+psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit || { psp_finish; exit 1; }
+psp_check "class set 1:1 50mbit (flows on: the default)" $N "$PSPXDP" class set $DEV 1:1 50mbit
+psp_check "class set 1:2 50mbit flows off" $N "$PSPXDP" class set $DEV 1:2 50mbit flows off
+psp_check "filter udp dport 5001 -> 1:1" $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1
+psp_check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
+psp_check "show -j: 1:1 flows true, 1:2 flows false" psp_status_is $DEV \
+    'c("1:1")["flows"] is True and c("1:2")["flows"] is False'
+$N "$PSPXDP" class change $DEV 1:1 50mbit flows maybe >"$TMP/bad.out" 2>"$TMP/bad.err"
+bad_rc=$?
+psp_check "flows maybe: refused, one line naming it" \
+    test $bad_rc -ne 0 -a "$(wc -l <"$TMP/bad.err")" -eq 1 -a -n "$(grep -F '"maybe"' "$TMP/bad.err")"
+psp_check "flows maybe: nothing changed" psp_status_is $DEV 'c("1:1")["flows"] is True'
+psp_check "both classes served" psp_wait_for 10 psp_status_is $DEV \
+    'c("1:1")["state"] == "served" and c("1:2")["state"] == "served"'
+
+flows=()
+for port in 5001 5002; do
+    for i in 1 2 3 4; do flows+=(--flow $NET.2:$port:40mbit); done
+done
+$D timeout 10 "$TRAFFIC" sink 5001,5002 --seconds 4 >"$TMP/sink.json" 2>&1 &
+PIDS+=($!)
+psp_check "sink listening" psp_wait_for 10 psp_listening $DST udp 5002
+psp_check "8 flows, 1.5 s" $N timeout 10 "$TRAFFIC" send "${flows[@]}" --size 1200 --seconds 1.5 \
+    >"$TMP/send.json"
+psp_check "settled: both classes idle, every frame published" psp_wait_for 10 psp_settled $DEV
+$N "$PSPXDP" status $DEV -j >"$TMP/status.json"
+
+python3 - "$TMP/status.json" >"$TMP/verdict" <<'PY'
+import json
+import sys
+
+d = json.load(open(sys.argv[1]))
+c = {x["class"]: x for x in d["classes"]}
+# What 50 Mbit/s sends in 1.5 s, in frames of 1200 + 42 + 4 bytes.
+sendable = 50e6 * 1.5 / 8 / 1246
+for name in ("1:1", "1:2"):
+    if c[name]["tc_frames"] < 2 * sendable:
+        print(f"SKIP {name} offered {c[name]['tc_frames']} frames, under twice its rate's "
+              f"{sendable:.0f}: the sender could not overload it")
+        sys.exit(0)
+def check(what: str, ok: bool) -> None:
+    print(("ok   - " if ok else "FAIL - ") + what)
+
+
+drops = ("drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown", "drop_died",
+         "drop_invalid", "drop_aqm")
+for name, x in sorted(c.items()):
+    lost = sum(x[k] for k in drops)
+    print(f"     {name}: rx {x['rx_frames']} tx {x['tx_frames']} "
+          + " ".join(f"{k} {x[k]}" for k in drops if x[k])
+          + f" new_flows {x['new_flows']} active_flows {x['active_flows']}")
+    check(f"{name}: rx = tx + drops", x["rx_frames"] == x["tx_frames"] + lost)
+    check(f"{name}: idle, no flow left (flows, sparse, bulk 0)",
+          x["active_flows"] == 0 and x["sparse_flows"] == 0 and x["bulk_flows"] == 0)
+on, off = c["1:1"], c["1:2"]
+check("1:1 (flows on): each of 4 flows new at least once", on["new_flows"] >= 4)
+check("1:1 (flows on): CoDel dropped from the standing queue", on["drop_aqm"] > 0)
+check("1:2 (flows off): no flow, no CoDel", off["new_flows"] == 0 and off["drop_aqm"] == 0)
+check("1:2 (flows off): its excess met its limit or the buffer",
+      off["drop_limit"] + off["drop_overflow"] > 0)
+PY
+if grep -q '^SKIP' "$TMP/verdict"; then
+    sed 's/^SKIP /skipped: /' "$TMP/verdict"
+    psp_finish
+    exit 77
+fi
+psp_verdict cat "$TMP/verdict"
+
+psp_check "detach" $N "$PSPXDP" detach $DEV
+psp_finish

@@ -25,8 +25,8 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <systemd/sd-daemon.h>
 #include <sys/syscall.h>
+#include <systemd/sd-daemon.h>
 #include <thread>
 #include <unistd.h>
 

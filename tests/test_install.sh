@@ -43,7 +43,8 @@ import re, sys
 text = open(sys.argv[1]).read()
 part = text.split("EXIT STATUS", 1)[1].split("SEE ALSO", 1)[0]
 sys.exit(0 if all(re.search(rf"^\s+{n}\s+\S", part, re.M) for n in "012")
-         and "runtime failure" in part and "usage error or bad input" in part else 1)' "$MANTEXT"
+         and "usage error" in part and "the system failed" in part
+         and "nothing to do" in part else 1)' "$MANTEXT"
 
 psp_check "bash completion installed" test -s "$COMPLETION"
 # complete WORDS...: what bash offers after the words (the last one being typed).

@@ -168,8 +168,12 @@ class HostShaper:
                 # held at 0 with) the traffic whose rate they decide.
                 self.p.class_set(CONTROL_CLASSID, "normal")
                 self.p.filter_port("tcp", ETCD_PORTS[0], CONTROL_CLASSID)
+                # setpriv --pdeathsig: should this lab die without its
+                # cleanup (SIGKILL), the agent gets SIGTERM and leaves, and its
+                # watchdog follows it; nsenter and setpriv exec, so the agent
+                # is our child.
                 self.agent = self.net.spawn(self.ns.cmd(
-                    self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
+                    "setpriv", "--pdeathsig", "TERM", self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
                     "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
                     f"h{self.i}", "--log", self.rate_log), err_path=self.rate_log + ".err")
             return
@@ -209,9 +213,17 @@ class HostShaper:
     def teardown(self) -> None:
         if self.agent:
             # SIGTERM: the agent lowers to 0, leaves the roster, revokes its lease
+            # (SIGCONT first: a stopped agent would not see it)
+            self.agent.send_signal(signal.SIGCONT)
             self.agent.send_signal(signal.SIGTERM)
             self.net.reap(self.agent, 10)
             self.agent = None
+            left = agent_pids(self.group or "", self.dev)
+            for pid in left:  # its watchdog, had it outlived the agent
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if left:
+                raise RuntimeError(f"host {self.i}: the agent's processes {left} outlived it (killed)")
         if self.kind in ("pspxdp", "group"):
             self.p.detach()
             # what the agent leaves of itself (its lock file) goes with the device
@@ -244,6 +256,20 @@ def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]]
     finally:
         for s in reversed(done):
             s.teardown()
+
+
+def agent_pids(group: str, dev: str) -> list[int]:
+    """The processes of `pspxdp group join DEV ... --group GROUP` (the agent
+    and its watchdog, a fork with the same command line) still running."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            words = [w.decode(errors="replace") for w in argv]
+            if "join" in words and dev in words and "--group" in words and \
+                    words[words.index("--group") + 1:][:1] == [group]:
+                out.append(int(d.name))
+    return out
 
 
 def group_show(net: ClusterNet, opt: Options, group: str) -> dict[str, Any]:

@@ -1,0 +1,19 @@
+// docs/design.md §11.2.
+#include "cluster/demand.hpp"
+
+#include <algorithm>
+
+namespace pspxdp::cluster {
+
+uint64_t DemandEstimator::sample(uint64_t now_ns, uint64_t arrival_bps, bool limited,
+                                 uint64_t budget_bps) {
+    if (limited) limited_until_ns_ = now_ns + kHoldNs;
+    recent_.emplace_back(now_ns, arrival_bps);
+    while (!recent_.empty() && recent_.front().first + kHoldNs < now_ns) recent_.pop_front();
+    if (now_ns < limited_until_ns_) return budget_bps;
+    uint64_t peak = 0;
+    for (const auto &[t, a] : recent_) peak = std::max(peak, a);
+    return std::min(budget_bps, peak + (peak >> kHeadroomShift));
+}
+
+} // namespace pspxdp::cluster

@@ -132,6 +132,9 @@ cl_join() {
 # watchdogs (forks of the agent: the same command line).
 cl_ours() { pgrep -f -- "group join .*--group $CL_GROUP( |$)"; }
 
+# cl_watchdog I: the pid of host I's agent's watchdog (its log says it).
+cl_watchdog() { sed -n 's/.*watchdog pid \([0-9]*\)).*/\1/p' "$TMP/h$1.log" | tail -1; }
+
 # cl_end: every agent of ours (and its watchdog) ends: continued (one may be
 # stopped), SIGTERM (they leave), then after 5 s SIGKILL. Runs before
 # psp_end (whose wait would hang on a stopped one), also on failure.

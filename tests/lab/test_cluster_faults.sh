@@ -157,6 +157,36 @@ psp_check "after a leave: the other takes the rest (250 Mbit/s)" psp_wait_for 10
 cl_ns 2 "$PSPXDP" group leave ${CL_P}d2$$ --group $CL_GROUP
 psp_check "group leave: the agent is gone" psp_wait_for 5 psp_gone ${CL_AGENTS[2]}
 psp_check "left at 0 (held: 1 bit/s)" test "$(cl_rate 2)" = 1
+
+# The watchdog killed: the agent leaves (exit 1) rather than pace without
+# it; the watchdog lowered to the fallback on its way out.
+: >"$TMP/h3.log"
+cl_join 3 --floor 50mbit
+psp_check "host 3 rejoins alone: the whole budget" psp_wait_for 15 cl_applied 3 $CL_BUDGET_BPS
+wd=$(cl_watchdog 3)
+kill -TERM "$wd"
+wait ${CL_AGENTS[3]}
+psp_check "watchdog SIGTERMed: the agent left, exit 1" test $? -eq 1
+psp_check "... the class at 0 (held: 1 bit/s), no process of it left" \
+    eval 'test "$(cl_rate 3)" = 1 && [[ -z $(pgrep -f -- "group join ${CL_P}d3$$ .*--group $CL_GROUP( |$)") ]]'
+
+# DEV detached under a hung agent: the watchdog cannot lower (DEV is gone):
+# it retries every 250 ms, blocked in poll in between (it used to spin,
+# one failed attempt after another); the agent, resumed, finds DEV gone
+# and leaves on its own (exit 1).
+: >"$TMP/h3.log"
+cl_join 3 --floor 50mbit
+psp_check "host 3 rejoins: the whole budget" psp_wait_for 15 cl_applied 3 $CL_BUDGET_BPS
+wd=$(cl_watchdog 3)
+kill -STOP ${CL_AGENTS[3]}
+cl_ns 3 "$PSPXDP" detach ${CL_P}d3$$ >/dev/null
+fails() { grep -c 'watchdog: ' "$TMP/h3.log"; }
+psp_check "DEV gone, agent hung: the watchdog tries to lower" psp_wait_for 10 eval '(($(fails) >= 3))'
+psp_check "... and retries (no spinning): $(fails) attempts by the third" test "$(fails)" -lt 20
+psp_check "... its state is sleeping, not running" psp_wait_for 2 eval '[[ $(awk "{print \$3}" /proc/$wd/stat) == S ]]'
+kill -CONT ${CL_AGENTS[3]}
+wait ${CL_AGENTS[3]}
+psp_check "resumed without DEV: the agent left on its own, exit 1" test $? -eq 1
 psp_check "no agent or watchdog of this test left" psp_wait_for 5 eval '[[ -z $(cl_ours) ]]'
 
 for i in 1 2 3; do echo "     host $i: $(cl_lines $i) rate changes"; done

@@ -487,6 +487,9 @@ void Runner::sample_demand(uint64_t now) {
         last_drops_ = drops;
         last_sample_ns_ = now;
     }
+    // Opened again next time: the maps of a detached DEV stay readable
+    // through the descriptors held, and the agent must see it is gone.
+    reader_.reset();
     if (!found)
         return missing("class " + format_classid(ClassId::from_raw(cfg_.classid)) +
                        " is gone from " + cfg_.dev);

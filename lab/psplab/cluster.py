@@ -172,8 +172,11 @@ class HostShaper:
                 # cleanup (SIGKILL), the agent gets SIGTERM and leaves, and its
                 # watchdog follows it; nsenter and setpriv exec, so the agent
                 # is our child.
+                # Real-time (SCHED_FIFO 5), as etcd is: an agent starved of CPU
+                # misses its keep-alives and falls to its floor.
                 self.agent = self.net.spawn(self.ns.cmd(
-                    "setpriv", "--pdeathsig", "TERM", self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
+                    "setpriv", "--pdeathsig", "TERM", "chrt", "-f", "5", self.opt.pspxdp, "group", "join",
+                    self.dev, "--etcd", self.opt.etcd, "--group", self.group,
                     "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
                     f"h{self.i}", "--log", self.rate_log), err_path=self.rate_log + ".err")
             return

@@ -727,6 +727,22 @@ std::string egress_dev(const sockaddr_storage &to, socklen_t len, sockaddr_stora
 
 } // namespace
 
+uint32_t class_for_tcp(std::span<const control::FilterSpec> filters, uint32_t default_classid,
+                       int family, const uint8_t *src, const uint8_t *dst, uint16_t dport) {
+    // The first filter (evaluation order) that can match the connection; its
+    // source port is the kernel's choice, so a filter on sport, a VLAN or a
+    // DSCP other than 0 is taken not to.
+    for (const auto &f : filters) {
+        if (f.sport || f.vlan || (f.dscp && *f.dscp != 0)) continue;
+        if (f.proto && *f.proto != IPPROTO_TCP) continue;
+        if (f.dport && (dport < f.dport->min || dport > f.dport->max)) continue;
+        if (f.dst && !prefix_has(*f.dst, family, dst)) continue;
+        if (f.src && !prefix_has(*f.src, family, src)) continue;
+        return f.classid.raw();
+    }
+    return default_classid;
+}
+
 Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
     auto filters = d.filters();
     if (!filters) return filters.failure();
@@ -755,19 +771,8 @@ Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
         if (egress_dev(to, len, src) != cfg.dev) continue;
         int family = to.ss_family == AF_INET ? 4 : 6;
         uint16_t dport = uint16_t(std::stoul(p));
-        // The first filter (evaluation order) that can match the agent's
-        // connection; its source port is the kernel's choice, so a filter
-        // on sport, a VLAN or a DSCP other than 0 is taken not to.
-        uint32_t via = default_classid;
-        for (const auto &f : *filters) {
-            if (f.sport || f.vlan || (f.dscp && *f.dscp != 0)) continue;
-            if (f.proto && *f.proto != IPPROTO_TCP) continue;
-            if (f.dport && (dport < f.dport->min || dport > f.dport->max)) continue;
-            if (f.dst && !prefix_has(*f.dst, family, addr_bytes(to))) continue;
-            if (f.src && !prefix_has(*f.src, family, addr_bytes(src))) continue;
-            via = f.classid.raw();
-            break;
-        }
+        uint32_t via = class_for_tcp(*filters, default_classid, family, addr_bytes(src),
+                                     addr_bytes(to), dport);
         if (via == cfg.classid)
             return refuse("etcd at " + url + " is reached through " + cfg.dev + "'s class " + cls +
                           ", the class the group holds at 0 while it joins: send its port to an "

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -53,6 +54,12 @@ std::string default_log_path(const std::string &dev, uint32_t classid);
 // The running agents of DEV (state files whose pid is alive and is the agent
 // that wrote them), as their state JSON.
 std::vector<nlohmann::json> running_agents(const std::string &dev);
+
+// The class of DEV a TCP connection from src to dst:dport goes through
+// (addresses in network order, family 4 or 6): the first of DEV's filters
+// (in evaluation order) that can match it, else the default class.
+uint32_t class_for_tcp(std::span<const control::FilterSpec> filters, uint32_t default_classid,
+                       int family, const uint8_t *src, const uint8_t *dst, uint16_t dport);
 
 // Refuses (one line, exit code 2) a group class that the agent's own etcd
 // traffic would go through: an endpoint reached by DEV (the kernel's source

@@ -556,17 +556,23 @@ int Runner::run() {
     std::thread req([this] { requester(); });
     std::thread watch([this] { watcher(); });
     std::thread keep([this] { keeper(); });
-    std::thread sig([this, sigs] {
-        int s = 0;
-        sigwait(&sigs, &s);
-        push(Stop{});
-        // A second one: leave without waiting for etcd.
-        sigwait(&sigs, &s);
-        hurry_ = true;
-        cv_.notify_one();
-        req_cv_.notify_all();
+    // The first signal: leave; a second: leave without waiting for etcd.
+    // Joined before the Runner goes (woken by a SIGTERM of its own).
+    std::atomic<bool> finished{false};
+    std::thread sig([this, sigs, &finished] {
+        for (int seen = 0;; ++seen) {
+            int s = 0;
+            sigwait(&sigs, &s);
+            if (finished) return;
+            if (seen == 0) {
+                push(Stop{});
+                continue;
+            }
+            hurry_ = true;
+            cv_.notify_one();
+            req_cv_.notify_all();
+        }
     });
-    sig.detach();
 
     uint64_t now = common::mono_ns();
     uint64_t next_sample = now, next_state = now;
@@ -649,6 +655,9 @@ int Runner::run() {
     req.join();
     watch.join();
     keep.join();
+    finished = true;
+    pthread_kill(sig.native_handle(), SIGTERM);
+    sig.join();
     sh_->safe_until_ns = 0;
     unlink(state_path(cfg_.dev, cfg_.classid).c_str());
     return code;

@@ -3,6 +3,7 @@
 // host's applied rates replayed by the checker. The real protocol must give
 // 0 violations; two broken ones must not, or the checker proves nothing.
 #include "cluster/allocator.hpp"
+#include "cluster/demand.hpp"
 #include "cluster/simulation.hpp"
 
 #include <catch2/catch.hpp>
@@ -342,4 +343,27 @@ TEST_CASE("cluster sim: measured demand uses the budget and converges within 1 s
         CHECK(after.violations == 0);
         CHECK(before.violations == 0);
     }
+}
+
+TEST_CASE("cluster demand: unsatisfied, held, headroom, a start from idle", "[cluster]") {
+    constexpr uint64_t B = 1'000'000'000, M = 1'000'000;
+    DemandEstimator e;
+    // Idle: nothing wanted.
+    CHECK(e.sample(0, 0, false, B) == 0);
+    CHECK(e.sample(200 * ms, 0, false, B) == 0);
+    // Limited: the whole budget, held 600 ms past the last limited window.
+    CHECK(e.sample(400 * ms, 100 * M, true, B) == B);
+    CHECK(e.sample(600 * ms, 30 * M, false, B) == B); // one quiet window
+    CHECK(e.sample(800 * ms, 30 * M, false, B) == B);
+    // Then the highest arrival of the last 600 ms (the limited window's
+    // included while it is in them), plus 1/16.
+    CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M + 100 * M / 16);
+    CHECK(e.sample(1001 * ms, 32 * M, false, B) == 34 * M);
+    // Stopped: back to 0 once the window forgets.
+    for (uint64_t t = 1200; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
+    CHECK(e.sample(2600 * ms, 0, false, B) == 0);
+    // Starting from idle, without a backlog: unsatisfied for the hold.
+    CHECK(e.sample(2800 * ms, 2 * M, false, B) == B);
+    CHECK(e.sample(3200 * ms, 2 * M, false, B) == B);
+    CHECK(e.sample(3400 * ms, 2 * M, false, B) == 2 * M + 2 * M / 16);
 }

@@ -168,8 +168,15 @@ class HostShaper:
                 # held at 0 with) the traffic whose rate they decide.
                 self.p.class_set(CONTROL_CLASSID, "normal")
                 self.p.filter_port("tcp", ETCD_PORTS[0], CONTROL_CLASSID)
+                # setpriv --pdeathsig: should this lab die without its
+                # cleanup (SIGKILL), the agent gets SIGTERM and leaves, and its
+                # watchdog follows it; nsenter and setpriv exec, so the agent
+                # is our child.
+                # Real-time (SCHED_FIFO 5), as etcd is: an agent starved of CPU
+                # misses its keep-alives and falls to its floor.
                 self.agent = self.net.spawn(self.ns.cmd(
-                    self.opt.pspxdp, "group", "join", self.dev, "--etcd", self.opt.etcd, "--group", self.group,
+                    "setpriv", "--pdeathsig", "TERM", "chrt", "-f", "5", self.opt.pspxdp, "group", "join",
+                    self.dev, "--etcd", self.opt.etcd, "--group", self.group,
                     "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
                     f"h{self.i}", "--log", self.rate_log), err_path=self.rate_log + ".err")
             return
@@ -209,9 +216,17 @@ class HostShaper:
     def teardown(self) -> None:
         if self.agent:
             # SIGTERM: the agent lowers to 0, leaves the roster, revokes its lease
+            # (SIGCONT first: a stopped agent would not see it)
+            self.agent.send_signal(signal.SIGCONT)
             self.agent.send_signal(signal.SIGTERM)
             self.net.reap(self.agent, 10)
             self.agent = None
+            left = agent_pids(self.group or "", self.dev)
+            for pid in left:  # its watchdog, had it outlived the agent
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if left:
+                raise RuntimeError(f"host {self.i}: the agent's processes {left} outlived it (killed)")
         if self.kind in ("pspxdp", "group"):
             self.p.detach()
             # what the agent leaves of itself (its lock file) goes with the device
@@ -244,6 +259,20 @@ def shaped(net: ClusterNet, opt: Options, plan: Sequence[tuple[str, str | None]]
     finally:
         for s in reversed(done):
             s.teardown()
+
+
+def agent_pids(group: str, dev: str) -> list[int]:
+    """The processes of `pspxdp group join DEV ... --group GROUP` (the agent
+    and its watchdog, a fork with the same command line) still running."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            words = [w.decode(errors="replace") for w in argv]
+            if "join" in words and dev in words and "--group" in words and \
+                    words[words.index("--group") + 1:][:1] == [group]:
+                out.append(int(d.name))
+    return out
 
 
 def group_show(net: ClusterNet, opt: Options, group: str) -> dict[str, Any]:
@@ -654,7 +683,10 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
         opt.etcd = net.start_etcd(os.path.join(opt.work, "etcd"), os.path.join(opt.work, "etcd.log"))
     n = net.n
     bps = parse_rate_bps(opt.bottleneck)
-    floor = fmt_rate(bps // (4 * n))
+    # An idle member's floor stays reserved (a host cut off from etcd may
+    # pace at it), so the busy hosts can use at most B less the idle floors:
+    # B/(20N) each keeps that loss within 5 % of B.
+    floor = fmt_rate(bps // (20 * n))
     unit = 2 if opt.quick else 5
     # host i sends from on[i] to off[i] (in units, N = 4): 0-8, 1-7, 2-6, 3-5
     on = [(i * unit, (2 * n - i) * unit) for i in range(n)]
@@ -704,7 +736,7 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     t_ = Table(f"Uneven, changing demand: {n} hosts in one pspxdp group sharing {opt.bottleneck} (FIFO "
                f"{opt.fifo_bytes >> 10} KB), bulk TCP flows starting and stopping",
                ["t s", "change", "backlogged", "converged ms", "utilisation of B", "fairness (min)"],
-               [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(4N) = {floor} each; one etcd member",
+               [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(20N) = {floor} each; one etcd member",
                 "converged: from the change to the last applied-rate change (the agents' logs) before the next "
                 "change; none: no rate moved",
                 "utilisation: received payload x 1514/1448 (full frames) over B, mean over the seconds after "
@@ -909,7 +941,10 @@ def main(argv: Sequence[str]) -> int:
         if net:
             opt.summary["delay_line"] = net.stop_delay()
             net.teardown()
-        shutil.rmtree(opt.work, ignore_errors=True)
+        if os.environ.get("PSP_KEEP"):  # as lab/netns.sh: kept for a look at what went wrong
+            print(f"cluster lab: kept {opt.work}", file=sys.stderr)
+        else:
+            shutil.rmtree(opt.work, ignore_errors=True)
 
     from .__main__ import guarded
     rc = guarded("cluster lab", body, cleanup, 600 if a.quick else 1800)

@@ -4,39 +4,47 @@
 # a bridge. Source it after lab/netns.sh and psp_begin:
 #
 #   cl_etcd_up                 3 members in namespace $CL_ETCD_NS, healthy
-#   cl_host I                  host I: DEV c3dI$$ attached, class 1:1 paced
+#   cl_host I                  host I: DEV ${CL_P}dI$$ attached, class 1:1 paced
 #   cl_join I [ARGS...]        its agent joins group $CL_GROUP in the background
 #   cl_applied I RATE_BPS      true when host I's agent applies RATE_BPS
 #   cl_cut I / cl_heal I       host I's control veth down / up
 #
-# Every namespace, attachment, etcd member and agent goes with psp_end.
+#   cl_ours                    pids of this test's agents and watchdogs
+#
+# Start with cl_begin (not psp_begin): every agent and watchdog goes with
+# cl_end, then every namespace, attachment and etcd member with psp_end.
 # The lease TTL is 3 s, keep-alives every 1 s, the safe span 2.494 s
 # (§11.3); timing bounds below are derived from those, with room for a
 # loaded machine.
 
+# Names start with CL_P (c3 unless CL_PREFIX says otherwise), etcd's
+# client ports are CL_PORT+K and its peer ports CL_PORT+10+K (23790 unless
+# CL_PORT_BASE says otherwise): two runs side by side do not collide.
+CL_P=${CL_PREFIX:-c3}
+CL_PORT=${CL_PORT_BASE:-23790}
 CL_NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
-CL_ETCD_NS=c3e$$ CL_BR_NS=c3b$$
+CL_ETCD_NS=${CL_P}e$$ CL_BR_NS=${CL_P}b$$
 CL_GROUP=g$$
 CL_BUDGET=300mbit CL_BUDGET_BPS=300000000
 CL_ETCD_PIDS=(0 0 0)
 CL_AGENTS=()
-CL_ENDPOINTS="http://$CL_NET.10:23790,http://$CL_NET.10:23791,http://$CL_NET.10:23792"
+CL_ENDPOINTS="http://$CL_NET.10:$CL_PORT,http://$CL_NET.10:$((CL_PORT + 1)),http://$CL_NET.10:$((CL_PORT + 2))"
 
 # cl_etcd_member K [new|existing]: member K (0..2) on $CL_NET.10, client
-# port 23790+K, peer 23800+K; its data under $TMP (kept across restarts).
+# port CL_PORT+K, peer CL_PORT+10+K; its data under $TMP (kept across restarts).
 cl_etcd_member() {
     local k=$1 cluster="" i
-    for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://$CL_NET.10:$((23800 + i))"; done
+    for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://$CL_NET.10:$((CL_PORT + 10 + i))"; done
     # etcd's own timing (heartbeat 100 ms, election 1 s); niced, as the
     # daemons are, so that a loaded machine (builds) does not make its
     # members miss heartbeats and elect leaders all the time.
     # nsenter, not a function: $! must be etcd's own pid (nsenter and nice exec).
     nsenter --net=/run/netns/$CL_ETCD_NS nice -n -10 etcd --name m$k --data-dir "$TMP/etcd$k" \
-        --listen-client-urls http://$CL_NET.10:$((23790 + k)) \
-        --advertise-client-urls http://$CL_NET.10:$((23790 + k)) \
-        --listen-peer-urls http://$CL_NET.10:$((23800 + k)) \
-        --initial-advertise-peer-urls http://$CL_NET.10:$((23800 + k)) \
-        --initial-cluster "$cluster" --initial-cluster-token c3$$ \
+        --listen-client-urls http://$CL_NET.10:$((CL_PORT + k)) \
+        --advertise-client-urls http://$CL_NET.10:$((CL_PORT + k)) \
+        --listen-peer-urls http://$CL_NET.10:$((CL_PORT + 10 + k)) \
+        --initial-advertise-peer-urls http://$CL_NET.10:$((CL_PORT + 10 + k)) \
+        --initial-cluster "$cluster" --initial-cluster-token $CL_P$$ \
         --initial-cluster-state new --heartbeat-interval 100 --election-timeout 1000 \
         >>"$TMP/etcd$k.log" 2>&1 &
     CL_ETCD_PIDS[$k]=$!
@@ -45,7 +53,7 @@ cl_etcd_member() {
 
 # cl_etcd_healthy K: member K answers /health with a leader.
 cl_etcd_healthy() {
-    psp_in_ns $CL_ETCD_NS curl -s -m 1 "http://$CL_NET.10:$((23790 + $1))/health" 2>/dev/null |
+    psp_in_ns $CL_ETCD_NS curl -s -m 1 "http://$CL_NET.10:$((CL_PORT + $1))/health" 2>/dev/null |
         grep -q '"health":"true"'
 }
 
@@ -53,7 +61,7 @@ cl_etcd_healthy() {
 # or "id": its own member id).
 cl_etcd_status() {
     psp_in_ns $CL_ETCD_NS curl -s -m 1 -X POST -d '{}' \
-        "http://$CL_NET.10:$((23790 + $1))/v3/maintenance/status" 2>/dev/null | python3 -c '
+        "http://$CL_NET.10:$((CL_PORT + $1))/v3/maintenance/status" 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 print(d["header"]["member_id"] if sys.argv[1] == "id" else d["leader"])' "$2" 2>/dev/null
@@ -68,33 +76,33 @@ cl_etcd_not_leader() {
     local k=$1 next=$((($1 + 1) % 3))
     cl_etcd_follower $k && return 0
     psp_in_ns $CL_ETCD_NS curl -s -m 2 -X POST -d "{\"targetID\": \"$(cl_etcd_status $next id)\"}" \
-        "http://$CL_NET.10:$((23790 + k))/v3/maintenance/transfer-leadership" >/dev/null
+        "http://$CL_NET.10:$((CL_PORT + k))/v3/maintenance/transfer-leadership" >/dev/null
     psp_wait_for 10 cl_etcd_follower $k
 }
 
 cl_etcd_up() {
     psp_netns $CL_BR_NS && psp_netns $CL_ETCD_NS || return 1
     ip -n $CL_BR_NS link add br0 type bridge && ip -n $CL_BR_NS link set br0 up || return 1
-    ip -n $CL_ETCD_NS link add c3ev$$ type veth peer name c3eb$$ netns $CL_BR_NS || return 1
-    ip -n $CL_BR_NS link set c3eb$$ master br0 up
-    ip -n $CL_ETCD_NS addr add $CL_NET.10/24 dev c3ev$$
-    ip -n $CL_ETCD_NS link set c3ev$$ up
+    ip -n $CL_ETCD_NS link add ${CL_P}ev$$ type veth peer name ${CL_P}eb$$ netns $CL_BR_NS || return 1
+    ip -n $CL_BR_NS link set ${CL_P}eb$$ master br0 up
+    ip -n $CL_ETCD_NS addr add $CL_NET.10/24 dev ${CL_P}ev$$
+    ip -n $CL_ETCD_NS link set ${CL_P}ev$$ up
     local k
     for k in 0 1 2; do cl_etcd_member $k; done
     for k in 0 1 2; do psp_wait_for 20 cl_etcd_healthy $k || { echo "etcd member $k not healthy" >&2; return 1; }; done
 }
 
-# cl_host I: namespaces c3hI$$ (the host) and c3pI$$ (its peer), DEV
-# c3dI$$ attached with class 1:1 paced, a control veth c3cI$$ on $CL_NET.I.
+# cl_host I: namespaces ${CL_P}hI$$ (the host) and ${CL_P}pI$$ (its peer), DEV
+# ${CL_P}dI$$ attached with class 1:1 paced, a control veth ${CL_P}cI$$ on $CL_NET.I.
 cl_host() {
-    local i=$1 dev=c3d$1$$
+    local i=$1 dev=${CL_P}d$1$$
     PSP_DEVS+=("$dev")
     # Each wire in its own namespaces: the addresses may repeat across tests.
-    psp_make_wire c3h$i$$ c3p$i$$ "$dev" c3q$i$$ "10.99.$i" || return 1
-    ip -n c3h$i$$ link add c3c$i$$ type veth peer name c3k$i$$ netns $CL_BR_NS || return 1
-    ip -n $CL_BR_NS link set c3k$i$$ master br0 up
-    ip -n c3h$i$$ addr add $CL_NET.$i/24 dev c3c$i$$
-    ip -n c3h$i$$ link set c3c$i$$ up
+    psp_make_wire ${CL_P}h$i$$ ${CL_P}p$i$$ "$dev" ${CL_P}q$i$$ "10.99.$i" || return 1
+    ip -n ${CL_P}h$i$$ link add ${CL_P}c$i$$ type veth peer name ${CL_P}k$i$$ netns $CL_BR_NS || return 1
+    ip -n $CL_BR_NS link set ${CL_P}k$i$$ master br0 up
+    ip -n ${CL_P}h$i$$ addr add $CL_NET.$i/24 dev ${CL_P}c$i$$
+    ip -n ${CL_P}h$i$$ link set ${CL_P}c$i$$ up
     cl_ns $i "$PSPXDP" attach "$dev" --line-rate 1gbit >/dev/null &&
         cl_ns $i "$PSPXDP" class set "$dev" 1:1 100mbit
 }
@@ -102,24 +110,50 @@ cl_host() {
 cl_ns() { # I CMD...: CMD in host I's namespace
     local i=$1
     shift
-    psp_in_ns c3h$i$$ "$@"
+    psp_in_ns ${CL_P}h$i$$ "$@"
 }
 
 # cl_join I ARGS...: host I's agent (name hI, log $TMP/hI.rates) in the
-# background; its pid in CL_AGENTS[I].
+# background; its pid in CL_AGENTS[I]. setpriv --pdeathsig: if this script
+# dies without its traps (SIGKILL, a timeout), the agent gets SIGTERM and
+# leaves, and its watchdog follows it (nsenter, setpriv and nice exec: the
+# agent is this shell's child).
 cl_join() {
     local i=$1
     shift
-    nsenter --net=/run/netns/c3h$i$$ nice -n -10 "$PSPXDP" group join c3d$i$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP \
+    nsenter --net=/run/netns/${CL_P}h$i$$ setpriv --pdeathsig TERM nice -n -10 "$PSPXDP" group join \
+        ${CL_P}d$i$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP \
         --budget $CL_BUDGET --class 1:1 --name h$i --log "$TMP/h$i.rates" "$@" \
         >>"$TMP/h$i.log" 2>&1 &
     CL_AGENTS[$i]=$!
-    PIDS+=($!)
+}
+
+# cl_ours: the pids of every agent of this test's group and of their
+# watchdogs (forks of the agent: the same command line).
+cl_ours() { pgrep -f -- "group join .*--group $CL_GROUP( |$)"; }
+
+# cl_watchdog I: the pid of host I's agent's watchdog (its log says it).
+cl_watchdog() { sed -n 's/.*watchdog pid \([0-9]*\)).*/\1/p' "$TMP/h$1.log" | tail -1; }
+
+# cl_end: every agent of ours (and its watchdog) ends: continued (one may be
+# stopped), SIGTERM (they leave), then after 5 s SIGKILL. Runs before
+# psp_end (whose wait would hang on a stopped one), also on failure.
+cl_end() {
+    local p left
+    for p in $(cl_ours); do kill -CONT "$p" 2>/dev/null; kill -TERM "$p" 2>/dev/null; done
+    psp_wait_for 5 eval '[[ -z $(cl_ours) ]]'
+    left=$(cl_ours)
+    [[ -n $left ]] && echo "cluster: agents still running after SIGTERM, killed: $left" >&2
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+}
+cl_begin() { # psp_begin, with cl_end before psp_end on exit
+    psp_begin "$1"
+    trap 'cl_end; psp_end' EXIT
 }
 
 # cl_state I EXPR: true when EXPR holds for s, host I's agent state (status -j's groups[0]).
 cl_state() {
-    cl_ns "$1" "$PSPXDP" status c3d$1$$ -j 2>/dev/null | python3 -c '
+    cl_ns "$1" "$PSPXDP" status ${CL_P}d$1$$ -j 2>/dev/null | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 s = d["groups"][0]
@@ -129,13 +163,13 @@ cl_applied() { cl_state "$1" "s['applied_bps'] == $2 and s['phase'] == 'member'"
 
 # cl_rate I: the rate host I's class is configured with now (the daemon's view).
 cl_rate() {
-    cl_ns "$1" "$PSPXDP" class show c3d$1$$ -j | python3 -c '
+    cl_ns "$1" "$PSPXDP" class show ${CL_P}d$1$$ -j | python3 -c '
 import json, sys
 print(next(c["rate_bps"] for c in json.load(sys.stdin)["classes"] if c["class"] == "1:1"))'
 }
 
-cl_cut() { ip -n c3h$1$$ link set c3c$1$$ down; }
-cl_heal() { ip -n c3h$1$$ link set c3c$1$$ up; }
+cl_cut() { ip -n ${CL_P}h$1$$ link set ${CL_P}c$1$$ down; }
+cl_heal() { ip -n ${CL_P}h$1$$ link set ${CL_P}c$1$$ up; }
 
 # cl_lines I: lines in host I's rate log.
 cl_lines() { wc -l <"$TMP/h$1.rates"; }
@@ -168,7 +202,7 @@ cl_revision() {
     local k
     for k in 0 1 2; do
         psp_in_ns $CL_ETCD_NS curl -s -m 2 -X POST -d '{"key":"AA=="}' \
-            "http://$CL_NET.10:$((23790 + k))/v3/kv/range" 2>/dev/null |
+            "http://$CL_NET.10:$((CL_PORT + k))/v3/kv/range" 2>/dev/null |
             python3 -c 'import json, sys; print(json.load(sys.stdin)["header"]["revision"])' 2>/dev/null &&
             return 0
     done

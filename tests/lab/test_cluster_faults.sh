@@ -31,7 +31,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_cluster_faults "$PSPXDP" -- etcd curl python3
 source "$HERE/cluster_lib.sh"
-psp_begin cl
+cl_begin cl
 
 M50=50000000 M100=100000000 M125=125000000 M150=150000000
 psp_check "etcd: 3 members healthy" cl_etcd_up || { psp_finish; exit 1; }
@@ -55,14 +55,14 @@ sys.exit(0 if d["settled"] and d["allocated_bps"] == 300000000 and
     "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
 
 # Refusals: one line, exit 2, nothing changed.
-out=$(cl_ns 1 "$PSPXDP" group join c3d1$$ --etcd "$CL_ENDPOINTS" --group other$$ --budget 1gbit \
+out=$(cl_ns 1 "$PSPXDP" group join ${CL_P}d1$$ --etcd "$CL_ENDPOINTS" --group other$$ --budget 1gbit \
     --class 1:1 --name x 2>&1)
 rc=$?
 echo "     $out"
 psp_check "a second group on the same class: refused, one line" \
     test $rc -eq 2 -a "$(wc -l <<<"$out")" -eq 1 -a -n "$(grep 'already in a group' <<<"$out")"
-cl_ns 1 "$PSPXDP" class set c3d1$$ 1:2 10mbit
-out=$(cl_ns 1 "$PSPXDP" group join c3d1$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP --budget $CL_BUDGET \
+cl_ns 1 "$PSPXDP" class set ${CL_P}d1$$ 1:2 10mbit
+out=$(cl_ns 1 "$PSPXDP" group join ${CL_P}d1$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP --budget $CL_BUDGET \
     --class 1:2 --name h1b --floor 200mbit --log "$TMP/h1b.rates" 2>&1)
 rc=$?
 echo "     $out"
@@ -126,6 +126,8 @@ psp_check "resumed: it rejoins, 100 Mbit/s each" \
 # Host 3 killed (its agent; the watchdog leaves the class at its floor).
 t_kill=$(cl_now_ns)
 kill -9 ${CL_AGENTS[3]}
+psp_check "killed agent: its watchdog lowers and exits" \
+    psp_wait_for 5 eval '[[ -z $(pgrep -f -- "group join ${CL_P}d3$$ .*--group $CL_GROUP( |$)") ]]'
 psp_check "host killed: its share goes to the others (125 Mbit/s)" \
     psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
 psp_check "... within 4 s of the kill (TTL 3 s)" cl_within $t_kill "$(cl_first_after 1 $t_kill '>' $M100)" 4.0
@@ -138,7 +140,7 @@ for i in 1 2; do
     psp_check "etcd down: status of host $i says it holds a safe allocation" \
         psp_wait_for 5 cl_state $i "s['holding_safe_allocation'] and not s['etcd_reachable']"
 done
-cl_ns 1 "$PSPXDP" status c3d1$$ | grep -A1 'group ' | sed 's/^/     /'
+cl_ns 1 "$PSPXDP" status ${CL_P}d1$$ | grep -A1 'group ' | sed 's/^/     /'
 for k in 0 1 2; do cl_etcd_member $k; done
 psp_check "etcd back: the shares back (125 Mbit/s)" \
     psp_wait_for 20 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
@@ -147,10 +149,45 @@ psp_check "etcd back: the shares back (125 Mbit/s)" \
 kill -TERM ${CL_AGENTS[1]}
 wait ${CL_AGENTS[1]}
 psp_check "SIGTERM: the agent left and exited 0" test $? -eq 0
+psp_check "... its watchdog gone with it" \
+    psp_wait_for 5 eval '[[ -z $(pgrep -f -- "group join ${CL_P}d1$$ .*--group $CL_GROUP( |$)") ]]'
+psp_check "... its lock file removed (the rate log kept)" \
+    test ! -e /run/pspxdp/${CL_P}d1$$.group-1-1.lock -a ! -e /run/pspxdp/${CL_P}d1$$.group-1-1.json
 psp_check "after a leave: the other takes the rest (250 Mbit/s)" psp_wait_for 10 cl_applied 2 250000000
-cl_ns 2 "$PSPXDP" group leave c3d2$$ --group $CL_GROUP
+cl_ns 2 "$PSPXDP" group leave ${CL_P}d2$$ --group $CL_GROUP
 psp_check "group leave: the agent is gone" psp_wait_for 5 psp_gone ${CL_AGENTS[2]}
 psp_check "left at 0 (held: 1 bit/s)" test "$(cl_rate 2)" = 1
+
+# The watchdog killed: the agent leaves (exit 1) rather than pace without
+# it; the watchdog lowered to the fallback on its way out.
+: >"$TMP/h3.log"
+cl_join 3 --floor 50mbit
+psp_check "host 3 rejoins alone: the whole budget" psp_wait_for 15 cl_applied 3 $CL_BUDGET_BPS
+wd=$(cl_watchdog 3)
+kill -TERM "$wd"
+wait ${CL_AGENTS[3]}
+psp_check "watchdog SIGTERMed: the agent left, exit 1" test $? -eq 1
+psp_check "... the class at 0 (held: 1 bit/s), no process of it left" \
+    eval 'test "$(cl_rate 3)" = 1 && [[ -z $(pgrep -f -- "group join ${CL_P}d3$$ .*--group $CL_GROUP( |$)") ]]'
+
+# DEV detached under a hung agent: the watchdog cannot lower (DEV is gone):
+# it retries every 250 ms, blocked in poll in between (it used to spin,
+# one failed attempt after another); the agent, resumed, finds DEV gone
+# and leaves on its own (exit 1).
+: >"$TMP/h3.log"
+cl_join 3 --floor 50mbit
+psp_check "host 3 rejoins: the whole budget" psp_wait_for 15 cl_applied 3 $CL_BUDGET_BPS
+wd=$(cl_watchdog 3)
+kill -STOP ${CL_AGENTS[3]}
+cl_ns 3 "$PSPXDP" detach ${CL_P}d3$$ >/dev/null
+fails() { grep -c 'watchdog: ' "$TMP/h3.log"; }
+psp_check "DEV gone, agent hung: the watchdog tries to lower" psp_wait_for 10 eval '(($(fails) >= 3))'
+psp_check "... and retries (no spinning): $(fails) attempts by the third" test "$(fails)" -lt 20
+psp_check "... its state is sleeping, not running" psp_wait_for 2 eval '[[ $(awk "{print \$3}" /proc/$wd/stat) == S ]]'
+kill -CONT ${CL_AGENTS[3]}
+wait ${CL_AGENTS[3]}
+psp_check "resumed without DEV: the agent left on its own, exit 1" test $? -eq 1
+psp_check "no agent or watchdog of this test left" psp_wait_for 5 eval '[[ -z $(cl_ours) ]]'
 
 for i in 1 2 3; do echo "     host $i: $(cl_lines $i) rate changes"; done
 # etcd's load: every write bumps the revision once (keep-alives do not).

@@ -2,6 +2,7 @@
 #include "agent/agent.hpp"
 
 #include "agent/codec.hpp"
+#include "cluster/demand.hpp"
 #include "common/clock.hpp"
 #include "common/paths.hpp"
 #include "control/control.hpp"
@@ -14,17 +15,24 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <curl/curl.h>
 #include <deque>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <functional>
+#include <ifaddrs.h>
 #include <mutex>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sstream>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -109,23 +117,38 @@ struct RateLog {
 
 // The watchdog (a child process): at the deadline, with the agent not
 // having renewed it, lowers the class to the fallback. Also when the agent
-// is gone (its pipe closed) and left the class above the fallback.
+// is gone (its pipe closed, or PR_SET_PDEATHSIG) or the watchdog is told to
+// stop (SIGTERM, SIGINT, SIGHUP): it lowers once if the class is above the
+// fallback, then exits. It blocks in poll() on the agent's pipe and a
+// signalfd, woken by the deadline at the latest: a lowering that fails (DEV
+// gone) is tried again after kRetryMs, never in a loop.
 [[noreturn]] void watchdog(const std::string &dev, uint32_t classid, Shared *sh, int pipe_rd,
-                           const RateLog &log) {
-    signal(SIGTERM, SIG_IGN); // the agent leaves; we follow when its pipe closes
-    signal(SIGINT, SIG_IGN);
-    signal(SIGHUP, SIG_IGN);
-    bool agent_gone = false;
+                           const RateLog &log, pid_t agent) {
+    constexpr int kRetryMs = 250;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    sigprocmask(SIG_BLOCK, &sigs, nullptr);
+    int sig_fd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    // The agent's death as a signal too (the pipe says the same unless
+    // something inherited its write end); checked after, as it may have
+    // died before the prctl.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    bool agent_gone = getppid() != agent, told = false;
+    uint64_t retry_at = 0;
     for (;;) {
         uint64_t now = common::mono_ns();
         uint64_t until = sh->safe_until_ns.load();
         bool above = sh->applied_bps.load() > sh->fallback_bps.load();
-        if (agent_gone && !above) _exit(0);
-        if (above && (agent_gone || now >= until)) {
+        bool ending = agent_gone || told;
+        if (ending && !above) _exit(0);
+        if (above && (ending || now >= until) && now >= retry_at) {
             auto d = control::Device::open(dev, control::Access::Change);
             // Under the lock: the agent may have renewed or lowered meanwhile.
             if (d && sh->applied_bps.load() > sh->fallback_bps.load() &&
-                (agent_gone || common::mono_ns() >= sh->safe_until_ns.load())) {
+                (ending || common::mono_ns() >= sh->safe_until_ns.load())) {
                 uint64_t to = sh->fallback_bps.load();
                 if (auto r = set_class_rate(d.value(), classid, to); r) {
                     sh->applied_bps = to;
@@ -136,20 +159,32 @@ struct RateLog {
                              format_rate(to));
                 } else {
                     log_line("watchdog: " + r.error());
+                    retry_at = common::mono_ns() + kRetryMs * 1'000'000ull;
                 }
+            } else if (!d) {
+                log_line("watchdog: " + d.error());
+                retry_at = common::mono_ns() + kRetryMs * 1'000'000ull;
             }
-            if (agent_gone) _exit(0);
+            // Nothing more it can do: the class is at the fallback, or DEV
+            // is gone (and its pacer with it).
+            if (ending) _exit(0);
             continue;
         }
-        int timeout_ms = 1000;
-        if (above && until > now)
-            timeout_ms = int(std::min<uint64_t>(1000, (until - now) / 1'000'000 + 1));
-        pollfd p{pipe_rd, POLLIN, 0};
-        int n = poll(&p, 1, timeout_ms);
-        if (n > 0) {
+        // Woken by the deadline (or the retry), else once a second.
+        uint64_t next = above ? std::max(until, retry_at) : now + 1'000'000'000;
+        int timeout_ms =
+            next > now ? int(std::min<uint64_t>(1000, (next - now) / 1'000'000 + 1)) : kRetryMs;
+        pollfd p[2] = {{pipe_rd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+        int n = poll(p, sig_fd >= 0 ? 2 : 1, timeout_ms);
+        if (n > 0 && p[0].revents) {
             char buf[64];
             if (read(pipe_rd, buf, sizeof buf) <= 0) agent_gone = true;
         }
+        if (n > 0 && sig_fd >= 0 && p[1].revents) {
+            signalfd_siginfo si{};
+            if (read(sig_fd, &si, sizeof si) > 0) told = true;
+        }
+        if (getppid() != agent) agent_gone = true;
     }
 }
 
@@ -162,13 +197,16 @@ struct Renewed {
 struct Lost {
     uint64_t lease;
 };
-struct Stop {};
+// Leave the group: code is the agent's exit code (0: asked to, by a signal).
+struct Stop {
+    int code = 0;
+};
 using Event = std::variant<cluster::View, Granted, Renewed, Lost, Stop>;
 
 class Runner final : public cluster::Effects {
   public:
-    Runner(const AgentConfig &cfg, Shared *sh, RateLog log)
-        : cfg_(cfg), keys_(cfg.group), sh_(sh), log_(log),
+    Runner(const AgentConfig &cfg, Shared *sh, RateLog log, pid_t watchdog)
+        : cfg_(cfg), keys_(cfg.group), sh_(sh), log_(log), watchdog_(watchdog),
           proto_(cfg.host, cluster::Member{cfg.floor_bps, cfg.weight, cfg.classid}, cfg.budget_bps,
                  cfg.timing, *this) {}
 
@@ -249,6 +287,7 @@ class Runner final : public cluster::Effects {
     GroupKeys keys_;
     Shared *sh_;
     RateLog log_;
+    pid_t watchdog_;
     cluster::HostProtocol proto_;
     std::optional<control::Device> reader_;
 
@@ -259,6 +298,13 @@ class Runner final : public cluster::Effects {
     std::condition_variable req_cv_;
     std::deque<std::function<void(etcd::Client &)>> requests_;
     std::atomic<bool> stop_{false};
+    // A second SIGTERM/SIGINT: exit now, without waiting for etcd.
+    std::atomic<bool> hurry_{false};
+    // After stop_, the requester runs what is queued (the revoke) until then.
+    std::atomic<uint64_t> drain_until_ns_{0};
+    // Since when DEV or the class could not be read (0: it can).
+    uint64_t dev_missing_since_ns_ = 0;
+    bool dev_gone_ = false;
     std::atomic<bool> rewatch_{false};
     std::atomic<bool> failing_{false};
     std::atomic<uint64_t> lease_{0};
@@ -270,6 +316,7 @@ class Runner final : public cluster::Effects {
     // over the window, with headroom while it sits at its limit.
     uint64_t last_rx_bytes_ = 0, last_drops_ = 0, last_sample_ns_ = 0;
     uint64_t demand_bps_ = 0;
+    cluster::DemandEstimator estimator_;
 };
 
 void Runner::apply_rate(uint64_t rate_bps) {
@@ -308,6 +355,9 @@ void Runner::requester() {
             std::unique_lock g(req_mu_);
             req_cv_.wait(g, [&] { return stop_ || !requests_.empty(); });
             if (requests_.empty()) return;
+            // Leaving: what is queued gets until the drain deadline, no more
+            // (each request may wait its timeout on every endpoint).
+            if (stop_ && (hurry_ || common::mono_ns() >= drain_until_ns_)) return;
             fn = std::move(requests_.front());
             requests_.pop_front();
         }
@@ -396,34 +446,54 @@ void Runner::watcher() {
 }
 
 void Runner::sample_demand(uint64_t now) {
+    // DEV detached (or its namespace gone) or the class deleted for 2 s:
+    // there is nothing left to pace, so the agent leaves rather than hold
+    // a share for nobody (and stay behind as an orphan).
+    auto missing = [&](const std::string &why) {
+        if (dev_missing_since_ns_ == 0) dev_missing_since_ns_ = now;
+        if (now - dev_missing_since_ns_ >= 2'000'000'000 && !dev_gone_) {
+            dev_gone_ = true;
+            log_line(why + ": leaving");
+            push(Stop{1});
+        }
+    };
     if (!reader_) {
         auto d = control::Device::open(cfg_.dev, control::Access::Read);
-        if (!d) return;
+        if (!d) return missing(d.error());
         reader_.emplace(std::move(d.value()));
     }
     auto classes = reader_->classes();
     if (!classes) {
         reader_.reset();
-        return;
+        return missing(classes.error());
     }
+    bool found = false;
     for (const auto &c : *classes) {
-        if (c.classid != cfg_.classid) continue;
-        uint64_t rx = c.pacer.rx_bytes, drops = c.pacer.drop_limit;
+        if (c.classid != cfg_.classid || !c.configured) continue;
+        found = true;
+        uint64_t rx = c.pacer.rx_bytes, drops = c.pacer.drop_limit + c.pacer.ce_marked;
         if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
-            uint64_t offered =
+            uint64_t arrival =
                 uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
-            uint64_t applied = sh_->applied_bps.load();
-            // At its limit (drops, or a backlog) a TCP sender would take
-            // more than it is given: ask a quarter more than the rate.
-            if ((drops != last_drops_ || c.pacer.backlog_bytes > 0) && applied > kHoldRateBps)
-                offered = std::max(offered, applied + applied / 4);
-            demand_bps_ = offered;
+            // Limited: frames dropped at the limit or CE-marked (a backlog
+            // past ce_threshold) in the window, or a backlog now. The
+            // arrival is then capped by the rate, not the demand (§11.2).
+            bool limited = (drops != last_drops_ || c.pacer.backlog_bytes > 0) &&
+                           sh_->applied_bps.load() > kHoldRateBps;
+            demand_bps_ = estimator_.sample(now, arrival, limited, cfg_.budget_bps);
             proto_.on_demand(now, demand_bps_);
         }
         last_rx_bytes_ = rx;
         last_drops_ = drops;
         last_sample_ns_ = now;
     }
+    // Opened again next time: the maps of a detached DEV stay readable
+    // through the descriptors held, and the agent must see it is gone.
+    reader_.reset();
+    if (!found)
+        return missing("class " + format_classid(ClassId::from_raw(cfg_.classid)) +
+                       " is gone from " + cfg_.dev);
+    dev_missing_since_ns_ = 0;
 }
 
 void Runner::write_state(uint64_t now) {
@@ -486,12 +556,23 @@ int Runner::run() {
     std::thread req([this] { requester(); });
     std::thread watch([this] { watcher(); });
     std::thread keep([this] { keeper(); });
-    std::thread sig([this, sigs] {
-        int s = 0;
-        sigwait(&sigs, &s);
-        push(Stop{});
+    // The first signal: leave; a second: leave without waiting for etcd.
+    // Joined before the Runner goes (woken by a SIGTERM of its own).
+    std::atomic<bool> finished{false};
+    std::thread sig([this, sigs, &finished] {
+        for (int seen = 0;; ++seen) {
+            int s = 0;
+            sigwait(&sigs, &s);
+            if (finished) return;
+            if (seen == 0) {
+                push(Stop{});
+                continue;
+            }
+            hurry_ = true;
+            cv_.notify_one();
+            req_cv_.notify_all();
+        }
     });
-    sig.detach();
 
     uint64_t now = common::mono_ns();
     uint64_t next_sample = now, next_state = now;
@@ -520,6 +601,14 @@ int Runner::run() {
             leaving = true;
             leave_deadline = now + 1'000'000'000;
         }
+        // The watchdog gone (killed): the deadline no longer holds if this
+        // process stops, so leave rather than pace without it (§11.4, A4).
+        if (!leaving && watchdog_ > 0 && waitpid(watchdog_, nullptr, WNOHANG) == watchdog_) {
+            log_line("the watchdog (pid " + std::to_string(watchdog_) + ") is gone: leaving");
+            push(Stop{1});
+            watchdog_ = -1;
+        }
+        if (leaving && hurry_) break;
         if (leaving &&
             (proto_.phase() == cluster::HostProtocol::Phase::left ||
              proto_.phase() == cluster::HostProtocol::Phase::refused || now >= leave_deadline)) {
@@ -551,19 +640,24 @@ int Runner::run() {
             } else if (auto *l = std::get_if<Lost>(&e)) {
                 log_line("lease " + std::to_string(l->lease) + " is gone on etcd");
                 proto_.on_lease_lost(now, l->lease);
-            } else if (std::holds_alternative<Stop>(e) && !leaving) {
+            } else if (auto *st = std::get_if<Stop>(&e); st && !leaving) {
                 log_line("leaving group " + cfg_.group);
+                code = st->code;
                 proto_.leave(now);
                 leaving = true;
                 leave_deadline = now + 2'000'000'000;
             }
         }
     }
+    drain_until_ns_ = common::mono_ns() + 2'000'000'000;
     stop_ = true;
     req_cv_.notify_all();
     req.join();
     watch.join();
     keep.join();
+    finished = true;
+    pthread_kill(sig.native_handle(), SIGTERM);
+    sig.join();
     sh_->safe_until_ns = 0;
     unlink(state_path(cfg_.dev, cfg_.classid).c_str());
     return code;
@@ -598,6 +692,106 @@ std::vector<Json> running_agents(const std::string &dev) {
     return out;
 }
 
+namespace {
+
+// Does prefix p hold the address (family 4 or 6, network order)?
+bool prefix_has(const control::Prefix &p, int family, const uint8_t *addr) {
+    if (p.family != family) return false;
+    for (unsigned bit = 0; bit < p.len; ++bit) {
+        unsigned byte = bit / 8, mask = 0x80u >> (bit % 8);
+        if ((p.addr[byte] & mask) != (addr[byte] & mask)) return false;
+    }
+    return true;
+}
+
+const uint8_t *addr_bytes(const sockaddr_storage &s) {
+    return s.ss_family == AF_INET ? reinterpret_cast<const uint8_t *>(
+                                        &reinterpret_cast<const sockaddr_in &>(s).sin_addr)
+                                  : reinterpret_cast<const uint8_t *>(
+                                        &reinterpret_cast<const sockaddr_in6 &>(s).sin6_addr);
+}
+
+// The interface the kernel sends to `to` by: the one holding the source
+// address a connected UDP socket gets (no packet is sent).
+std::string egress_dev(const sockaddr_storage &to, socklen_t len, sockaddr_storage &src) {
+    int fd = socket(to.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return "";
+    socklen_t slen = sizeof src;
+    bool ok = connect(fd, reinterpret_cast<const sockaddr *>(&to), len) == 0 &&
+              getsockname(fd, reinterpret_cast<sockaddr *>(&src), &slen) == 0;
+    close(fd);
+    if (!ok) return "";
+    std::string dev;
+    ifaddrs *all = nullptr;
+    if (getifaddrs(&all) != 0) return "";
+    size_t n = src.ss_family == AF_INET ? 4 : 16;
+    for (ifaddrs *i = all; i && dev.empty(); i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == src.ss_family &&
+            std::memcmp(addr_bytes(reinterpret_cast<const sockaddr_storage &>(*i->ifa_addr)),
+                        addr_bytes(src), n) == 0)
+            dev = i->ifa_name;
+    freeifaddrs(all);
+    return dev;
+}
+
+} // namespace
+
+uint32_t class_for_tcp(std::span<const control::FilterSpec> filters, uint32_t default_classid,
+                       int family, const uint8_t *src, const uint8_t *dst, uint16_t dport) {
+    // The first filter (evaluation order) that can match the connection; its
+    // source port is the kernel's choice, so a filter on sport, a VLAN or a
+    // DSCP other than 0 is taken not to.
+    for (const auto &f : filters) {
+        if (f.sport || f.vlan || (f.dscp && *f.dscp != 0)) continue;
+        if (f.proto && *f.proto != IPPROTO_TCP) continue;
+        if (f.dport && (dport < f.dport->min || dport > f.dport->max)) continue;
+        if (f.dst && !prefix_has(*f.dst, family, dst)) continue;
+        if (f.src && !prefix_has(*f.src, family, src)) continue;
+        return f.classid.raw();
+    }
+    return default_classid;
+}
+
+Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
+    auto filters = d.filters();
+    if (!filters) return filters.failure();
+    auto state = d.state();
+    if (!state) return state.failure();
+    uint32_t default_classid = pspxdp_classid_raw(state->default_classid);
+    const std::string cls = format_classid(ClassId::from_raw(cfg.classid));
+    for (const std::string &url : cfg.endpoints) {
+        CURLU *u = curl_url();
+        char *host = nullptr, *port = nullptr;
+        curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
+        curl_url_get(u, CURLUPART_HOST, &host, 0);
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
+        std::string h = host ? host : "", p = port ? port : "";
+        curl_free(host);
+        curl_free(port);
+        curl_url_cleanup(u);
+        if (h.size() > 2 && h.front() == '[') h = h.substr(1, h.size() - 2); // IPv6 literal
+        addrinfo hints{}, *res = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        if (h.empty() || getaddrinfo(h.c_str(), p.c_str(), &hints, &res) != 0) continue;
+        sockaddr_storage to{}, src{};
+        std::memcpy(&to, res->ai_addr, res->ai_addrlen);
+        socklen_t len = res->ai_addrlen;
+        freeaddrinfo(res);
+        if (egress_dev(to, len, src) != cfg.dev) continue;
+        int family = to.ss_family == AF_INET ? 4 : 6;
+        uint16_t dport = uint16_t(std::stoul(p));
+        uint32_t via = class_for_tcp(*filters, default_classid, family, addr_bytes(src),
+                                     addr_bytes(to), dport);
+        if (via == cfg.classid)
+            return refuse("etcd at " + url + " is reached through " + cfg.dev + "'s class " + cls +
+                          ", the class the group holds at 0 while it joins: send its port to an "
+                          "unpaced class first (pspxdp class set " +
+                          cfg.dev + " 1:ffff normal; pspxdp filter add " + cfg.dev +
+                          " proto tcp dport " + p + " classid 1:ffff)");
+    }
+    return {};
+}
+
 int run(const AgentConfig &given) {
     AgentConfig cfg = given;
     if (cfg.log_path.empty()) cfg.log_path = default_log_path(cfg.dev, cfg.classid);
@@ -607,7 +801,21 @@ int run(const AgentConfig &given) {
     }
     // One agent per class of DEV, for its life: the lock is the proof.
     std::string lock_path = base_path(cfg.dev, cfg.classid) + ".lock";
-    int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int lock_fd = -1;
+    for (int tries = 0; tries < 3; ++tries) {
+        lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) break;
+        // The agent that held it may have removed the file between our open
+        // and our flock (it does, when it leaves): a lock on a file no
+        // longer at the path proves nothing, so open the path again.
+        struct stat held {
+        }, at_path{};
+        if (fstat(lock_fd, &held) == 0 && stat(lock_path.c_str(), &at_path) == 0 &&
+            held.st_ino == at_path.st_ino && held.st_dev == at_path.st_dev)
+            break;
+        close(lock_fd);
+        lock_fd = -1;
+    }
     if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
         std::string who;
         for (const auto &j : running_agents(cfg.dev))
@@ -619,6 +827,18 @@ int run(const AgentConfig &given) {
             format_classid(ClassId::from_raw(cfg.classid)).c_str(), cfg.dev.c_str(), who.c_str());
         return 2;
     }
+    // What the agent made of itself goes with it, whichever way run()
+    // returns: the lock, removed while still held (a joiner that opened it
+    // meanwhile sees it is no longer at the path). The state file goes in
+    // Runner::run; the rate log stays: it is the record `group check` replays.
+    struct LockFile {
+        std::string path;
+        int fd;
+        ~LockFile() {
+            unlink(path.c_str());
+            close(fd);
+        }
+    } held_lock{lock_path, lock_fd};
     int log_fd = open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) {
         std::fprintf(stderr, "pspxdp group join: %s: %s\n", cfg.log_path.c_str(),
@@ -640,6 +860,7 @@ int run(const AgentConfig &given) {
         return 1;
     }
     // Forked before any thread or curl handle exists.
+    pid_t agent_pid = getpid();
     pid_t child = fork();
     if (child < 0) {
         std::fprintf(stderr, "pspxdp group join: fork: %s\n", std::strerror(errno));
@@ -647,7 +868,8 @@ int run(const AgentConfig &given) {
     }
     if (child == 0) {
         close(pipefd[1]);
-        watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log);
+        close(lock_fd); // the agent's: it must go when the agent goes
+        watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log, agent_pid);
     }
     close(pipefd[0]);
     log_line("joining group " + cfg.group + " as " + cfg.host + " on " + cfg.dev + " class " +
@@ -656,7 +878,7 @@ int run(const AgentConfig &given) {
              std::to_string(cfg.weight) + "; watchdog pid " + std::to_string(child) + ")");
     int code = 1;
     {
-        Runner r(cfg, sh, log);
+        Runner r(cfg, sh, log, child);
         code = r.run();
     }
     close(pipefd[1]); // the watchdog's cue

@@ -9,10 +9,12 @@
 #pragma once
 
 #include "cluster/protocol.hpp"
+#include "control/control.hpp"
 #include "core/result.hpp"
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -52,6 +54,20 @@ std::string default_log_path(const std::string &dev, uint32_t classid);
 // The running agents of DEV (state files whose pid is alive and is the agent
 // that wrote them), as their state JSON.
 std::vector<nlohmann::json> running_agents(const std::string &dev);
+
+// The class of DEV a TCP connection from src to dst:dport goes through
+// (addresses in network order, family 4 or 6): the first of DEV's filters
+// (in evaluation order) that can match it, else the default class.
+uint32_t class_for_tcp(std::span<const control::FilterSpec> filters, uint32_t default_classid,
+                       int family, const uint8_t *src, const uint8_t *dst, uint16_t dport);
+
+// Refuses (one line, exit code 2) a group class that the agent's own etcd
+// traffic would go through: an endpoint reached by DEV (the kernel's source
+// address for it is one of DEV's) whose TCP port no filter sends elsewhere
+// than the class (or, with no filter for it, DEV's default class is the
+// class). The agent holds the class at 0 while it joins, so every etcd
+// request would wait behind it.
+Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg);
 
 // Runs until SIGTERM/SIGINT, then leaves the group. 0 after a clean leave;
 // 2 when the join is refused (one line on stderr), 1 on a system error.

@@ -69,6 +69,9 @@ int run_join(const Args &args) {
     if (!paced)
         return fail_input("class " + cls + " of " + cfg.dev +
                           " is not paced (give it a rate first)");
+    // The agent's own etcd requests must not go through the class it
+    // holds at 0 while it joins (every request would time out).
+    if (auto r = agent::check_etcd_path(d.value(), cfg); !r) return fail(r);
     return agent::run(cfg);
 }
 

@@ -1,6 +1,8 @@
 // docs/design.md §11.5.
 #include "cluster/simulation.hpp"
 
+#include "cluster/demand.hpp"
+
 #include <algorithm>
 #include <queue>
 #include <random>
@@ -31,6 +33,8 @@ struct Host final : Effects {
     uint64_t from_store_ns = 0;
     uint64_t rate_bps = 0;
     uint64_t demand_bps = 0;
+    uint64_t want_bps = 0;
+    Estimator estimator;
 
     Host(Sim &s, size_t i, SimHost h) : sim(s), index(i), spec(std::move(h)) {}
 
@@ -52,6 +56,12 @@ class Sim {
   public:
     Sim(const SimConfig &config, const AgentFactory &factory)
         : config_(config), factory_(factory), rng_(config.seed) {
+        estimator_ = config.estimator ? config.estimator : [](uint64_t budget) -> Estimator {
+            auto est = std::make_shared<DemandEstimator>();
+            return [est, budget](uint64_t now, uint64_t arrival, uint64_t, bool limited) {
+                return est->sample(now, arrival, limited, budget);
+            };
+        };
         for (size_t i = 0; i < config.hosts.size(); ++i)
             hosts_.push_back(std::make_unique<Host>(*this, i, config.hosts[i]));
         result_.logs.resize(hosts_.size());
@@ -169,6 +179,24 @@ class Sim {
         to_store(h, [this, &h] { send_view(h); }); // the watch's first range
         h.agent->on_demand(local(h), h.demand_bps);
         keepalive_loop(h, h.incarnation);
+        if (!config_.offers.empty()) {
+            h.estimator = estimator_(config_.budget_bps);
+            measure_loop(h, h.incarnation);
+        }
+    }
+    // The agent's demand sample: the class's arrival over the window.
+    void measure_loop(Host &h, uint64_t inc) {
+        if (!h.up || h.incarnation != inc) return;
+        bool quiet = std::uniform_int_distribution<uint32_t>(0, 99)(rng_) < config_.quiet_percent;
+        uint64_t arrival = std::min(h.want_bps, h.rate_bps);
+        bool limited = h.want_bps > h.rate_bps;
+        if (quiet) {
+            arrival = arrival * 3 / 10;
+            limited = false;
+        }
+        uint64_t now = local(h);
+        h.agent->on_demand(now, h.estimator(now, arrival, h.rate_bps, limited));
+        at(now_ns_ + config_.demand_window_ns, [this, &h, inc] { measure_loop(h, inc); });
     }
     void keepalive_loop(Host &h, uint64_t inc) {
         if (!h.up || h.incarnation != inc) return;
@@ -203,6 +231,7 @@ class Sim {
 
     const SimConfig &config_;
     const AgentFactory &factory_;
+    EstimatorFactory estimator_;
     std::mt19937_64 rng_;
     std::vector<std::unique_ptr<Host>> hosts_;
     std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -254,6 +283,10 @@ SimResult Sim::run() {
             host->demand_bps = d.demand_bps;
             if (host->up) host->agent->on_demand(local(*host), d.demand_bps);
         });
+    }
+    for (const SimOffer &o : config_.offers) {
+        Host *host = hosts_[o.host].get();
+        at(o.time_ns, [host, o] { host->want_bps = o.want_bps; });
     }
     for (const SimFault &f : config_.faults) {
         Host *host = hosts_[f.host].get();

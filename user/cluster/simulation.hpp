@@ -37,6 +37,21 @@ struct SimDemand {
     uint64_t demand_bps = 0;
 };
 
+// What a host's traffic wants (bit/s), from time_ns on: with offers the
+// demand is measured as an agent does, not declared (SimDemand).
+struct SimOffer {
+    size_t host = 0;
+    uint64_t time_ns = 0;
+    uint64_t want_bps = 0;
+};
+
+// A demand estimator: (local now, arrival bit/s over the window, rate
+// applied, whether the class was limited) -> the demand to report.
+using Estimator = std::function<uint64_t(uint64_t now_ns, uint64_t arrival_bps,
+                                         uint64_t applied_bps, bool limited)>;
+// One per host; the default is DemandEstimator's.
+using EstimatorFactory = std::function<Estimator(uint64_t budget_bps)>;
+
 struct SimConfig {
     uint64_t budget_bps = 1'000'000'000;
     std::vector<SimHost> hosts;
@@ -48,6 +63,14 @@ struct SimConfig {
     uint64_t max_timer_late_ns = 50'000'000;
     std::vector<SimFault> faults;
     std::vector<SimDemand> demands;
+    // The TCP-like model: a host's class takes min(want, applied) each
+    // window and is limited (backlogged) while want > applied; in
+    // quiet_percent of the windows the sender stalls (30 % of that, no
+    // backlog), as a loaded machine makes it.
+    std::vector<SimOffer> offers;
+    uint64_t demand_window_ns = 200'000'000;
+    uint32_t quiet_percent = 0;
+    EstimatorFactory estimator;
     uint64_t end_ns = 60'000'000'000;
     uint64_t seed = 1;
 };

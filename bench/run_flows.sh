@@ -66,7 +66,7 @@ shaper_down() { # SHAPER
 }
 # ping_ms COUNT FILE: COUNT pings 10 ms apart, their RTTs (ms) one a line.
 ping_ms() {
-    $N timeout $(($1 / 50 + 10)) ping -n -q -i 0.01 -c "$1" -W 1 $NET.2 >/dev/null 2>&1 # warm ARP
+    $N timeout 5 ping -n -q -i 0.01 -c 3 -W 1 $NET.2 >/dev/null 2>&1 # neighbour resolved
     $N timeout $(($1 / 50 + 10)) ping -n -i 0.01 -c "$1" -W 1 $NET.2 2>/dev/null |
         sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p' >"$2"
 }
@@ -74,7 +74,7 @@ ping_ms() {
 $D timeout 3600 iperf3 -s -p 5201 >/dev/null 2>&1 &
 PIDS+=($!)
 psp_wait_for 10 psp_listening $DST tcp 5201 || { echo "run_flows: iperf3 server did not start" >&2; exit 1; }
-PINGS=$((SECS * 100 - 100))
+PINGS=$((SECS * 100 - 100)) # 10 ms apart: SECS - 1 seconds, after the bulk flows' first second
 
 for shaper in ${SHAPERS//,/ }; do
     shaper_up $shaper || { echo "run_flows: $shaper did not come up" >&2; exit 1; }
@@ -84,7 +84,8 @@ for shaper in ${SHAPERS//,/ }; do
         for n in ${FLOWS//,/ }; do
             out=$TMP/$shaper.$ecn.$n
             [[ $shaper != htb ]] && $N "$PSPXDP" status $DEV -j >"$out.s0"
-            $N timeout $((SECS + 20)) iperf3 -c $NET.2 -p 5201 -P "$n" -t "$SECS" -J >"$out.iperf" 2>&1 &
+            # The bulk flows run a second longer than the pings: every ping is sent while they do.
+            $N timeout $((SECS + 20)) iperf3 -c $NET.2 -p 5201 -P "$n" -t $((SECS + 1)) -J >"$out.iperf" 2>&1 &
             cl=$!
             sleep 1 # the bulk flows fill the class before the pings start: traffic, not a wait
             ping_ms $PINGS "$out.ping"

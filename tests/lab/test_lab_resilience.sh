@@ -189,7 +189,9 @@ wait $SEND_PID
 wait $RECV_PID
 status_json >"$TMP/s-re"
 psp_check "status after re-attach: alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-psp_check "second attach while alive is refused" bash -c "! $N $PSPXDP attach $DEV 2>/dev/null"
+pid_before=$(psp_daemon_pid $DEV)
+psp_check "second attach while alive: nothing to do (exit 0), the same daemon" bash -c \
+    "$N $PSPXDP attach $DEV 2>&1 | grep -q 'nothing to do' && [[ \$(cat /run/pspxdp/$DEV.pid) == $pid_before ]]"
 psp_check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" python3 -c "
 import json; d = json.load(open('$TMP/s-re'))
 c = {c['class']: c for c in d['classes'] if c['kind'] in ('paced', 'normal')}

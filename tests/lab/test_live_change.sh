@@ -34,7 +34,7 @@ psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit || { psp_finish; e
 chrt -a -f -p 10 "$(psp_daemon_pid $DEV)" >/dev/null 2>&1 || echo "     (no real-time priority for the daemon)"
 # Only words every pspxdp version takes (class set, status -j), so the same
 # test measures the data path before and after a change to it.
-psp_check "class set 1:1 300mbit" $N "$PSPXDP" class set $DEV 1:1 300mbit
+psp_check "class set 1:1 300mbit" $N "$PSPXDP" class set $DEV 1:1 300mbit flows off
 psp_check "filter tcp dport 5201 -> 1:1" $N "$PSPXDP" filter add $DEV proto tcp dport 5201 classid 1:1
 psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
@@ -55,9 +55,9 @@ CLIENT=$!
 change() { # RATE TRACE_FILE
     if command -v strace >/dev/null; then
         $N sh -c 'date +%s.%N; exec strace -ttt -e trace=bpf -o "$0" "$@"' "$2" \
-            "$PSPXDP" class set $DEV 1:1 "$1"
+            "$PSPXDP" class set $DEV 1:1 "$1" flows off
     else
-        $N sh -c 'date +%s.%N; exec "$0" "$@"' "$PSPXDP" class set $DEV 1:1 "$1"
+        $N sh -c 'date +%s.%N; exec "$0" "$@"' "$PSPXDP" class set $DEV 1:1 "$1" flows off
     fi
 }
 written() { # TRACE_FILE: the time of the first map update, or 0
@@ -178,7 +178,7 @@ else
 fi
 
 # ---- delete a class with a backlog: delivered or counted, nothing else
-psp_check "class set 1:2 5mbit" $N "$PSPXDP" class set $DEV 1:2 5mbit
+psp_check "class set 1:2 5mbit" $N "$PSPXDP" class set $DEV 1:2 5mbit flows off
 psp_check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
 psp_check "class 1:2 served" psp_wait_for 10 psp_status_is $DEV 'c("1:2")["state"] == "served"'
 $D timeout 10 "$TRAFFIC" sink 5002 --seconds 4 >"$TMP/sink.json" &

@@ -65,7 +65,9 @@ def check(what, ok):
     global fails
     print(("ok   - " if ok else "FAIL - ") + what)
     fails += not ok
-config = {"slot", "rate_bps", "limit_bytes", "limit_ns", "ce_threshold_ns", "measured_rate_bps"}
+config = {"slot", "rate_bps", "limit_bytes", "limit_ns", "ce_threshold_ns", "measured_rate_bps",
+          "burst_bytes", "burst_mtus"}
+gauges = {"active_flows", "sparse_flows", "bulk_flows"}
 classes = stats["classes"]
 shown = classes[:max_classes]
 bad, compared = [], 0
@@ -73,10 +75,13 @@ for c in shown:
     for k, v in c.items():
         if k in config or isinstance(v, bool) or not isinstance(v, int):
             continue
-        name = "pspxdp_class_" + k + ("" if k.startswith("backlog_") else "_total")
+        gauge = k.startswith("backlog_") or k in gauges
+        if k.endswith("_ns"):  # base units: seconds
+            k, v = k[:-3] + "_seconds", v / 1e9
+        name = "pspxdp_class_" + k + ("" if gauge else "_total")
         got = series.get((name, c["class"]))
         compared += 1
-        if got != v:
+        if got is None or abs(got - v) > 1e-9 * max(1.0, abs(v)):
             bad.append(f'{name}{{class="{c["class"]}"}} {got} != stats -j {v}')
 check(f"{compared} per-class series equal stats -j's counters ({len(shown)} classes)" +
       "".join("\n     " + b for b in bad[:5]), not bad and compared > 0)

@@ -40,9 +40,11 @@ psp_check "refused attaches left no pins" test ! -e /sys/fs/bpf/pspxdp/nosuch0 -
 # --- a clsact qdisc that is not ours must survive detach
 $N tc qdisc add dev $DEV clsact
 psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit
-psp_check "second attach refused" bash -c "! $N $PSPXDP attach $DEV 2>/dev/null"
+pid_before=$(psp_daemon_pid $DEV)
+psp_check "second attach: nothing to do (exit 0), the same daemon" bash -c \
+    "$N $PSPXDP attach $DEV 2>&1 | grep -q 'nothing to do' && [[ \$(cat /run/pspxdp/$DEV.pid) == $pid_before ]]"
 psp_check "status says alive" bash -c "$N $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
-psp_check "class set 1:1 10mbit" $N "$PSPXDP" class set $DEV 1:1 10mbit
+psp_check "class set 1:1 10mbit flows off (a FIFO: lossless within its limit)" $N "$PSPXDP" class set $DEV 1:1 10mbit flows off
 psp_check "filter udp dport 5001" $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1
 psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
@@ -70,7 +72,7 @@ assert c['tx_frames'] == 600 and drops == 0 and c['backlog_frames'] == 0, c"
 # daemon_counter NAME: one of the daemon's counters, now.
 daemon_counter() { $N "$PSPXDP" status $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["daemon"][sys.argv[1]])' "$1"; }
 RELOADS=$(daemon_counter config_reloads)
-psp_check "rate change to 2mbit" $N "$PSPXDP" class set $DEV 1:1 2mbit
+psp_check "rate change to 2mbit" $N "$PSPXDP" class set $DEV 1:1 2mbit flows off
 psp_check "  ... the daemon took it" psp_wait_for 10 psp_status_is $DEV "d['daemon']['config_reloads'] > $RELOADS"
 $D timeout 10 python3 "$TMP/recv.py" 5001 4 >"$TMP/r2" &
 RECV=$!

@@ -56,8 +56,8 @@ PID=$(psp_daemon_pid $DEV)
 # --- 10. MTU raised within what the pacer carries: followed
 set_mtu 2000
 # The pacer veth carries DEV's MTU plus the 8-byte hand-over tag.
-psp_check "the pacer veth follows DEV's MTU (2000 + 8)" psp_wait_for 5 bash -c "[[ \$(nsenter --net=/run/netns/$S ip -o link show psp$(ifindex $S $DEV)a | grep -o 'mtu [0-9]*') == 'mtu 2008' ]]"
-psp_check "  ... both ends" test "$(pacer_mtu b)" == 2008
+psp_check "the pacer veth follows DEV's MTU (2000 + 16, the tag)" psp_wait_for 5 bash -c "[[ \$(nsenter --net=/run/netns/$S ip -o link show psp$(ifindex $S $DEV)a | grep -o 'mtu [0-9]*') == 'mtu 2016' ]]"
+psp_check "  ... both ends" test "$(pacer_mtu b)" == 2016
 psp_check "  ... the daemon is the same process and alive (its loop restarted)" psp_wait_for 5 bash -c "[[ \$(cat /run/pspxdp/$DEV.pid) == $PID ]] && nsenter --net=/run/netns/$S $PSPXDP status $DEV | grep -q 'alive, heartbeat'"
 psp_check "  ... serving class 1:1 again" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 tx0=$(tx_frames)
@@ -70,7 +70,7 @@ psp_check "  ... paced (counted by the pacer)" psp_wait_for 3 counted_since "$tx
 # --- 10. MTU beyond what an AF_XDP frame carries: stop, say so, fail open
 set_mtu 9000
 psp_check "the daemon stops" psp_wait_for 5 psp_gone $PID
-psp_check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3498)" /run/pspxdp/$DEV.log
+psp_check "  ... its log says why" grep -q "MTU changed from 2000 to 9000, which the pacer cannot carry (more than 3490)" /run/pspxdp/$DEV.log
 P status $DEV >"$TMP/status" 2>&1
 psp_check "  ... status says why" grep -q "DEAD.*MTU changed from 2000 to 9000" "$TMP/status"
 sed 's/^/     | /' "$TMP/status" | head -2

@@ -57,7 +57,7 @@ def values(entries: list[dict[str, Any]]) -> Iterator[tuple[Any, Any]]:
 
 # Pacer counters that mean "a frame the pacer took in and did not send".
 DROP_FIELDS = {"drop_limit", "drop_overflow", "drop_deleted", "drop_shutdown",
-               "drop_died", "drop_invalid"}
+               "drop_died", "drop_invalid", "drop_aqm"}
 # (daemon_stats.no_socket mirrors xdp_stats.no_socket: counted once, from XDP.)
 DAEMON_DROP_FIELDS = {"socket_ring_full", "socket_fill_empty", "unknown_class", "died_in_rings"}
 

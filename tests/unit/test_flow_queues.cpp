@@ -320,3 +320,24 @@ TEST_CASE("flow queues: random operations lose no frame and keep each flow's ord
     CHECK(rest.size() == queued);
     CHECK(fx.q.flows_in_use() == 0);
 }
+
+TEST_CASE("flow queues: the CE threshold marks a frame chosen after waiting that long, once",
+          "[flows]") {
+    Fixture fx(8);
+    fx.aqm = FlowAqm{};
+    fx.aqm.ce_threshold_ns = 4'000'000;
+    fx.verdict.ecn = true;
+    for (uint32_t i = 0; i < 4; ++i) fx.q.enqueue(0, 1, i, 100, 0); // CoDel: one frame's bytes
+    REQUIRE(fx.q.head(0, fx.aqm, 3'999'999, fx.verdict) == 0);
+    CHECK(fx.verdict.marked.empty()); // waited less than the threshold
+    fx.q.pop(0);
+    REQUIRE(fx.q.head(0, fx.aqm, 4'000'000, fx.verdict) == 1);
+    REQUIRE(fx.q.head(0, fx.aqm, 5'000'000, fx.verdict) == 1); // chosen already: not again
+    CHECK(fx.verdict.marked == std::vector<uint32_t>{1});
+    CHECK(fx.verdict.dropped.empty());
+    CHECK(fx.q.counters().aqm_marks == 1);
+    fx.aqm.ce_threshold_ns = UINT64_MAX; // off
+    fx.q.pop(0);
+    REQUIRE(fx.q.head(0, fx.aqm, 60'000'000, fx.verdict) == 2);
+    CHECK(fx.verdict.marked.size() == 1);
+}

@@ -49,7 +49,8 @@ std::string escaped(std::string_view s, bool label) {
 // Counters of shared.h that are not counts but states of now: gauges.
 bool is_gauge(std::string_view name) {
     return name.substr(0, 8) == "backlog_" || name == "late_max_ns" || name == "clockless" ||
-           name == "clock_forced" || name == "gap_horizon_ns" || name == "lost_wire_ppm";
+           name == "clock_forced" || name == "gap_horizon_ns" || name == "lost_wire_ppm" ||
+           name == "active_flows" || name == "sparse_flows" || name == "bulk_flows";
 }
 
 // A value in the metric's base unit: ns counters become seconds, and

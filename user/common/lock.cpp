@@ -49,7 +49,12 @@ std::string command_of(pid_t pid) {
 std::string busy_message(const Paths &p, int fd) {
     char buf[32] = {};
     pid_t pid = 0;
-    if (pread(fd, buf, sizeof(buf) - 1, 0) > 0) pid = pid_t(std::atol(buf));
+    // The holder writes its pid right after it took the lock: one that won
+    // a race a moment ago may not have yet. Asked again for up to 50 ms.
+    for (int tries = 0; tries < 20; ++tries) {
+        if (pread(fd, buf, sizeof(buf) - 1, 0) > 0 && (pid = pid_t(std::atol(buf))) > 0) break;
+        usleep(2500);
+    }
     const std::string cmd = pid > 0 ? command_of(pid) : "";
     const std::string who = pid > 0 ? " (pid " + std::to_string(pid) + ")" : "";
     if (cmd == "attach") return p.dev + " is being attached by another pspxdp" + who;

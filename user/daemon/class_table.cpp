@@ -39,6 +39,11 @@ ClassLimits limits_for(const pspxdp_class_config &c) {
             c.ce_threshold_ns ? c.ce_threshold_ns : PSPXDP_DEFAULT_CE_THRESHOLD_NS, rate);
     l.flows = !(c.flags & PSPXDP_CLASS_FLOWS_OFF);
     l.aqm.enabled = l.flows;
+    // With flows, the CE threshold is a sojourn time, judged per frame when
+    // DRR chooses it (fq_codel's ce_threshold); without, a backlog (above).
+    if (rate && c.ce_threshold_ns != PSPXDP_CE_THRESHOLD_OFF)
+        l.aqm.ce_threshold_ns =
+            c.ce_threshold_ns ? c.ce_threshold_ns : PSPXDP_DEFAULT_CE_THRESHOLD_NS;
     // CoDel's target must leave room for a frame or two at the class's
     // rate (RFC 8289 §4.4: at least a maximum frame's time); 5 ms is fq_codel's
     // default and 4 full frames at 10 Mbit/s. The interval stays 100 ms.

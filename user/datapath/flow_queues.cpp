@@ -305,6 +305,9 @@ uint32_t FlowQueues::head(uint32_t cls, const FlowAqm &aqm, uint64_t now_ns, Aqm
             continue;
         }
         c.chosen = f;
+        const uint64_t waited = now_ns > arrived_ns_[fr] ? now_ns - arrived_ns_[fr] : 0;
+        if (aqm.enabled && waited >= aqm.ce_threshold_ns && verdict.mark(cls, fr))
+            ++counters_.aqm_marks;
         return fr;
     }
 }

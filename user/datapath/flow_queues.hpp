@@ -42,6 +42,10 @@ inline constexpr uint32_t kNoFlow = 0xffffffffu;
 struct FlowAqm {
     uint64_t target_ns = 5'000'000;     // acceptable standing queue delay
     uint64_t interval_ns = 100'000'000; // a worst-case RTT: how long above target before acting
+    // An ECT frame chosen after waiting at least this long gets CE at once
+    // (fq_codel's ce_threshold: early back pressure for ECN senders, before
+    // CoDel acts). UINT64_MAX: never.
+    uint64_t ce_threshold_ns = UINT64_MAX;
     bool enabled = true;
 };
 

@@ -31,7 +31,7 @@ Paths paths_for(const std::string &dev);
 // needs each frame in one page, so the kernel refuses XDP when the peer's MTU
 // exceeds SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM) - ETH_HLEN
 // (3506 with 4 KiB pages), less the tag the pacer veth carries on top of
-// DEV's MTU (PSPXDP_TAG_BYTES): 3498.
+// DEV's MTU (PSPXDP_TAG_BYTES, 16): 3490.
 uint32_t max_pacer_mtu();
 
 // Mounts bpffs on /sys/fs/bpf when nothing is mounted there.

@@ -214,7 +214,7 @@ void ClassQueues::expire_drains(uint64_t now) {
                 keep_bytes(slot, bytes_in_ns_floor(PSPXDP_DELETE_DRAIN_NS, c.rate_bps), now);
         }
         if (now >= c.drain_deadline_ns && !flows_.of(slot).empty())
-            drop_head(slot, flows_.of(slot).frames, &pspxdp_class_counters::drop_deleted, now);
+            drop_all(slot, &pspxdp_class_counters::drop_deleted, now);
     }
 }
 
@@ -225,13 +225,25 @@ void ClassQueues::keep_bytes(uint32_t slot, uint64_t budget_bytes, uint64_t now)
     if (dropped) head_changed(slot, table_.at(slot), now);
 }
 
+// Everything class slot holds, in one pass over its flows (drop_head would
+// look for the fattest flow once per frame).
+uint64_t ClassQueues::drop_all(uint32_t slot, __u64 pspxdp_class_counters::*cause, uint64_t now) {
+    uint64_t dropped = 0;
+    flows_.drain(slot, [&](uint32_t f) {
+        discard(slot, f, cause);
+        ++dropped;
+    });
+    if (dropped) head_changed(slot, table_.at(slot), now);
+    return dropped;
+}
+
 uint64_t ClassQueues::drop_all_queued() {
-    // drop_head changes the backlogged set: walk a copy.
+    // drop_all changes the backlogged set: walk a copy.
     std::vector<uint32_t> slots = table_.backlogged();
+    const uint64_t now = common::mono_ns();
     uint64_t dropped = 0;
     for (uint32_t slot : slots)
-        dropped += drop_head(slot, flows_.of(slot).frames, &pspxdp_class_counters::drop_shutdown,
-                             common::mono_ns());
+        dropped += drop_all(slot, &pspxdp_class_counters::drop_shutdown, now);
     return dropped;
 }
 

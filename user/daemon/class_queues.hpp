@@ -79,6 +79,7 @@ class ClassQueues final : public datapath::XskPlane::TxObserver, datapath::AqmVe
     void keep_bytes(uint32_t slot, uint64_t budget_bytes, uint64_t now);
     uint64_t drop_head(uint32_t slot, uint64_t n, __u64 pspxdp_class_counters::*cause,
                        uint64_t now);
+    uint64_t drop_all(uint32_t slot, __u64 pspxdp_class_counters::*cause, uint64_t now);
     // After the head of a class may have changed: DRR and CoDel choose it,
     // the engine is told, the backlogged set kept.
     void head_changed(uint32_t slot, ClassState &c, uint64_t now);

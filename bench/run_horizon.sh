@@ -265,11 +265,17 @@ python3 - "$ROWS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 f = lambda v, fmt: "-" if v is None else format(v, fmt)
+def head(*lines, cols):
+    """A table's title lines, its column header and the Markdown rule under it."""
+    for line in lines:
+        print(line)
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
 a = [r for r in rows if r["table"] == "A"]
 if a:
-    print("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)")
-    print(f"| load | mode | daemon CPU % | PAUSE/s | PAUSE share | classes judged | burst real MTU | burst byte MTU | rate err real % | rate err byte % | late wake-ups | underruns |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    head("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)",
+         cols=["load", "mode", "daemon CPU %", "PAUSE/s", "PAUSE share", "classes judged", "burst real MTU",
+               "burst byte MTU", "rate err real %", "rate err byte %", "late wake-ups", "underruns"])
     for r in sorted(a, key=lambda r: (r["load"], ["H=inf", "H=50us", "clockless"].index(r["mode"]))):
         print(f"| {r['load']} | {r['mode']} | {f(r['daemon_cpu_pct'], '.1f')} | {f(r['pause_per_s'], '.0f')} | "
               f"{f(r['pause_share'] and r['pause_share'] * 100, '.1f')} % | {r['judged']} | {f(r['burst_real_mtu'], '.2f')} | "
@@ -282,25 +288,19 @@ if a:
             f" {c['real']:.2f}/{c['byte']:.2f}" for c in r["classes"]))
 b = [r for r in rows if r["table"] == "B"]
 if b:
-    print()
-    print("B. one flow, real time: pspxdp clockless beside tbf and htb (root qdisc of the veth)")
-    print("| rate | shaper | burst at target (real time) MTU | rate err % | machine CPU cores | daemon CPU % |")
-    print("|---|---|---|---|---|---|")
+    head("", "B. one flow, real time: pspxdp clockless beside tbf and htb (root qdisc of the veth)",
+         cols=["rate", "shaper", "burst at target (real time) MTU", "rate err %", "machine CPU cores", "daemon CPU %"])
     for r in b:
         print(f"| {r['load']} | {r['mode']} | {f(r['burst_real_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | "
               f"{f(r['machine_cores'], '.2f')} | {f(r['daemon_cpu_pct'], '.1f')} |")
 c = [r for r in rows if r["table"] == "C"]
 if c:
-    print()
-    print("C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside tbf burst N MTU")
-    print("(min..max over the runs; rate err: the worst run's sign kept)")
-    print("| bound | rate | shaper | runs | burst at target MTU | rate err % | machine CPU cores | daemon CPU % | late_lost ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    keys = []
-    for r in c:
-        k = (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0])
-        if k not in keys:
-            keys.append(k)
+    head("", "C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside tbf burst N MTU",
+         "(min..max over the runs; rate err: the worst run's sign kept)",
+         cols=["bound", "rate", "shaper", "runs", "burst at target MTU", "rate err %", "machine CPU cores",
+               "daemon CPU %", "late_lost ms"])
+    key = lambda r: (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0])  # bound, rate, shaper
+    keys = list(dict.fromkeys(key(r) for r in c))
     def span(vals, fmt):
         vals = [v for v in vals if v is not None]
         if not vals:
@@ -310,7 +310,7 @@ if c:
     for k in keys:
         if k[1] == "mix":
             continue
-        rs = [r for r in c if (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0]) == k]
+        rs = [r for r in c if key(r) == k]
         worst = max((r["rate_err_pct"] for r in rs if r["rate_err_pct"] is not None), key=abs, default=None)
         print(f"| {k[0]} | {k[1]} | {k[2]} | {len(rs)} | {span([r['burst_real_mtu'] for r in rs], '.2f')} | "
               f"{f(worst, '+.3f')} | {span([r['machine_cores'] for r in rs], '.2f')} | "
@@ -318,10 +318,8 @@ if c:
               f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
     mix = [r for r in c if r["load"] == "mix"]
     if mix:
-        print()
-        print("C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % worst run, burst MTU max)")
-        print("| bound | runs | 333 Mbit/s | 77 Mbit/s | 21.5 Mbit/s | machine CPU cores | late_lost ms |")
-        print("|---|---|---|---|---|---|---|")
+        head("", "C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % worst run, burst MTU max)",
+             cols=["bound", "runs", "333 Mbit/s", "77 Mbit/s", "21.5 Mbit/s", "machine CPU cores", "late_lost ms"])
         for mtus in sorted({int(r["mode"].split()[1]) for r in mix}):
             rs = [r for r in mix if int(r["mode"].split()[1]) == mtus]
             cells = []

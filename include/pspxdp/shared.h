@@ -217,8 +217,10 @@ enum pspxdp_slot_state {
                     "burst bound (its rate is short by this much)")                                \
     X(drop_aqm,                                                                                    \
       "frames CoDel dropped from the flow whose queue stood above target (not ECN-capable)")       \
-    X(new_flows, "frames that arrived for a flow with nothing queued: served first (sparse)")      \
-    X(active_flows, "flows queued in the class now (with frames, or empty for one more round)")    \
+    X(new_flows, "frames that arrived for a flow not in the class's lists: it joins the new "      \
+                 "(sparse) list, served first")                                                    \
+    X(active_flows, "flows in the class's lists now (with frames, or empty waiting for their "     \
+                    "turn in the old list)")                                                       \
     X(sparse_flows, "of them, in the new (sparse) list now")                                       \
     X(bulk_flows, "of them, in the old (bulk) list now")
 struct pspxdp_class_counters {

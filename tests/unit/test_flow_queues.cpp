@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -78,7 +79,8 @@ TEST_CASE("flow queues: DRR serves backlogged flows equal bytes, whatever their 
     }
 }
 
-TEST_CASE("flow queues: a new flow goes before a bulk backlog; an emptied one waits a round",
+TEST_CASE("flow queues: a new flow goes before a bulk backlog; one that used its quantum waits a "
+          "round",
           "[flows]") {
     Fixture fx(200);
     for (uint32_t i = 0; i < 100; ++i) fx.q.enqueue(0, 7, i, 1500, 0); // bulk
@@ -89,18 +91,120 @@ TEST_CASE("flow queues: a new flow goes before a bulk backlog; an emptied one wa
     fx.q.enqueue(0, 99, 150, 90, 0);
     REQUIRE(fx.send(0) == 150);
     CHECK(fx.q.counters().new_flows == 2);
-    // Emptied while others are backlogged: it lingers in the old list, so a
-    // frame arriving now waits behind the bulk flow's turn.
-    const uint32_t f = fx.q.flow_of(0, 99);
-    REQUIRE(f != kNoFlow);
+    // Emptied with quantum left: out of the lists (the gauges show the bulk
+    // flow only), kept for the round.
+    REQUIRE(fx.q.flow_of(0, 99) != kNoFlow);
+    CHECK(fx.q.of(0).flows() == 1);
+    CHECK(fx.q.of(0).sparse == 0);
+    // Its next frame makes it new again, before the bulk backlog, with what
+    // is left of its quantum (1518 - 90 - 90 after it)...
     fx.q.enqueue(0, 99, 151, 90, 0);
-    CHECK(fx.q.counters().new_flows == 2); // not new again
-    const uint32_t a = fx.send(0);
-    CHECK(a == 2); // the bulk flow's round first
-    // Within the bulk flow's quantum the sparse one comes next.
+    CHECK(fx.q.counters().new_flows == 3);
     REQUIRE(fx.send(0) == 151);
+    // ...so a frame that takes it past its quantum still goes first, but
+    // then it has had its round's share: the next frame waits in the old
+    // list behind the bulk flow (fq_codel's rule).
+    fx.q.enqueue(0, 99, 152, 1400, 0);
+    REQUIRE(fx.send(0) == 152);
+    fx.q.enqueue(0, 99, 153, 90, 0);
+    CHECK(fx.q.counters().new_flows == 4); // 153 joined the old list, not new
+    // Its deficit is refilled where its turn comes, and it waits for the
+    // bulk flow's quantum after that (fq_codel's order).
+    CHECK(fx.send(0) == 2);
+    CHECK(fx.send(0) == 3);
+    REQUIRE(fx.send(0) == 153);
     // An old flow that empties leaves the lists and the pool takes it back.
     CHECK(fx.q.flow_of(0, 99) == kNoFlow);
+}
+
+namespace {
+
+// One class at 100 Mbit/s: a frame leaves every 1518-byte time; `bulk`
+// flows kept backlogged (each refilled to 4 full frames as it sends) and a
+// 98-byte frame of flow 1 (a ping) every 10 ms from 100 ms on (the bulk
+// flows start as new flows together: by then they are all in the old
+// list). Returns each ping frame's wait (sent - arrived), in ns.
+std::vector<uint64_t> ping_waits(uint32_t bulk, uint64_t pings) {
+    constexpr uint64_t kFrameNs = 121'440; // 1518 bytes at 100 Mbit/s
+    constexpr uint64_t kPingNs = 10'000'000;
+    const uint32_t frames = bulk * 4 + 4;
+    Fixture fx(frames);
+    std::vector<uint32_t> free_frames;
+    for (uint32_t i = 0; i < frames; ++i) free_frames.push_back(i);
+    std::vector<uint32_t> flow_of_frame(frames);
+    auto put = [&](uint32_t flow, uint32_t bytes, uint64_t now) {
+        const uint32_t fr = free_frames.back();
+        free_frames.pop_back();
+        flow_of_frame[fr] = flow;
+        fx.q.enqueue(0, flow, fr, bytes, now);
+        return fr;
+    };
+    for (uint32_t b = 0; b < bulk; ++b)
+        for (int k = 0; k < 4; ++k) put(100 + b, 1518, 0);
+    std::map<uint32_t, uint64_t> ping_at; // frame -> arrival
+    std::vector<uint64_t> waits;
+    uint64_t next_ping = 10 * kPingNs;
+    for (uint64_t now = 0; waits.size() < pings; now += kFrameNs) {
+        for (; next_ping <= now; next_ping += kPingNs) ping_at[put(1, 98, next_ping)] = next_ping;
+        const uint32_t fr = fx.send(0, now);
+        REQUIRE(fr != kNoFrame);
+        free_frames.push_back(fr);
+        if (flow_of_frame[fr] == 1) {
+            waits.push_back(now - ping_at.at(fr));
+            ping_at.erase(fr);
+        } else {
+            put(flow_of_frame[fr], 1518, now); // the bulk flow stays backlogged
+        }
+    }
+    return waits;
+}
+
+} // namespace
+
+TEST_CASE("flow queues: a ping every 10 ms beside 128 backlogged flows waits for one frame at most",
+          "[flows]") {
+    // A DRR round of 128 flows' quanta takes 15.5 ms at 100 Mbit/s, longer
+    // than the ping's period: the ping flow, still waiting in the old list
+    // for the round it emptied in (fq_codel's rule), had every other ping
+    // wait ~5.5 ms. A sparse flow is new again instead: each ping goes out
+    // at the next frame time.
+    for (uint32_t bulk : {1u, 16u, 128u}) {
+        CAPTURE(bulk);
+        const auto waits = ping_waits(bulk, 200);
+        CHECK(*std::max_element(waits.begin(), waits.end()) <= 121'440);
+    }
+}
+
+TEST_CASE("flow queues: a flow that refills the moment it empties gets no more than its DRR share",
+          "[flows]") {
+    // Flow 1 sends a 1000-byte frame each time its last one left: empty at
+    // every visit, it would be new every time if emptying were enough. It
+    // gets one quantum from the new list per round at most, so its bytes
+    // stay within DRR's bound of the 4 backlogged flows'.
+    Fixture fx(64);
+    std::vector<uint32_t> free_frames;
+    for (uint32_t i = 0; i < 64; ++i) free_frames.push_back(i);
+    std::vector<uint32_t> flow_of_frame(64);
+    auto put = [&](uint32_t flow, uint32_t bytes) {
+        const uint32_t fr = free_frames.back();
+        free_frames.pop_back();
+        flow_of_frame[fr] = flow;
+        fx.q.enqueue(0, flow, fr, bytes, 0);
+    };
+    for (uint32_t b = 2; b < 6; ++b)
+        for (int k = 0; k < 4; ++k) put(b, 1500);
+    put(1, 1000);
+    std::map<uint32_t, uint64_t> served;
+    for (int i = 0; i < 20'000; ++i) {
+        const uint32_t fr = fx.send(0);
+        REQUIRE(fr != kNoFrame);
+        free_frames.push_back(fr);
+        const uint32_t flow = flow_of_frame[fr];
+        served[flow] += fx.q.frame_bytes(fr);
+        put(flow, flow == 1 ? 1000 : 1500);
+        for (uint32_t b = 2; b < 6; ++b) CHECK(served[1] <= served[b] + 2 * (kQuantum + 1500));
+    }
+    CHECK(served[1] > 0);
 }
 
 TEST_CASE("flow queues: classes are independent; pool and index hold many classes", "[flows]") {
@@ -110,7 +214,7 @@ TEST_CASE("flow queues: classes are independent; pool and index hold many classe
     CHECK(fx.q.flows_in_use() == 4000);
     for (uint32_t c = 0; c < 1000; ++c) {
         CHECK(fx.q.of(c).frames == 4);
-        CHECK(fx.q.of(c).flows == 4);
+        CHECK(fx.q.of(c).flows() == 4);
         std::set<uint32_t> got;
         for (int k = 0; k < 4; ++k) got.insert(fx.send(c));
         CHECK(got == std::set<uint32_t>{c * 4, c * 4 + 1, c * 4 + 2, c * 4 + 3});
@@ -318,7 +422,7 @@ TEST_CASE("flow queues: random operations lose no frame and keep each flow's ord
     std::set<uint32_t> rest;
     for (uint32_t c = 0; c < 5; ++c) fx.q.drain(c, [&](uint32_t fr) { rest.insert(fr); });
     CHECK(rest.size() == queued);
-    CHECK(fx.q.flows_in_use() == 0);
+    for (uint32_t c = 0; c < 5; ++c) CHECK(fx.q.of(c).flows() == 0);
 }
 
 TEST_CASE("flow queues: the CE threshold marks a frame chosen after waiting that long, once",

@@ -124,7 +124,7 @@ void ClassQueues::discard(uint32_t slot, uint32_t frame, __u64 pspxdp_class_coun
 void ClassQueues::publish_flows(uint32_t slot) {
     const datapath::ClassFlows &q = flows_.of(slot);
     pspxdp_class_counters &pc = maps_.slot(slot);
-    pc.active_flows = q.flows;
+    pc.active_flows = q.flows();
     pc.sparse_flows = q.sparse;
     pc.bulk_flows = q.bulk;
 }

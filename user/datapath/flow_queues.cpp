@@ -94,6 +94,7 @@ void FlowQueues::push_tail(ClassFlows &c, List l, uint32_t f) {
     uint32_t &head = l == List::New ? c.new_head : c.old_head;
     uint32_t &tail = l == List::New ? c.new_tail : c.old_tail;
     fl.list = l;
+    if (l == List::Old) fl.round = c.round + 1; // behind every flow of this round
     fl.next = kNoFlow;
     fl.prev = tail;
     if (tail == kNoFlow)
@@ -136,8 +137,8 @@ uint32_t FlowQueues::alloc(uint32_t cls, uint32_t hash) {
         // Only lingering empty flows can be short (module comment): the
         // oldest goes; it holds no frame.
         const uint32_t victim = linger_head_;
-        ++counters_.flow_reclaims;
-        unlink(classes_[flows_[victim].cls], victim);
+        if (holds_round(victim)) ++counters_.flow_reclaims;
+        if (flows_[victim].list != List::None) unlink(classes_[flows_[victim].cls], victim);
         release(victim);
     }
     const uint32_t f = free_;
@@ -148,7 +149,6 @@ uint32_t FlowQueues::alloc(uint32_t cls, uint32_t hash) {
     fl.hash = hash;
     index_insert(f);
     ++in_use_;
-    ++cls_(cls).flows;
     return f;
 }
 
@@ -157,7 +157,6 @@ void FlowQueues::release(uint32_t f) {
     Flow &fl = flows_[f];
     if (fl.lingering) unlinger(f);
     index_erase(f);
-    --classes_[fl.cls].flows;
     --in_use_;
     fl.lprev = kNoFlow;
     fl.lnext = free_;
@@ -166,11 +165,20 @@ void FlowQueues::release(uint32_t f) {
 
 void FlowQueues::enqueue(uint32_t cls, uint32_t hash, uint32_t frame, uint32_t bytes,
                          uint64_t now_ns) {
+    ClassFlows &c = cls_(cls);
     uint32_t f = flow_of(cls, hash);
-    if (f == kNoFlow) f = alloc(cls, hash);
-    ClassFlows &c = classes_[cls];
+    bool fresh = true;
+    if (f == kNoFlow) {
+        f = alloc(cls, hash);
+    } else if (flows_[f].lingering) {
+        // Busy again: in the old list, where it was; out of the lists (a
+        // sparse flow), new again with what it has left of its quantum in
+        // the round it emptied in, a fresh one once that round is over
+        // (or nobody is in the old list to be starved).
+        unlinger(f);
+        fresh = flows_[f].round != c.round || c.old_head == kNoFlow;
+    }
     Flow &fl = flows_[f];
-    if (fl.lingering) unlinger(f); // busy again, where it was in the old list
     arrived_ns_[frame] = now_ns;
     bytes_[frame] = bytes;
     fl.fifo.push(table_, frame, bytes);
@@ -179,7 +187,7 @@ void FlowQueues::enqueue(uint32_t cls, uint32_t hash, uint32_t frame, uint32_t b
     if (fl.list == List::None) {
         // fq_codel: a flow not in the lists is new, with a fresh quantum.
         ++counters_.new_flows;
-        fl.deficit = quantum_;
+        if (fresh) fl.deficit = quantum_;
         push_tail(c, List::New, f);
     }
 }
@@ -293,6 +301,9 @@ uint32_t FlowQueues::head(uint32_t cls, const FlowAqm &aqm, uint64_t now_ns, Aqm
         const uint32_t f = from_new ? c.new_head : c.old_head;
         if (f == kNoFlow) return kNoFrame;
         Flow &fl = flows_[f];
+        // The first flow of the next round at the old list's head: a round
+        // over (push_tail stamps them, oldest first).
+        if (!from_new && int32_t(fl.round - c.round) > 0) c.round = fl.round;
         if (fl.deficit <= 0) {
             fl.deficit += quantum_;
             unlink(c, f);
@@ -312,15 +323,22 @@ uint32_t FlowQueues::head(uint32_t cls, const FlowAqm &aqm, uint64_t now_ns, Aqm
     }
 }
 
-// A flow found empty: fq_codel moves an empty new flow to the old list's
-// tail, so that it is not new again before the old flows had their round,
-// and lets an empty old flow go.
-// A class with nothing queued keeps no flow: its lingering ones would only
-// wait for a round that is not coming.
+// A flow found empty. On the new list with quantum left (a sparse flow):
+// out of the lists, lingering with its deficit and this round (enqueue
+// makes it new again); with its quantum used: fq_codel's rule, to the old
+// list's tail, so that it is not new again before the old flows had their
+// round. An empty old flow goes (fq_codel), and so does every flow when
+// the old list is empty: there is nobody a new flow could starve.
+// A class with nothing queued keeps no flow in its lists: its lingering
+// ones would only wait for a round that is not coming.
 void FlowQueues::emptied(ClassFlows &c, uint32_t f, bool from_new) {
     unlink(c, f);
+    Flow &fl = flows_[f];
     if (from_new && c.old_head != kNoFlow && c.frames) {
-        push_tail(c, List::Old, f);
+        if (fl.deficit > 0)
+            fl.round = c.round;
+        else
+            push_tail(c, List::Old, f);
         linger(f);
     } else {
         release(f);
@@ -331,6 +349,14 @@ void FlowQueues::emptied(ClassFlows &c, uint32_t f, bool from_new) {
             unlink(c, g);
             release(g);
         }
+}
+
+// Reclaiming lingering flow f loses its place: its turn in the old list,
+// or a sparse flow's rest of quantum in a round not yet over.
+bool FlowQueues::holds_round(uint32_t f) const {
+    const Flow &fl = flows_[f];
+    const ClassFlows &c = classes_[fl.cls];
+    return fl.list == List::Old || (fl.round == c.round && c.old_head != kNoFlow);
 }
 
 uint32_t FlowQueues::pop(uint32_t cls) {

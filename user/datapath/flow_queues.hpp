@@ -6,7 +6,15 @@
 // serves the flows by deficit round robin in bytes with new flows first
 // (sch_fq_codel.c, RFC 8290 §4): a flow that sends a small packet now and
 // then arrives to an empty queue, joins the new list and goes before every
-// bulk flow's backlog. Each flow runs CoDel on its frames' sojourn times
+// bulk flow's backlog. A flow that empties on the new list with quantum
+// left is new again when its next frame comes, with what it has left of
+// its quantum until the old list's round turns (sparse flows, as CAKE
+// keeps them): fq_codel moves it to the old list's tail instead, so with
+// more backlogged flows than a ping's period holds quanta (128 flows at
+// 100 Mbit/s: a 15 ms round) every other ping waited most of a round. Each
+// flow still gets at most a quantum (and a frame) from the new list per
+// round, so the old flows are not starved; a flow that keeps a queue never
+// empties and never qualifies. Each flow runs CoDel on its frames' sojourn times
 // (RFC 8289): while a flow's head has waited more than the target for at
 // least an interval, CoDel takes frames from that flow, at a rate growing
 // with the square root of how many it took, so the flow that builds the
@@ -16,13 +24,16 @@
 // Memory is proportional to what is queued, not to the classes: a class is
 // its ClassFlows (40 bytes); flows come from one pool shared by every class,
 // sized to the frames of the buffer + 1, and looked up in one open-addressed
-// table keyed by (class, flow hash). A flow lives while it has frames, plus
-// one DRR round after it emptied (fq_codel's rule, so that emptying does not
-// make a flow new again at once: it must wait its turn in the old list). The
-// pool can run out only of such lingering empty flows, never of flows with
-// frames (that would need more flows with frames than there are frames):
-// then the oldest lingering flow is reclaimed, which loses no frame and is
-// counted (flow_reclaims).
+// table keyed by (class, flow hash). A flow lives while it has frames, and
+// lingers empty after that while its class still has old flows: out of the
+// lists, keeping its deficit and the round it emptied in, if it emptied on
+// the new list with quantum left; in the old list for its turn otherwise
+// (fq_codel's rule: it used its quantum, it waits a round). The pool can run
+// out only of such lingering empty flows, never of flows with frames (that
+// would need more flows with frames than there are frames): then the oldest
+// lingering flow is reclaimed, which loses no frame; counted (flow_reclaims)
+// when it still held a place in a round (an old-list one, or one whose round
+// has not turned).
 //
 // Pure: no clock reads, no I/O. The frames are the caller's (UMEM chunk
 // indices, linked through its FrameTable as FrameFifo does).
@@ -53,13 +64,16 @@ struct FlowAqm {
 struct ClassFlows {
     uint32_t new_head = kNoFlow, new_tail = kNoFlow;
     uint32_t old_head = kNoFlow, old_tail = kNoFlow;
-    uint32_t flows = 0;        // in the lists, lingering empty ones included
+    uint32_t round = 0;        // the old list's rounds, counted (sparse flows' deficits)
     uint32_t frames = 0;       // queued in all its flows
     uint64_t bytes = 0;        // their bytes (the caller's unit)
     uint32_t chosen = kNoFlow; // the flow whose head head() chose, until pop()
     uint32_t sparse = 0;       // flows in the new list (fq_codel's new_flows_len)
-    uint32_t bulk = 0;         // flows in the old list (old_flows_len)
+    uint32_t bulk = 0;         // flows in the old list (old_flows_len), lingering ones included
     bool empty() const { return frames == 0; }
+    // In the lists: what the class's gauges show (a sparse flow lingering
+    // out of the lists holds nothing and is not shown).
+    uint32_t flows() const { return sparse + bulk; }
 };
 static_assert(sizeof(ClassFlows) == 48, "48 bytes a class");
 
@@ -133,8 +147,11 @@ class FlowQueues {
         uint32_t lprev = kNoFlow, lnext = kNoFlow; // in the lingering list, or the free list
         uint32_t cls = 0;
         uint32_t hash = 0;
+        // In the old list: the class round it is served in. Lingering out
+        // of the lists: the round it emptied in.
+        uint32_t round = 0;
         List list = List::None;
-        bool lingering = false; // empty, in the old list for one more round
+        bool lingering = false; // empty, kept for its round (module comment)
     };
 
     ClassFlows &cls_(uint32_t cls);
@@ -147,6 +164,7 @@ class FlowQueues {
     void unlinger(uint32_t f);
     uint32_t take_head(ClassFlows &c, uint32_t f);
     void emptied(ClassFlows &c, uint32_t f, bool from_new);
+    bool holds_round(uint32_t f) const;
     bool should_take(Flow &fl, const ClassFlows &c, const FlowAqm &aqm, uint64_t now_ns);
     uint32_t codel_head(ClassFlows &c, uint32_t cls, uint32_t f, const FlowAqm &aqm,
                         uint64_t now_ns, AqmVerdict &verdict);

@@ -271,7 +271,8 @@ struct pspxdp_class_counters {
     X(lost_wire_ns, "wire time the daemon was behind, ns: underruns (byte clock) and late "        \
                     "wake-ups (late_ns)")                                                          \
     X(lost_wire_ppm, "share of the wire's time lost so in the last second, parts per million")     \
-    X(flow_reclaims, "empty flows reclaimed because the flow pool ran short (no frame lost)")
+    X(flow_reclaims, "empty flows reclaimed while waiting for their turn, because the flow pool "  \
+                     "ran short (no frame lost)")
 struct pspxdp_daemon_stats {
     PSPXDP_DAEMON_COUNTERS(PSPXDP_COUNTER_FIELD)
 };

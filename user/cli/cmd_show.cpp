@@ -43,8 +43,12 @@ void print_class_line(Printer &p, const control::ClassInfo &c, const control::Cl
         line += " measured " + measured_rate(double(c.pacer.tx_bytes - before->pacer.tx_bytes) *
                                              8e9 / double(dt_ns));
     const auto &k = c.pacer;
-    const uint64_t drops = k.drop_limit + k.drop_overflow + k.drop_deleted + k.drop_shutdown +
-                           k.drop_died + k.drop_invalid;
+    // Every drop_ counter, whatever is added later (drop_aqm was missing).
+    uint64_t drops = 0;
+#define PSPXDP_DROPS(name, doc)                                                                    \
+    if (std::string_view(#name).starts_with("drop_")) drops += k.name;
+    PSPXDP_CLASS_COUNTERS(PSPXDP_DROPS)
+#undef PSPXDP_DROPS
     line += " tx_frames " + std::to_string(k.tx_frames) + " tx_bytes " +
             std::to_string(k.tx_bytes) + " backlog_frames " + std::to_string(k.backlog_frames) +
             " drop_* " + std::to_string(drops) + " ce_marked " + std::to_string(k.ce_marked) +
@@ -142,7 +146,8 @@ std::vector<KeyDoc> key_docs() {
         {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
         {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
         {"classes[]", "ce_threshold_ns",
-         "ECN CE above this backlog (time at the rate); 0: the default"},
+         "ECT frames get ECN CE after waiting this long (flows on: in their flow; off: the "
+         "FIFO's backlog at the rate); 0: the default"},
         {"classes[]", "ce_marking", "the class marks CE (paced, ce_threshold not off)"},
         {"classes[]", "burst_bytes",
          "clockless burst bound in L2 bytes; 0: burst_mtus or the attachment's default"},

@@ -13,13 +13,19 @@
 #   idle no flow is left (flows = sparse_flows = bulk_flows = 0).
 # - show -j says flows true / false; a bad flows word is refused with one
 #   line and changes nothing.
+# - GSO against the limit (datapath/gso_gate.hpp): local TCP (iperf3, GSO
+#   on) for 2 s into two 20 Mbit/s classes with limit 10ms (25 KB, less
+#   than a 64 KB GSO packet), 1:3 flows on, 1:4 flows off: the packets were
+#   handed over as GSO packets (tc_frames > tc_packets), and every frame is
+#   accounted for (rx = tx + drops, nothing left queued). How many TCP
+#   retransmits that costs is timing: bench/run_gso.sh.
 # Latency through the flows (a ping behind bulk TCP) is real time: it is in
 # bench/run_flows.sh, not here. Exit 77 = skipped (the sender could not
 # overload the classes on this machine: nothing to judge).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-psp_require test_flows "$PSPXDP" "$TRAFFIC" -- python3
+psp_require test_flows "$PSPXDP" "$TRAFFIC" -- python3 iperf3 ethtool
 
 NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
 psp_lab_begin fl $NET
@@ -29,6 +35,11 @@ psp_check "class set 1:1 50mbit (flows on: the default)" $N "$PSPXDP" class set 
 psp_check "class set 1:2 50mbit flows off" $N "$PSPXDP" class set $DEV 1:2 50mbit flows off
 psp_check "filter udp dport 5001 -> 1:1" $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1
 psp_check "filter udp dport 5002 -> 1:2" $N "$PSPXDP" filter add $DEV proto udp dport 5002 classid 1:2
+psp_check "class set 1:3 20mbit limit 10ms" $N "$PSPXDP" class set $DEV 1:3 20mbit limit 10ms
+psp_check "class set 1:4 20mbit limit 10ms flows off" \
+    $N "$PSPXDP" class set $DEV 1:4 20mbit limit 10ms flows off
+psp_check "filter tcp dport 5203 -> 1:3" $N "$PSPXDP" filter add $DEV proto tcp dport 5203 classid 1:3
+psp_check "filter tcp dport 5204 -> 1:4" $N "$PSPXDP" filter add $DEV proto tcp dport 5204 classid 1:4
 psp_check "show -j: 1:1 flows true, 1:2 flows false" psp_status_is $DEV \
     'c("1:1")["flows"] is True and c("1:2")["flows"] is False'
 $N "$PSPXDP" class change $DEV 1:1 50mbit flows maybe >"$TMP/bad.out" 2>"$TMP/bad.err"
@@ -37,7 +48,7 @@ psp_check "flows maybe: refused, one line naming it" \
     test $bad_rc -ne 0 -a "$(wc -l <"$TMP/bad.err")" -eq 1 -a -n "$(grep -F '"maybe"' "$TMP/bad.err")"
 psp_check "flows maybe: nothing changed" psp_status_is $DEV 'c("1:1")["flows"] is True'
 psp_check "both classes served" psp_wait_for 10 psp_status_is $DEV \
-    'c("1:1")["state"] == "served" and c("1:2")["state"] == "served"'
+    'all(c(x)["state"] == "served" for x in ("1:1", "1:2", "1:3", "1:4"))'
 
 flows=()
 for port in 5001 5002; do
@@ -48,7 +59,19 @@ PIDS+=($!)
 psp_check "sink listening" psp_wait_for 10 psp_listening $DST udp 5002
 psp_check "8 flows, 1.5 s" $N timeout 10 "$TRAFFIC" send "${flows[@]}" --size 1200 --seconds 1.5 \
     >"$TMP/send.json"
-psp_check "settled: both classes idle, every frame published" psp_wait_for 10 psp_settled $DEV
+$N ethtool -K $DEV gso on tso on >/dev/null 2>&1
+for port in 5203 5204; do
+    $D timeout 20 iperf3 -s -1 -p $port >/dev/null 2>&1 &
+    PIDS+=($!)
+    psp_check "iperf3 server on $port" psp_wait_for 10 psp_listening $DST tcp $port
+done
+tcp_pids=()
+for port in 5203 5204; do
+    $N timeout 15 iperf3 -c $NET.2 -p $port -t 2 >"$TMP/tcp.$port" 2>&1 &
+    tcp_pids+=($!)
+done
+psp_check "local TCP into 1:3 and 1:4, 2 s" wait "${tcp_pids[@]}"
+psp_check "settled: every class idle, every frame published" psp_wait_for 10 psp_settled $DEV
 $N "$PSPXDP" status $DEV -j >"$TMP/status.json"
 
 python3 - "$TMP/status.json" >"$TMP/verdict" <<'PY'
@@ -84,6 +107,12 @@ check("1:1 (flows on): CoDel dropped from the standing queue", on["drop_aqm"] > 
 check("1:2 (flows off): no flow, no CoDel", off["new_flows"] == 0 and off["drop_aqm"] == 0)
 check("1:2 (flows off): its excess met its limit or the buffer",
       off["drop_limit"] + off["drop_overflow"] > 0)
+for name in ("1:3", "1:4"):
+    x = c[name]
+    check(f"{name} (TCP, limit 10ms): handed over as GSO packets "
+          f"({x['tc_frames']} frames in {x['tc_packets']} packets)",
+          x["tc_packets"] > 0 and x["tc_frames"] > x["tc_packets"])
+    check(f"{name}: nothing left queued", x["backlog_frames"] == 0)
 PY
 if grep -q '^SKIP' "$TMP/verdict"; then
     sed 's/^SKIP /skipped: /' "$TMP/verdict"

@@ -24,27 +24,6 @@ bool ClassQueues::at_limit(const ClassState &c, uint32_t slot, uint32_t l2) cons
     return q.frames >= c.limits.limit_frames && q.bytes + l2 > c.limits.limit_bytes;
 }
 
-// Flows off: a frame beyond the limit is dropped, and a GSO packet, which
-// reaches the pacer as its segments one after another (each with a copy of
-// the tag, segs = how many), is admitted or refused whole on its first
-// segment, as if it were one packet (htb's FIFO counts it as one): cutting
-// it at the limit lost the rest of a TCP window for the price of a few
-// frames (176-436 retransmits per run into a 20-50 Mbit/s class with limit
-// 10ms, where a GSO packet is larger than the limit). Segments of two GSO
-// packets of one class interleaved (two CPUs sending into one class) are
-// judged one by one. (Flows on: receive() makes room instead.)
-bool ClassQueues::admit(ClassState &c, const pspxdp_tag &tag, uint32_t l2) {
-    if (c.gso_left && c.gso_hash == tag.flow_hash) {
-        --c.gso_left;
-        return c.gso_admit;
-    }
-    const bool ok = !at_limit(c, tag.slot, l2);
-    c.gso_left = tag.segs > 1 ? tag.segs - 1 : 0;
-    c.gso_hash = tag.flow_hash;
-    c.gso_admit = ok;
-    return ok;
-}
-
 void ClassQueues::receive(uint32_t frame, uint64_t now) {
     pspxdp_daemon_stats &d = maps_.daemon();
     ++d.rx_frames;
@@ -68,16 +47,19 @@ void ClassQueues::receive(uint32_t frame, uint64_t now) {
         plane_.release(frame);
         return;
     }
-    if (c->limits.flows) {
-        // At the limit the frame is taken and the head of the class's
-        // fattest flow goes instead (fq_codel's rule): the flow that builds
-        // the queue pays, and a sparse flow's frame, or a GSO packet's
-        // segments, still get in.
-        if (at_limit(*c, slot, l2)) drop_head(slot, 1, &pspxdp_class_counters::drop_limit, now);
-    } else if (!admit(*c, tag, l2)) {
-        ++pc.drop_limit;
-        plane_.release(frame);
-        return;
+    // A GSO packet is judged on its first frame (datapath/gso_gate.hpp).
+    const bool limited = at_limit(*c, slot, l2);
+    if (c->gso.came_at_limit(tag.flow_hash, tag.segs, limited)) {
+        if (c->limits.flows) {
+            // The frame is taken and the head of the class's fattest flow
+            // goes instead (fq_codel's rule): the flow that builds the
+            // queue pays, and a sparse flow's frame still gets in.
+            if (limited) drop_head(slot, 1, &pspxdp_class_counters::drop_limit, now);
+        } else {
+            ++pc.drop_limit;
+            plane_.release(frame);
+            return;
+        }
     }
     const datapath::ClassFlows &q = flows_.of(slot);
     // Flows off: one FIFO, ECN CE above the backlog threshold (as before

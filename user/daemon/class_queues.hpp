@@ -4,9 +4,10 @@
 //
 //   receive   tag -> class; queued on its flow (flow_queues.hpp); at the
 //             class limit the head of the fattest flow goes (drop_limit).
-//             Flows off: one FIFO; at the limit the frame is dropped (a GSO
-//             packet whole, judged on its first segment), and joining a
-//             backlog longer than the CE threshold gets ECN CE if ECT
+//             Flows off: one FIFO; at the limit the frame is dropped, and
+//             joining a backlog longer than the CE threshold gets ECN CE if
+//             ECT. Either way a GSO packet is judged against the limit on
+//             its first frame (datapath/gso_gate.hpp)
 //   head      DRR picks the flow, CoDel may take frames from its head:
 //             ECN CE if ECN-capable (ce_marked), else drop_aqm
 //   transmit  the engine picked the class: its head frame goes on the TX ring
@@ -71,7 +72,6 @@ class ClassQueues final : public datapath::XskPlane::TxObserver, datapath::AqmVe
 
   private:
     bool at_limit(const ClassState &c, uint32_t slot, uint32_t l2) const;
-    bool admit(ClassState &c, const pspxdp_tag &tag, uint32_t l2);
     bool mark(uint32_t slot, uint32_t frame) override;
     void drop(uint32_t slot, uint32_t frame) override;
     void discard(uint32_t slot, uint32_t frame, __u64 pspxdp_class_counters::*cause);

@@ -17,6 +17,7 @@
 #include "daemon/log.hpp"
 #include "daemon/pacer_maps.hpp"
 #include "datapath/flow_queues.hpp"
+#include "datapath/gso_gate.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstdint>
@@ -55,11 +56,7 @@ struct ClassState {
     uint32_t seen_gen = 0;                   // last reconcile that found it configured
     uint64_t late_lost_base_ns = 0;          // pacer_stats' late_lost_ns when it was added
     ClassLife life = ClassLife::Unused;
-    // The GSO packet being received (class_queues.cpp admit()): its flow,
-    // segments still to come, and whether it was admitted.
-    uint32_t gso_hash = 0;
-    uint32_t gso_left = 0;
-    bool gso_admit = false;
+    datapath::GsoGate gso;  // the GSO packet being received (class_queues.cpp)
     bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
 };
 

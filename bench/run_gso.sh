@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# GSO packets against a class limit (issue 21): local TCP (iperf3, cubic,
+# one flow, ECN off) through one paced class of RATE with `limit 10ms`, the
+# sender's GSO on (up to 64 KB, 44 frames: larger than the limit's
+# 25 KB at 20 Mbit/s), on the lab's 1 Gbit/s veth. Per row: TCP's
+# retransmits, goodput, and the class's counters (drop_limit, drop_aqm).
+# Three shapers on the same wire:
+#   flows   pspxdp class RATE limit 10ms (flows on, the default)
+#   fifo    pspxdp class RATE limit 10ms flows off
+#   htb     htb rate RATE ceil RATE, its default pfifo leaf (txqueuelen
+#           1000 packets, a GSO packet one; no byte limit)
+# Real time: retransmits are timing, so this is a benchmark, not a test.
+#
+#   bench/run_gso.sh [--seconds S] [--rates 20mbit,50mbit] [--shapers flows,fifo,htb]
+set -u
+SECS=10
+RATES=20mbit,50mbit
+SHAPERS=flows,fifo,htb
+while (($#)); do
+    case $1 in
+    --seconds) SECS=${2:?}; shift 2 ;;
+    --rates) RATES=${2:?}; shift 2 ;;
+    --shapers) SHAPERS=${2:?}; shift 2 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_gso: unknown argument \"$1\"" >&2; exit 2 ;;
+    esac
+done
+[[ $SECS =~ ^[0-9]+$ ]] && ((SECS >= 2 && SECS <= 60)) || { echo "run_gso: --seconds: 2..60" >&2; exit 2; }
+[[ $RATES =~ ^[0-9]+mbit(,[0-9]+mbit)*$ ]] || { echo "run_gso: --rates: like 20mbit,50mbit" >&2; exit 2; }
+for s in ${SHAPERS//,/ }; do
+    case $s in flows | fifo | htb) ;; *) echo "run_gso: --shapers: flows, fifo or htb, not \"$s\"" >&2; exit 2 ;; esac
+done
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../lab/netns.sh"
+psp_require run_gso "$PSPXDP" -- ip tc iperf3 python3 nsenter timeout ethtool
+psp_lab_begin fc 10.92.0
+NET=10.92.0
+ROWS=$TMP/rows.jsonl
+$N ethtool -K $DEV gso on tso on >/dev/null 2>&1
+
+shaper_up() { # SHAPER RATE
+    case $1 in
+    htb)
+        $N tc qdisc replace dev $DEV root handle 1: htb default 1 &&
+            $N tc class add dev $DEV parent 1: classid 1:1 htb rate $2 ceil $2
+        ;;
+    *)
+        local words=()
+        [[ $1 == fifo ]] && words=(flows off)
+        $N "$PSPXDP" attach $DEV --line-rate 1gbit >/dev/null &&
+            $N "$PSPXDP" class set $DEV 1:1 $2 limit 10ms "${words[@]}" &&
+            $N "$PSPXDP" default $DEV 1:1 &&
+            psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
+        ;;
+    esac
+}
+shaper_down() { # SHAPER
+    case $1 in
+    htb) $N tc qdisc del dev $DEV root 2>/dev/null ;;
+    *) $N "$PSPXDP" detach $DEV >/dev/null ;;
+    esac
+}
+
+$D timeout 3600 iperf3 -s -p 5201 >/dev/null 2>&1 &
+PIDS+=($!)
+psp_wait_for 10 psp_listening $DST tcp 5201 || { echo "run_gso: iperf3 server did not start" >&2; exit 1; }
+$N sysctl -qw net.ipv4.tcp_ecn=0
+
+for rate in ${RATES//,/ }; do
+    for shaper in ${SHAPERS//,/ }; do
+        shaper_up $shaper $rate || { echo "run_gso: $shaper did not come up" >&2; exit 1; }
+        out=$TMP/$shaper.$rate
+        [[ $shaper != htb ]] && $N "$PSPXDP" status $DEV -j >"$out.s0"
+        $N timeout $((SECS + 20)) iperf3 -c $NET.2 -p 5201 -t $SECS -J >"$out.iperf" 2>&1
+        [[ $shaper != htb ]] && $N "$PSPXDP" status $DEV -j >"$out.s1"
+        shaper_down $shaper
+        python3 - "$out" "$shaper" "$rate" >>"$ROWS" <<'PY'
+import json, os, sys
+out, shaper, rate = sys.argv[1:4]
+row = {"shaper": shaper, "rate": rate}
+try:
+    with open(f"{out}.iperf") as f:
+        ip = json.load(f)["end"]
+    row["mbit"] = ip["sum_received"]["bits_per_second"] / 1e6
+    row["retr"] = ip["sum_sent"].get("retransmits", 0)
+    rtts = [s["sender"]["mean_rtt"] for s in ip["streams"] if "mean_rtt" in s.get("sender", {})]
+    if rtts:
+        row["rtt_ms"] = rtts[0] / 1000
+except (OSError, ValueError, KeyError):
+    pass
+if os.path.exists(f"{out}.s1"):
+    with open(f"{out}.s0") as f0, open(f"{out}.s1") as f1:
+        c0, c1 = (next(x for x in json.load(f)["classes"] if x["class"] == "1:1") for f in (f0, f1))
+    for k in ("drop_limit", "drop_aqm", "drop_overflow", "tc_packets", "tc_frames"):
+        row[k] = c1[k] - c0[k]
+print(json.dumps(row))
+PY
+    done
+done
+
+python3 - "$ROWS" "$SECS" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"\nOne local TCP flow (cubic, ECN off, GSO on) for {sys.argv[2]} s through a class with limit 10ms (real time)")
+print(f"{'rate':7} {'shaper':6} {'Mbit/s':>7} {'retr':>6} {'rtt ms':>7} {'limit':>6} {'aqm':>6} {'frames/pkt':>10}")
+for r in rows:
+    f = lambda k, fmt: (fmt % r[k]) if k in r else "-"
+    fpp = "%10.1f" % (r["tc_frames"] / r["tc_packets"]) if r.get("tc_packets") else "%10s" % "-"
+    print(f"{r['rate']:7} {r['shaper']:6} {f('mbit', '%7.1f')} {f('retr', '%6d')} {f('rtt_ms', '%7.2f')} "
+          f"{f('drop_limit', '%6d')} {f('drop_aqm', '%6d')} {fpp}")
+PY
+echo "(load: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -12,6 +12,7 @@
 #
 #   sudo bench/run_dp_bench.sh [--seconds S] [--repeat N] [--cpu C] [--json]
 #                              [--scale LIST] [--no-scale] [--no-cpu] [--keep DIR]
+#                              [--flows on|off] [--ports N]
 #
 #   --seconds S     length of each measured interval (default 3, 1..30)
 #   --repeat N      rounds of parts 1 and 2; medians are reported (default 3)
@@ -22,6 +23,10 @@
 #   --no-cpu        skip part 2 (frames per second alone: an A/B of a change)
 #   --json          one JSON object on stdout instead of the tables
 #   --keep DIR      keep the logs and the raw samples in DIR
+#   --flows on|off  the classes' flows (issue 21; default on, as class set):
+#                   run once each way for an A/B of what flow queuing costs
+#   --ports N       parts 1 and 2: the sender's UDP flows (destination ports
+#                   5001..5000+N, default 1), so that flows on has N flows
 #
 # Needs root, a build (BUILD_DIR, default build/), python3, ip, tc, taskset,
 # bpftool. Everything lives in two network namespaces psp-bdp$$-s/-d joined by
@@ -61,6 +66,8 @@ JSON=0
 SCALE=10,1000,10000,100000
 KEEP=
 CPU_PART=1
+FLOWS=on
+PORTS=1
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
@@ -71,6 +78,8 @@ while (($#)); do
     --no-cpu) CPU_PART=0; shift ;;
     --json) JSON=1; shift ;;
     --keep) KEEP=${2:?}; shift 2 ;;
+    --flows) FLOWS=${2:?}; shift 2 ;;
+    --ports) PORTS=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_dp_bench: unknown argument \"$1\"" >&2; usage >&2; exit 2 ;;
     esac
@@ -84,6 +93,8 @@ NCPU=$(nproc)
 OTHER_CPUS=$(seq -s, 0 $((NCPU - 1)) | tr , '\n' | grep -vx "$CPU" | paste -sd,)
 [[ -n $OTHER_CPUS ]] || OTHER_CPUS=$CPU
 
+[[ $FLOWS == on || $FLOWS == off ]] || { echo "run_dp_bench: --flows: on or off, not \"$FLOWS\"" >&2; exit 2; }
+[[ $PORTS =~ ^[0-9]+$ ]] && ((PORTS >= 1 && PORTS <= 1024)) || { echo "run_dp_bench: --ports: 1..1024" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
@@ -261,9 +272,11 @@ sample() { # sample LABEL [EXTRA-JSON]: one interval (the daemon's, if one runs)
         >>"$RESULTS" || die "sampling failed"
 }
 
-paced_class() { # paced_class RATE: class 1:1 at RATE, UDP dport 5001 to it
-    $N "$PSPXDP" class set $DEV 1:1 "$1" >/dev/null || die "class set failed"
-    $N "$PSPXDP" filter add $DEV proto udp dport 5001 classid 1:1 >/dev/null || die "filter failed"
+paced_class() { # paced_class RATE: class 1:1 at RATE, UDP dport 5001.. (--ports) to it
+    local dport=5001
+    ((PORTS > 1)) && dport=5001-$((5000 + PORTS))
+    $N "$PSPXDP" class set $DEV 1:1 "$1" flows $FLOWS >/dev/null || die "class set failed"
+    $N "$PSPXDP" filter add $DEV proto udp dport $dport classid 1:1 >/dev/null || die "filter failed"
 }
 
 # Linux >= 6.17 lets one copy-mode sendto() send more than 32 descriptors
@@ -272,7 +285,7 @@ paced_class() { # paced_class RATE: class 1:1 at RATE, UDP dport 5001 to it
 BUDGET=
 $N "$TXLOOP" $DEV --seconds 0.1 --budget 64 >/dev/null 2>&1 && BUDGET=64
 
-say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, daemon on CPU $CPU (senders on $OTHER_CPUS); $(uptime)"
+say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, daemon on CPU $CPU (senders on $OTHER_CPUS), flows $FLOWS, $PORTS UDP flow(s); $(uptime)"
 sample idle # the machine's own load, for the CPU figures
 for ((r = 1; r <= REPEAT; r++)); do
     say "round $r/$REPEAT: bare loop 1514 B${BUDGET:+ (32 and $BUDGET a kick)}, 60 B"
@@ -283,7 +296,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     say "round $r/$REPEAT: daemon flat out (line 100gbit, one class 4gbit offered 1500mbit)"
     attach 100gbit "${PINNED[@]}" --gap-horizon inf
     paced_class 4gbit
-    sender 5001 1500mbit $((SECS + 4))
+    sender 5001 1500mbit $((SECS + 4)) $PORTS
     sleep 1.5 # backlogged from here on
     sample daemon_max
     kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
@@ -295,7 +308,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     say "round $r/$REPEAT: CPU per paced Gbit/s: pspxdp, tbf, htb at 500mbit offered 650mbit"
     attach 1gbit
     paced_class 500mbit
-    sender 5001 650mbit $((2 * SECS + 8))
+    sender 5001 650mbit $((2 * SECS + 8)) $PORTS
     sleep 1.5
     sample cpu_pspxdp
     # The same with a daemon that spins whenever backlogged: stop the one
@@ -324,7 +337,7 @@ for ((r = 1; r <= REPEAT; r++)); do
             $N tc qdisc add dev $DEV root handle 1: htb default 10
             $N tc class add dev $DEV parent 1: classid 1:10 htb rate 500mbit ceil 500mbit burst 32kb
         fi
-        sender 5001 650mbit $((SECS + 3))
+        sender 5001 650mbit $((SECS + 3)) $PORTS
         sleep 1
         sample cpu_$q
         kill $SENDER 2>/dev/null; wait $SENDER 2>/dev/null
@@ -337,8 +350,8 @@ for n in ${SCALE//,/ }; do
     t=$(now)
     attach 100gbit --buffer $((128 << 20)) "${PINNED[@]}" --gap-horizon inf
     t_attach=$(since "$t")
-    for ((i = 1; i <= n; ++i)); do printf '2:%x 500kbit\n' $(((i - 1) % 65535 + 1)); done |
-        awk -v n="$n" 'NR <= 65535 {print; next} {split($1, a, ":"); printf "3:%s %s\n", a[2], $2}' \
+    for ((i = 1; i <= n; ++i)); do printf '2:%x 500kbit flows %s\n' $(((i - 1) % 65535 + 1)) $FLOWS; done |
+        awk -v n="$n" 'NR <= 65535 {print; next} {split($1, a, ":"); $1 = "3:" a[2]; print}' \
             >"$WORK/classes"
     t=$(now)
     $N "$PSPXDP" class set $DEV --file "$WORK/classes" || die "class set --file ($n) failed"
@@ -364,10 +377,11 @@ for n in ${SCALE//,/ }; do
 done
 
 # --- report: medians over rounds
-python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" <<'PY'
+python3 - "$RESULTS" "$JSON" "$CPU" "$(uptime)" "$FLOWS" "$PORTS" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 as_json, cpu, up = sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+flows, ports = sys.argv[5], int(sys.argv[6])
 def of(kind, key):
     return [r[key] for r in rows if r["kind"] == kind and r.get(key) is not None]
 def med(kind, key):
@@ -394,6 +408,7 @@ for r in rows:
     if r["kind"] in ("scale", "scale_times"):
         scale.setdefault(r["classes"], {}).update(r)
 summary = {"cpu": cpu, "uptime": up.strip(), "idle_machine_cpu_pct": idle,
+           "flows": flows, "ports": ports,
            "tx_budget": budget,
            "bare_1514_mpps": statistics.median(b) / 1e6 if b else None,
            "bare_1514_default_budget_mpps": statistics.median(b32) / 1e6 if b32 else None,
@@ -409,7 +424,8 @@ if as_json:
     print(json.dumps(summary))
     sys.exit(0)
 f = lambda v, fmt: "-" if v is None else fmt.format(v)
-print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {len(b)} rounds")
+print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {len(b)} rounds; "
+      f"classes with flows {flows}, {ports} UDP flow(s) offered")
 print(f"{'':36} {'Mpps':>8}  per round")
 print(f"{'bare AF_XDP TX loop, 1514 B':36} {f(summary['bare_1514_default_budget_mpps'], '{:.3f}'):>8}  "
       + " ".join(f"{x/1e6:.3f}" for x in b32) + "  (mean of before/after the daemon; 32 a kick)")

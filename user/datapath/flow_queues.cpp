@@ -359,6 +359,13 @@ bool FlowQueues::holds_round(uint32_t f) const {
     return fl.list == List::Old || (fl.round == c.round && c.old_head != kNoFlow);
 }
 
+size_t FlowQueues::pool_bytes() const {
+    return flows_.capacity() * sizeof(Flow) + index_.capacity() * sizeof(uint32_t) +
+           arrived_ns_.capacity() * sizeof(uint64_t) + bytes_.capacity() * sizeof(uint32_t);
+}
+
+size_t FlowQueues::flow_bytes() { return sizeof(Flow); }
+
 uint32_t FlowQueues::pop(uint32_t cls) {
     ClassFlows &c = cls_(cls);
     const uint32_t f = c.chosen;

@@ -136,6 +136,10 @@ class FlowQueues {
         bool dropping = false;
     };
     const Codel &codel(uint32_t flow) const { return flows_[flow].codel; }
+    // What the pool, index and per-frame arrays take, allocated at once for
+    // the whole buffer (the class lists grow with the slots used: of()).
+    size_t pool_bytes() const;
+    static size_t flow_bytes();
 
   private:
     enum class List : uint8_t { None, New, Old };

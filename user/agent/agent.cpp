@@ -375,18 +375,24 @@ void Runner::keeper() {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             continue;
         }
-        uint64_t sent = common::mono_ns();
-        auto ttl = c.keepalive(int64_t(lease));
-        if (!ttl) {
-            note_failure("keep-alive: " + ttl.error());
+        // Hedged across the endpoints (a leader lost: the survivors hold
+        // renewals through the election), given up after one period: the
+        // next keep-alive starts then, on whatever endpoint answered last.
+        uint64_t started = common::mono_ns();
+        auto ka = c.keepalive_hedged(int64_t(lease), cfg_.keepalive_hedge_ns,
+                                     started + cfg_.keepalive_every_ns);
+        if (!ka) {
+            note_failure("keep-alive: " + ka.error());
             rewatch_ = true; // the watch may sit on a dead connection
-            next = sent + cfg_.keepalive_every_ns / 4;
+            next = started + cfg_.keepalive_every_ns / 4;
             continue;
         }
         note_ok();
         if (failing_.exchange(false)) log_line("etcd: answering again");
-        push(*ttl > 0 ? Event(Renewed{lease, sent}) : Event(Lost{lease}));
-        next = sent + cfg_.keepalive_every_ns;
+        // The send of the try that was answered, not of the first: the
+        // deadline counts from the latest renewal etcd surely saw.
+        push(ka->ttl_s > 0 ? Event(Renewed{lease, ka->sent_ns}) : Event(Lost{lease}));
+        next = started + cfg_.keepalive_every_ns;
     }
 }
 

@@ -7,6 +7,8 @@
 #   a host joining           the shares go 150/150 -> 100/100/100
 #   a second group           on the same class: refused with one line
 #   floors above the budget  refused at join (locally, and through etcd)
+#   etcd through the class   refused at join: the agent's own etcd traffic
+#                            would go through the class it holds at 0
 #   one etcd member killed   nothing changes (no rate change anywhere)
 #   etcd's leader killed     no rate change if the new leader is elected within
 #                            1.294 s (safe span - keep-alive period - hedge); the
@@ -75,6 +77,32 @@ psp_check "refused: the group's roster unchanged" python3 -c '
 import json, sys
 sys.exit(0 if len(json.loads(sys.argv[1])["members"]) == 3 else 1)' \
     "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
+
+# Self-starvation: an etcd reached through DEV whose port a filter sends to
+# the group's class. The class is held at 0 while the agent joins, so every
+# request would time out: refused before anything is touched (no lock,
+# state or rate log; the class's rate and the roster unchanged). The URL is
+# the wire's peer (no etcd there: the check is the route and the filters).
+self_port=$((CL_PORT + 5))
+cl_ns 1 "$PSPXDP" filter add ${CL_P}d1$$ proto tcp dport $self_port classid 1:2
+rate_before=$(cl_ns 1 "$PSPXDP" class show ${CL_P}d1$$ -j)
+# (timeout: an agent that did not refuse would run in the foreground.)
+out=$(cl_ns 1 timeout 10 "$PSPXDP" group join ${CL_P}d1$$ --etcd "http://10.99.1.2:$self_port" --group $CL_GROUP \
+    --budget $CL_BUDGET --class 1:2 --name h1s --log "$TMP/h1s.rates" 2>&1)
+rc=$?
+echo "     $out"
+psp_check "etcd reached through the group's class: refused, exit 2, one line" \
+    test $rc -eq 2 -a "$(wc -l <<<"$out")" -eq 1 -a \
+    -n "$(grep -F "etcd at http://10.99.1.2:$self_port is reached through ${CL_P}d1$$'s class 1:2" <<<"$out")"
+psp_check "... it says what to do (a filter to an unpaced class)" \
+    grep -qF "filter add ${CL_P}d1$$ proto tcp dport $self_port classid 1:ffff" <<<"$out"
+psp_check "... nothing changed: classes, no lock, state or rate log, roster of 3" eval '
+    test "$(cl_ns 1 "$PSPXDP" class show ${CL_P}d1$$ -j)" = "$rate_before" &&
+    test ! -e /run/pspxdp/${CL_P}d1$$.group-1-2.lock -a ! -e /run/pspxdp/${CL_P}d1$$.group-1-2.json \
+        -a ! -e "$TMP/h1s.rates" &&
+    test "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j |
+        python3 -c "import json, sys; print(len(json.load(sys.stdin)[\"members\"]))")" = 3'
+cl_ns 1 "$PSPXDP" filter del ${CL_P}d1$$ proto tcp dport $self_port
 
 # One etcd member killed: every agent keeps its lease (renewed through
 # another member) and no rate changes anywhere.

@@ -74,6 +74,7 @@ class Options:
     summary: dict[str, object] = field(default_factory=dict)
     etcd: str | None = None  # etcd's client URL once started (the group runs)
     budget: str | None = None  # the group's budget; None: B
+    ce_threshold: str | None = None  # the paced classes' ce_threshold; None: pspxdp's default
 
     @property
     def group_budget(self) -> str:
@@ -146,7 +147,8 @@ class HostShaper:
         if self.kind == "pspxdp":
             return (f"pspxdp attach --line-rate {self.opt.line_rate} --clock none --window {self.window} "
                     f"(clockless: real-time due times, no gap frames; at most half the FIFO at once after a "
-                    f"late wake-up), one class {CLASSID} at the host's rate, the default class")
+                    f"late wake-up), one class {CLASSID} at the host's rate, the default class"
+                    + (f", ce_threshold {self.opt.ce_threshold}" if self.opt.ce_threshold else ""))
         wire = f"root tbf rate {self.opt.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} (the NIC at M)"
         if self.kind == "tbf":
             return f"{wire} + tbf rate R burst {TYPICAL_BUCKET} limit {SHAPER_QUEUE}"
@@ -160,7 +162,8 @@ class HostShaper:
             # largest burst; half the FIFO, or a wake-up after a stall on
             # this shared VM overflows it (the default on a veth is 64 KiB).
             self.p.attach(self.opt.line_rate, ("--clock", "none", "--window", str(self.window)))
-            self.p.class_set(CLASSID, self.rate)
+            self.p.class_set(CLASSID, self.rate,
+                             *(("ce_threshold", self.opt.ce_threshold) if self.opt.ce_threshold else ()))
             self.p.run("default", self.dev, CLASSID)
             pid = json.loads(self.p.run("status", self.dev, "-j")).get("daemon_pid")
             if self.opt.daemon_rt and pid:
@@ -890,6 +893,9 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
     ap.add_argument("--bottleneck", type=rate, default="500mbit", help="B (default 500mbit)")
     ap.add_argument("--fifo", type=number_in(int, 4096, 64 << 20), default=32 << 10,
                     help="the bottleneck FIFO in bytes (default 32768)")
+    ap.add_argument("--ce-threshold", metavar="TIME",
+                    help="pspxdp's classes mark CE past TIME of sojourn (default: pspxdp's, 4ms); a CUBIC "
+                         "sender (cut to 0.7) keeps its rate if TIME >= 0.43 x RTT")
     ap.add_argument("--budget", type=rate, help="the pspxdp group's budget (default: B; below B leaves the "
                     "pacers' real-time jitter room in the FIFO)")
     ap.add_argument("--delay-ms", type=number_in(float, 10.0, 100.0), default=20.0,
@@ -929,7 +935,7 @@ def main(argv: Sequence[str]) -> int:
                   fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
                   out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),
                   started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress,
-                  budget=a.budget)
+                  budget=a.budget, ce_threshold=a.ce_threshold)
     real_stdout = sys.stdout
     if a.json:
         sys.stdout = sys.stderr

@@ -424,11 +424,18 @@ TEST_CASE("cluster demand: unsatisfied, held, headroom, a start from idle", "[cl
     // included while it is in them), plus 1/16.
     CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M + 100 * M / 16);
     CHECK(e.sample(1001 * ms, 32 * M, false, B) == 34 * M);
-    // Stopped: back to 0 once the window forgets.
-    for (uint64_t t = 1200; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
+    // Stopped: 0 at once, not held (the others get its share now).
+    CHECK(e.sample(1200 * ms, 0, false, B) == 0);
+    for (uint64_t t = 1400; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
     CHECK(e.sample(2600 * ms, 0, false, B) == 0);
     // Starting from idle, without a backlog: unsatisfied for the hold.
     CHECK(e.sample(2800 * ms, 2 * M, false, B) == B);
     CHECK(e.sample(3200 * ms, 2 * M, false, B) == B);
     CHECK(e.sample(3400 * ms, 2 * M, false, B) == 2 * M + 2 * M / 16);
+    // Limited while nothing arrives (a class held near 0 with a backlog):
+    // unsatisfied, not idle.
+    CHECK(e.sample(3600 * ms, 0, true, B) == B);
+    CHECK(e.sample(3800 * ms, 0, false, B) == 0);
+    // A pause of one window, then back: unsatisfied at once.
+    CHECK(e.sample(4000 * ms, 50 * M, false, B) == B);
 }

@@ -75,6 +75,7 @@ class Options:
     etcd: str | None = None  # etcd's client URL once started (the group runs)
     budget: str | None = None  # the group's budget; None: B
     ce_threshold: str | None = None  # the paced classes' ce_threshold; None: pspxdp's default
+    window: int | None = None  # pspxdp attach --window; None: half the FIFO
 
     @property
     def group_budget(self) -> str:
@@ -138,7 +139,7 @@ class HostShaper:
         self.rate_log = os.path.join(opt.work, f"{group}-h{i}.rates")
         self.ns, self.dev = net.hosts[i], net.host_devs[i]
         self.p = Pspxdp(opt.pspxdp, self.ns, self.dev)
-        self.window = max(opt.fifo_bytes // 2, 1514)
+        self.window = opt.window or max(opt.fifo_bytes // 2, 1514)
 
     def describe(self) -> str:
         if self.kind == "group":
@@ -893,6 +894,9 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
     ap.add_argument("--bottleneck", type=rate, default="500mbit", help="B (default 500mbit)")
     ap.add_argument("--fifo", type=number_in(int, 4096, 64 << 20), default=32 << 10,
                     help="the bottleneck FIFO in bytes (default 32768)")
+    ap.add_argument("--window", type=number_in(int, 1514, 64 << 20), metavar="BYTES",
+                    help="pspxdp attach --window (how far a pacer's schedule may run ahead of real time; "
+                         "default half the FIFO)")
     ap.add_argument("--ce-threshold", metavar="TIME",
                     help="pspxdp's classes mark CE past TIME of sojourn (default: pspxdp's, 4ms); a CUBIC "
                          "sender (cut to 0.7) keeps its rate if TIME >= 0.43 x RTT")
@@ -935,7 +939,7 @@ def main(argv: Sequence[str]) -> int:
                   fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
                   out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),
                   started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress,
-                  budget=a.budget, ce_threshold=a.ce_threshold)
+                  budget=a.budget, ce_threshold=a.ce_threshold, window=a.window)
     real_stdout = sys.stdout
     if a.json:
         sys.stdout = sys.stderr

@@ -73,6 +73,13 @@ class Options:
     progress: Callable[[str], None]
     summary: dict[str, object] = field(default_factory=dict)
     etcd: str | None = None  # etcd's client URL once started (the group runs)
+    budget: str | None = None  # the group's budget; None: B
+    ce_threshold: str | None = None  # the paced classes' ce_threshold; None: pspxdp's default
+    window: int | None = None  # pspxdp attach --window; None: half the FIFO
+
+    @property
+    def group_budget(self) -> str:
+        return self.budget or self.bottleneck
 
     @property
     def pspxdp(self) -> str:
@@ -132,16 +139,17 @@ class HostShaper:
         self.rate_log = os.path.join(opt.work, f"{group}-h{i}.rates")
         self.ns, self.dev = net.hosts[i], net.host_devs[i]
         self.p = Pspxdp(opt.pspxdp, self.ns, self.dev)
-        self.window = max(opt.fifo_bytes // 2, 1514)
+        self.window = opt.window or max(opt.fifo_bytes // 2, 1514)
 
     def describe(self) -> str:
         if self.kind == "group":
-            return (f"as pspxdp, the class driven by pspxdp group join --budget {self.opt.bottleneck} "
+            return (f"as pspxdp, the class driven by pspxdp group join --budget {self.opt.group_budget} "
                     f"--floor {self.rate} (one etcd member in the router's namespace)")
         if self.kind == "pspxdp":
             return (f"pspxdp attach --line-rate {self.opt.line_rate} --clock none --window {self.window} "
                     f"(clockless: real-time due times, no gap frames; at most half the FIFO at once after a "
-                    f"late wake-up), one class {CLASSID} at the host's rate, the default class")
+                    f"late wake-up), one class {CLASSID} at the host's rate, the default class"
+                    + (f", ce_threshold {self.opt.ce_threshold}" if self.opt.ce_threshold else ""))
         wire = f"root tbf rate {self.opt.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} (the NIC at M)"
         if self.kind == "tbf":
             return f"{wire} + tbf rate R burst {TYPICAL_BUCKET} limit {SHAPER_QUEUE}"
@@ -155,7 +163,8 @@ class HostShaper:
             # largest burst; half the FIFO, or a wake-up after a stall on
             # this shared VM overflows it (the default on a veth is 64 KiB).
             self.p.attach(self.opt.line_rate, ("--clock", "none", "--window", str(self.window)))
-            self.p.class_set(CLASSID, self.rate)
+            self.p.class_set(CLASSID, self.rate,
+                             *(("ce_threshold", self.opt.ce_threshold) if self.opt.ce_threshold else ()))
             self.p.run("default", self.dev, CLASSID)
             pid = json.loads(self.p.run("status", self.dev, "-j")).get("daemon_pid")
             if self.opt.daemon_rt and pid:
@@ -177,7 +186,7 @@ class HostShaper:
                 self.agent = self.net.spawn(self.ns.cmd(
                     "setpriv", "--pdeathsig", "TERM", "chrt", "-f", "5", self.opt.pspxdp, "group", "join",
                     self.dev, "--etcd", self.opt.etcd, "--group", self.group,
-                    "--budget", self.opt.bottleneck, "--class", CLASSID, "--floor", self.rate, "--name",
+                    "--budget", self.opt.group_budget, "--class", CLASSID, "--floor", self.rate, "--name",
                     f"h{self.i}", "--log", self.rate_log), err_path=self.rate_log + ".err")
             return
         self.ns.run("tc", "qdisc", "add", "dev", self.dev, "root", "handle", "1:", "tbf", "rate",
@@ -307,7 +316,7 @@ class Verdict:
 
 def check_logs(opt: Options, shapers: Sequence[HostShaper]) -> Verdict:
     logs = [s.rate_log for s in shapers if s.kind == "group"]
-    r = subprocess.run([opt.pspxdp, "group", "check", "--budget", opt.bottleneck, *logs],
+    r = subprocess.run([opt.pspxdp, "group", "check", "--budget", opt.group_budget, *logs],
                        capture_output=True, text=True, timeout=60)
     last = (r.stdout.strip().splitlines() or [r.stderr.strip()])[-1]
     n = int(last.rsplit(":", 1)[1].split()[0]) if r.returncode in (0, 1) and "violations" in last else -1
@@ -736,7 +745,8 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     t_ = Table(f"Uneven, changing demand: {n} hosts in one pspxdp group sharing {opt.bottleneck} (FIFO "
                f"{opt.fifo_bytes >> 10} KB), bulk TCP flows starting and stopping",
                ["t s", "change", "backlogged", "converged ms", "utilisation of B", "fairness (min)"],
-               [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(20N) = {floor} each; one etcd member",
+               [f"host i sends from {unit}i s to {unit}(2N-i) s; floor B/(20N) = {floor} each; one etcd member; "
+                f"the group's budget {opt.group_budget}",
                 "converged: from the change to the last applied-rate change (the agents' logs) before the next "
                 "change; none: no rate moved",
                 "utilisation: received payload x 1514/1448 (full frames) over B, mean over the seconds after "
@@ -884,6 +894,14 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
     ap.add_argument("--bottleneck", type=rate, default="500mbit", help="B (default 500mbit)")
     ap.add_argument("--fifo", type=number_in(int, 4096, 64 << 20), default=32 << 10,
                     help="the bottleneck FIFO in bytes (default 32768)")
+    ap.add_argument("--window", type=number_in(int, 1514, 64 << 20), metavar="BYTES",
+                    help="pspxdp attach --window (how far a pacer's schedule may run ahead of real time; "
+                         "default half the FIFO)")
+    ap.add_argument("--ce-threshold", metavar="TIME",
+                    help="pspxdp's classes mark CE past TIME of sojourn (default: pspxdp's, 4ms); a CUBIC "
+                         "sender (cut to 0.7) keeps its rate if TIME >= 0.43 x RTT")
+    ap.add_argument("--budget", type=rate, help="the pspxdp group's budget (default: B; below B leaves the "
+                    "pacers' real-time jitter room in the FIFO)")
     ap.add_argument("--delay-ms", type=number_in(float, 10.0, 100.0), default=20.0,
                     help="one-way delay of the ACKs' path (default 20: RTT >= 20 ms)")
     ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
@@ -898,6 +916,8 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
                 ap.error(f'--only: unknown experiment "{x}" ({", ".join(ALL)})')
     if a.publish and a.out:
         ap.error("--publish and --out: give one")
+    if a.budget and parse_rate_bps(a.budget) > parse_rate_bps(a.bottleneck):
+        ap.error(f"--budget {a.budget} must be at most --bottleneck {a.bottleneck}")
     if not parse_rate_bps(a.bottleneck) < parse_rate_bps(a.line_rate):
         ap.error(f"--bottleneck {a.bottleneck} must be below --line-rate {a.line_rate}")
     return a
@@ -918,7 +938,8 @@ def main(argv: Sequence[str]) -> int:
     opt = Options(quick=a.quick, hosts=a.hosts, line_rate=a.line_rate, bottleneck=a.bottleneck,
                   fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
                   out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),
-                  started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress)
+                  started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress,
+                  budget=a.budget, ce_threshold=a.ce_threshold, window=a.window)
     real_stdout = sys.stdout
     if a.json:
         sys.stdout = sys.stderr

@@ -84,8 +84,8 @@ class Pspxdp:
             args += ["--gap-horizon", "inf"]
         self.run(*args, *extra, timeout=120)
 
-    def class_set(self, cid: str, rate: str) -> None:
-        self.run("class", "set", self.dev, cid, rate)
+    def class_set(self, cid: str, rate: str, *extra: str) -> None:
+        self.run("class", "set", self.dev, cid, rate, *extra)
 
     def class_del(self, cid: str) -> None:
         self.run("class", "del", self.dev, cid)

@@ -35,9 +35,12 @@ CL_ENDPOINTS="http://$CL_NET.10:$CL_PORT,http://$CL_NET.10:$((CL_PORT + 1)),http
 cl_etcd_member() {
     local k=$1 cluster="" i
     for i in 0 1 2; do cluster+="${cluster:+,}m$i=http://$CL_NET.10:$((CL_PORT + 10 + i))"; done
-    # etcd's own timing (heartbeat 100 ms, election 1 s); niced, as the
-    # daemons are, so that a loaded machine (builds) does not make its
-    # members miss heartbeats and elect leaders all the time.
+    # etcd's own timing: heartbeat 100 ms, election timeout 500 ms (a
+    # follower campaigns 0.5-1 s after the last heartbeat it heard, so a
+    # lost leader is replaced within the agents' deadlines: see the leader
+    # kill in test_cluster_faults.sh). Niced, as the daemons are, so that a
+    # loaded machine (builds) does not make its members miss heartbeats and
+    # elect leaders all the time.
     # nsenter, not a function: $! must be etcd's own pid (nsenter and nice exec).
     nsenter --net=/run/netns/$CL_ETCD_NS nice -n -10 etcd --name m$k --data-dir "$TMP/etcd$k" \
         --listen-client-urls http://$CL_NET.10:$((CL_PORT + k)) \
@@ -45,7 +48,7 @@ cl_etcd_member() {
         --listen-peer-urls http://$CL_NET.10:$((CL_PORT + 10 + k)) \
         --initial-advertise-peer-urls http://$CL_NET.10:$((CL_PORT + 10 + k)) \
         --initial-cluster "$cluster" --initial-cluster-token $CL_P$$ \
-        --initial-cluster-state new --heartbeat-interval 100 --election-timeout 1000 \
+        --initial-cluster-state new --heartbeat-interval 100 --election-timeout 500 \
         >>"$TMP/etcd$k.log" 2>&1 &
     CL_ETCD_PIDS[$k]=$!
     PIDS+=($!)
@@ -70,6 +73,26 @@ cl_etcd_follower() { # K: member K is up and not the leader
     local id
     id=$(cl_etcd_status "$1" id) && [[ -n $id && $id != "$(cl_etcd_status "$1" leader)" ]]
 }
+# cl_etcd_leader: the index (0..2) of the member that is the leader, or empty.
+cl_etcd_leader() {
+    local k id
+    for k in 0 1 2; do
+        id=$(cl_etcd_status $k id) && [[ -n $id && $id == "$(cl_etcd_status $k leader)" ]] &&
+            { echo $k; return 0; }
+    done
+    return 1
+}
+cl_etcd_status_id_of() { cl_etcd_status "$1" id; }
+# cl_etcd_leader_seen_by K: the leader member K knows (empty or 0: none).
+cl_etcd_leader_seen_by() {
+    local l
+    l=$(cl_etcd_status "$1" leader) && [[ -n $l && $l != 0 ]] && echo "$l"
+}
+# The election bound of the leader-kill test: the safe span (TTL 3 s:
+# 2.494 s) minus the keep-alive period (1 s) minus the agent's hedge (a
+# keep-alive unanswered 200 ms goes to the next member too).
+CL_ELECTION_BOUND_S=1.294
+
 # cl_etcd_not_leader K: member K hands the leadership to the next member
 # if it has it (etcd's MoveLeader), and is a follower.
 cl_etcd_not_leader() {

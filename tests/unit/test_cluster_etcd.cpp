@@ -128,6 +128,13 @@ TEST_CASE("group keys: JSON both ways and a view kept by events", "[cluster]") {
     REQUIRE(r2);
     CHECK(r2->budget_bps == r.budget_bps);
     CHECK(r2->members == r.members);
+    // The orphan span: left out when 0 (rosters written before it), kept.
+    CHECK(r2->orphan_after_ns == 0);
+    CHECK(agent::roster_json(r).find("orphan") == std::string::npos);
+    r.orphan_after_ns = 2'000'000'000;
+    r2 = agent::parse_roster(agent::roster_json(r));
+    REQUIRE(r2);
+    CHECK(r2->orphan_after_ns == 2'000'000'000);
     cluster::Allocation a{4, {{"h1", 600}, {"h2", 400}}};
     auto a2 = agent::parse_alloc(agent::alloc_json(a));
     REQUIRE(a2);

@@ -80,12 +80,17 @@ struct Totals {
 };
 
 // late_ns: the timers' lateness, when not random_faults' own.
+// orphan_after: floors released (R7, R8); release_early: released that much
+// too early (broken).
 Totals run_schedules(uint64_t first_seed, int runs, const AgentFactory &factory,
-                     uint64_t late_ns = 0) {
+                     uint64_t late_ns = 0, uint64_t orphan_after_ns = 0,
+                     uint64_t release_early_ns = 0) {
     Totals t;
     for (int i = 0; i < runs; ++i) {
         SimConfig c = random_faults(first_seed + uint64_t(i), 5, 40 * s);
         if (late_ns != 0) c.max_timer_late_ns = late_ns;
+        c.timing.orphan_after_ns = orphan_after_ns;
+        c.timing.release_early_ns = release_early_ns;
         SimResult r = simulate_cluster(c, factory);
         CheckReport report = check_budget(c.budget_bps, r.logs);
         t.violations += report.violations.size();
@@ -157,6 +162,29 @@ TEST_CASE("cluster sim: the margin must cover a late timer", "[cluster]") {
     CHECK(run_schedules(1000, 200, make_host_protocol, 3 * timing.margin_ns).violations > 0);
 }
 
+TEST_CASE("cluster sim: floors released after TTL + G keep the sum within the budget",
+          "[cluster]") {
+    // Orphan after 2 s: the random faults (partitions and crashes of up to
+    // 10 s, etcd down) release floors and give them back all the time.
+    Totals t = run_schedules(2000, 150, make_host_protocol, 0, 2 * s);
+    CHECK(t.violations == 0);
+    CHECK(t.busy_runs >= 140);
+    // Up to the margin late: still safe.
+    Timing timing;
+    CHECK(
+        run_schedules(2000, 30, make_host_protocol, timing.margin_ns - 50 * ms, 2 * s).violations ==
+        0);
+}
+
+TEST_CASE("cluster sim: the checker catches a floor released before its host let go of it",
+          "[cluster]") {
+    // G one orphan span too short: the others take the floor of a host cut
+    // off from etcd while it still holds it.
+    Totals t = run_schedules(2000, 100, make_host_protocol, 0, 2 * s, 2 * s + 500 * ms);
+    UNSCOPED_INFO("released early: " << t.violations << " violations");
+    CHECK(t.violations > 0);
+}
+
 TEST_CASE("cluster sim: a backlogged group converges to equal shares", "[cluster]") {
     SimConfig c = steady_group(4);
     c.end_ns = 10 * s;
@@ -221,6 +249,43 @@ TEST_CASE("cluster sim: with etcd down every host holds its floor, then recovers
         CHECK(max_in(log, 10 * s + c.timing.lease_ttl_ns, 25 * s) == 50'000'000);
         CHECK(rate_at(log, 27 * s) == 250'000'000);
     }
+}
+
+TEST_CASE("cluster sim: released floors: a partitioned host at 0 by then, a dead one's reused",
+          "[cluster]") {
+    const uint64_t orphan = 2 * s;
+    SimConfig c = steady_group(4);
+    c.timing.orphan_after_ns = orphan;
+    c.end_ns = 40 * s;
+    c.faults.push_back({SimFault::Kind::partition, 0, 10 * s, 25 * s});
+    SimResult r = simulate_checked(c);
+    uint64_t expiry = 0;
+    for (const auto &e : r.expiries)
+        if (e.host == "h0" && e.time_ns > 10 * s) expiry = e.time_ns;
+    REQUIRE(expiry > 10 * s);
+    // At its floor within the TTL, at 0 (held: 0 in the log) one orphan
+    // span after its deadline, that is before its lease expired + G.
+    CHECK(rate_at(r.logs[0], 10 * s + c.timing.lease_ttl_ns) == 50'000'000);
+    CHECK(rate_at(r.logs[0], expiry + c.timing.release_after_ns()) == 0);
+    for (size_t i = 1; i < 4; ++i) {
+        // The others: its share at expiry, its floor only after G...
+        CHECK(max_in(r.logs[i], expiry, expiry + c.timing.release_after_ns()) <= 316'666'667u);
+        // ...then all of B between them.
+        CHECK(rate_at(r.logs[i], expiry + c.timing.release_after_ns() + 1 * s) >= 333'333'333u);
+    }
+    // Healed: it comes back, re-establishes, equal shares.
+    for (const auto &log : r.logs) CHECK(rate_at(log, 30 * s) == 250'000'000);
+
+    // Killed: its floor reused after TTL + G.
+    c.faults = {{SimFault::Kind::crash, 0, 10 * s, 60 * s}};
+    r = simulate_checked(c);
+    for (size_t i = 1; i < 4; ++i)
+        CHECK(rate_at(r.logs[i], 10 * s + c.timing.lease_ttl_ns + c.timing.release_after_ns() +
+                                     1 * s) >= 333'333'333u);
+    // Without release (the default): its floor stays held.
+    c.timing.orphan_after_ns = 0;
+    r = simulate_checked(c);
+    for (size_t i = 1; i < 4; ++i) CHECK(rate_at(r.logs[i], 30 * s) <= 316'666'667u);
 }
 
 TEST_CASE("cluster sim: a join whose floor does not fit is refused and never paces", "[cluster]") {
@@ -359,11 +424,18 @@ TEST_CASE("cluster demand: unsatisfied, held, headroom, a start from idle", "[cl
     // included while it is in them), plus 1/16.
     CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M + 100 * M / 16);
     CHECK(e.sample(1001 * ms, 32 * M, false, B) == 34 * M);
-    // Stopped: back to 0 once the window forgets.
-    for (uint64_t t = 1200; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
+    // Stopped: 0 at once, not held (the others get its share now).
+    CHECK(e.sample(1200 * ms, 0, false, B) == 0);
+    for (uint64_t t = 1400; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
     CHECK(e.sample(2600 * ms, 0, false, B) == 0);
     // Starting from idle, without a backlog: unsatisfied for the hold.
     CHECK(e.sample(2800 * ms, 2 * M, false, B) == B);
     CHECK(e.sample(3200 * ms, 2 * M, false, B) == B);
     CHECK(e.sample(3400 * ms, 2 * M, false, B) == 2 * M + 2 * M / 16);
+    // Limited while nothing arrives (a class held near 0 with a backlog):
+    // unsatisfied, not idle.
+    CHECK(e.sample(3600 * ms, 0, true, B) == B);
+    CHECK(e.sample(3800 * ms, 0, false, B) == 0);
+    // A pause of one window, then back: unsatisfied at once.
+    CHECK(e.sample(4000 * ms, 50 * M, false, B) == B);
 }

@@ -84,6 +84,8 @@ void log_line(const std::string &text) {
 struct Shared {
     std::atomic<uint64_t> safe_until_ns{0}; // CLOCK_MONOTONIC; 0: not safe
     std::atomic<uint64_t> fallback_bps{0};
+    // R7: when the established floor goes to 0 (UINT64_MAX: never).
+    std::atomic<uint64_t> orphan_at_ns{UINT64_MAX};
     std::atomic<uint64_t> applied_bps{0};
     std::atomic<uint64_t> rate_changes{0};
     std::atomic<uint64_t> watchdog_lowerings{0};
@@ -138,25 +140,36 @@ struct RateLog {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     bool agent_gone = getppid() != agent, told = false;
     uint64_t retry_at = 0;
+    // What the class may be at now: the floor (fallback) past the deadline,
+    // 0 past the orphan time; with the agent gone, 0 at once unless floors
+    // are never released (nobody will renew; R7). UINT64_MAX: no limit.
+    auto limit = [sh](uint64_t t, bool ending) -> uint64_t {
+        uint64_t orphan = sh->orphan_at_ns.load();
+        if (ending) return orphan != UINT64_MAX ? 0 : sh->fallback_bps.load();
+        if (t >= orphan) return 0;
+        if (t >= sh->safe_until_ns.load()) return sh->fallback_bps.load();
+        return UINT64_MAX;
+    };
     for (;;) {
         uint64_t now = common::mono_ns();
-        uint64_t until = sh->safe_until_ns.load();
-        bool above = sh->applied_bps.load() > sh->fallback_bps.load();
         bool ending = agent_gone || told;
-        if (ending && !above) _exit(0);
-        if (above && (ending || now >= until) && now >= retry_at) {
+        uint64_t applied = sh->applied_bps.load();
+        bool lower = applied > limit(now, ending);
+        if (ending && !lower) _exit(0);
+        if (lower && now >= retry_at) {
             auto d = control::Device::open(dev, control::Access::Change);
             // Under the lock: the agent may have renewed or lowered meanwhile.
-            if (d && sh->applied_bps.load() > sh->fallback_bps.load() &&
-                (ending || common::mono_ns() >= sh->safe_until_ns.load())) {
-                uint64_t to = sh->fallback_bps.load();
+            uint64_t to = limit(common::mono_ns(), ending);
+            if (d && sh->applied_bps.load() > to) {
                 if (auto r = set_class_rate(d.value(), classid, to); r) {
                     sh->applied_bps = to;
                     sh->rate_changes++;
                     sh->watchdog_lowerings++;
                     log.write(to);
-                    log_line("watchdog: lease deadline passed without the agent: class at " +
-                             format_rate(to));
+                    log_line(
+                        std::string("watchdog: ") +
+                        (ending ? "the agent is gone" : "lease deadline passed without the agent") +
+                        ": class at " + format_rate(to));
                 } else {
                     log_line("watchdog: " + r.error());
                     retry_at = common::mono_ns() + kRetryMs * 1'000'000ull;
@@ -165,13 +178,20 @@ struct RateLog {
                 log_line("watchdog: " + d.error());
                 retry_at = common::mono_ns() + kRetryMs * 1'000'000ull;
             }
-            // Nothing more it can do: the class is at the fallback, or DEV
+            // Nothing more it can do: the class is at the limit, or DEV
             // is gone (and its pacer with it).
             if (ending) _exit(0);
             continue;
         }
-        // Woken by the deadline (or the retry), else once a second.
-        uint64_t next = above ? std::max(until, retry_at) : now + 1'000'000'000;
+        // Woken by the deadline, the orphan time (or the retry), else once a
+        // second.
+        uint64_t next = now + 1'000'000'000;
+        if (lower) {
+            next = retry_at;
+        } else {
+            if (applied > sh->fallback_bps.load()) next = std::min(next, sh->safe_until_ns.load());
+            if (applied > 0) next = std::min(next, sh->orphan_at_ns.load());
+        }
         int timeout_ms =
             next > now ? int(std::min<uint64_t>(1000, (next - now) / 1'000'000 + 1)) : kRetryMs;
         pollfd p[2] = {{pipe_rd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
@@ -345,6 +365,7 @@ void Runner::apply_rate(uint64_t rate_bps) {
 void Runner::sync_shared() {
     sh_->safe_until_ns = proto_.safe_until_ns();
     sh_->fallback_bps = proto_.fallback_bps();
+    sh_->orphan_at_ns = proto_.orphan_at_ns();
 }
 
 void Runner::requester() {
@@ -375,18 +396,24 @@ void Runner::keeper() {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             continue;
         }
-        uint64_t sent = common::mono_ns();
-        auto ttl = c.keepalive(int64_t(lease));
-        if (!ttl) {
-            note_failure("keep-alive: " + ttl.error());
+        // Hedged across the endpoints (a leader lost: the survivors hold
+        // renewals through the election), given up after one period: the
+        // next keep-alive starts then, on whatever endpoint answered last.
+        uint64_t started = common::mono_ns();
+        auto ka = c.keepalive_hedged(int64_t(lease), cfg_.keepalive_hedge_ns,
+                                     started + cfg_.keepalive_every_ns);
+        if (!ka) {
+            note_failure("keep-alive: " + ka.error());
             rewatch_ = true; // the watch may sit on a dead connection
-            next = sent + cfg_.keepalive_every_ns / 4;
+            next = started + cfg_.keepalive_every_ns / 4;
             continue;
         }
         note_ok();
         if (failing_.exchange(false)) log_line("etcd: answering again");
-        push(*ttl > 0 ? Event(Renewed{lease, sent}) : Event(Lost{lease}));
-        next = sent + cfg_.keepalive_every_ns;
+        // The send of the try that was answered, not of the first: the
+        // deadline counts from the latest renewal etcd surely saw.
+        push(ka->ttl_s > 0 ? Event(Renewed{lease, ka->sent_ns}) : Event(Lost{lease}));
+        next = started + cfg_.keepalive_every_ns;
     }
 }
 
@@ -409,6 +436,8 @@ void Runner::watcher() {
             continue;
         }
         cluster::View view = *first;
+        // Deletions before this read were not seen as events (R8).
+        view.fresh = true;
         push(view);
         std::atomic<bool> &stop = stop_;
         std::atomic<bool> abort{false};
@@ -423,9 +452,18 @@ void Runner::watcher() {
             [&](const etcd::WatchAnswer &a) {
                 if (a.canceled) return false;
                 if (a.events.empty()) return true;
+                view.fresh = false;
+                view.live_deleted.clear();
                 for (const auto &ev : a.events) {
-                    auto ok = apply_kv(view, keys_, ev.kv, ev.type == etcd::Event::Type::del);
+                    bool del = ev.type == etcd::Event::Type::del;
+                    auto before = view.live;
+                    auto ok = apply_kv(view, keys_, ev.kv, del);
                     if (!ok) log_line("etcd: " + ok.error());
+                    // A live record deleted here, even if put again in the
+                    // same answer: R8 counts its absence from now.
+                    if (del)
+                        for (const auto &[host, live] : before)
+                            if (!view.live.count(host)) view.live_deleted.insert(host);
                 }
                 view.revision = a.revision;
                 note_ok();

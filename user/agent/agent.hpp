@@ -35,6 +35,8 @@ struct AgentConfig {
     std::string log_path; // the applied-rate log; empty: default_log_path
     cluster::Timing timing;
     uint64_t keepalive_every_ns = 1'000'000'000; // TTL/3
+    // A keep-alive unanswered this long is sent to the next endpoint too.
+    uint64_t keepalive_hedge_ns = 200'000'000;
     uint64_t demand_window_ns = 200'000'000;
     // Each etcd request, per endpoint. A keep-alive answered late is still
     // counted from when it was sent (R4); this bounds how long a dead

@@ -24,7 +24,10 @@ std::string roster_json(const cluster::Roster &r) {
     Json members = Json::object();
     for (const auto &[host, m] : r.members)
         members[host] = {{"floor_bps", m.floor_bps}, {"weight", m.weight}, {"classid", m.classid}};
-    return Json{{"budget_bps", r.budget_bps}, {"members", members}}.dump();
+    Json j{{"budget_bps", r.budget_bps}, {"members", members}};
+    // Left out when 0 (floors never released): the rosters written before.
+    if (r.orphan_after_ns) j["orphan_after_ns"] = r.orphan_after_ns;
+    return j.dump();
 }
 
 std::string alloc_json(const cluster::Allocation &a) {
@@ -54,6 +57,7 @@ Result<cluster::Roster> parse_roster(std::string_view text) {
     return parse_json<cluster::Roster>("roster", text, [](const Json &j) {
         cluster::Roster r;
         r.budget_bps = j.at("budget_bps").get<uint64_t>();
+        r.orphan_after_ns = j.value("orphan_after_ns", uint64_t(0));
         for (const auto &[host, m] : j.at("members").items())
             r.members[host] =
                 cluster::Member{m.at("floor_bps").get<uint64_t>(), m.at("weight").get<uint32_t>(),

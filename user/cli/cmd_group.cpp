@@ -50,6 +50,7 @@ int run_join(const Args &args) {
         return fail_input("--ttl " + format_duration(cfg.timing.lease_ttl_ns) +
                           ": etcd leases are whole seconds");
     cfg.keepalive_every_ns = cfg.timing.lease_ttl_ns / 3;
+    cfg.timing.orphan_after_ns = args.has("orphan-after") ? args.number("orphan-after") : 0;
     if (cfg.floor_bps > cfg.budget_bps)
         return fail_input("--floor " + format_rate(cfg.floor_bps) + " does not fit in --budget " +
                           format_rate(cfg.budget_bps));
@@ -271,6 +272,11 @@ const Command kGroup = {
      opt(OptType::Duration, "ttl", 't', "TIME", "join: the etcd lease TTL (whole seconds)")
          .by_default(3'000'000'000)
          .within(2'000'000'000, 60'000'000'000)
+         .bare_unit(1'000'000'000),
+     opt(OptType::Duration, "orphan-after", 'o', "TIME",
+         "join: a dead member's floor is released this long after its lease (the group's)")
+         .default_is("never (0)")
+         .within(1'000'000'000, 3600'000'000'000)
          .bare_unit(1'000'000'000),
      flag("json", 'j', "show: print JSON")},
     1,

@@ -91,7 +91,8 @@ std::vector<uint64_t> water_fill(uint64_t budget_bps, std::span<const Claim> cla
     return rates;
 }
 
-Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, uint64_t epoch) {
+Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, uint64_t epoch,
+                    const std::set<HostId> &released) {
     Allocation out{epoch, {}};
     uint64_t budget_bps = roster.budget_bps;
     std::vector<HostId> hosts;
@@ -99,8 +100,9 @@ Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, ui
     for (const auto &[host, member] : roster.members) {
         auto it = live.find(host);
         if (it == live.end()) {
-            out.rate_bps[host] = member.floor_bps;
-            budget_bps -= member.floor_bps;
+            uint64_t held = released.count(host) ? 0 : member.floor_bps;
+            out.rate_bps[host] = held;
+            budget_bps -= held;
             continue;
         }
         hosts.push_back(host);

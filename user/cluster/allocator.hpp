@@ -8,6 +8,7 @@
 #include "core/result.hpp"
 
 #include <cstdint>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -26,10 +27,12 @@ struct Claim {
 std::vector<uint64_t> water_fill(uint64_t budget_bps, std::span<const Claim> claims);
 
 // Epoch `epoch` from the roster and the live records: members without a live
-// record hold their floor; live members are water-filled over their demands
-// (at least their floors), then whatever is left over them again with no cap,
-// so a member whose demand grows has room before the next epoch.
-Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, uint64_t epoch);
+// record hold their floor, unless released (absent long enough that they are
+// surely at 0, §11.4.1: they get 0); live members are water-filled over their
+// demands (at least their floors), then whatever is left over them again
+// with no cap, so a member whose demand grows has room before the next epoch.
+Allocation allocate(const Roster &roster, const std::map<HostId, Live> &live, uint64_t epoch,
+                    const std::set<HostId> &released = {});
 
 // Whether `host` may join with `member`: the group's budget must be the one
 // asked for and the floors, this one included, must fit in it.

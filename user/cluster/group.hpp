@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace pspxdp::cluster {
@@ -25,6 +26,10 @@ struct Member {
 struct Roster {
     uint64_t budget_bps = 0;
     std::map<HostId, Member> members;
+    // R7/R8 (§11.4.1): how long a member's floor outlives its lease (0:
+    // until it leaves). The group's, set by its first member: every
+    // member's orphan timer and every proposer's release must agree on it.
+    uint64_t orphan_after_ns = 0;
 };
 
 // Epoch n of the allocation: a rate for every member of the roster it was
@@ -55,6 +60,11 @@ struct View {
     std::optional<Allocation> alloc;
     int64_t alloc_rev = 0;
     std::map<HostId, Live> live;
+    // How this view was made, for "absent since" (§11.4.1): read afresh (a
+    // range: deletions before it were not seen as events), and the live
+    // records deleted by the events that led to it from the previous view.
+    bool fresh = false;
+    std::set<HostId> live_deleted;
 };
 
 } // namespace pspxdp::cluster

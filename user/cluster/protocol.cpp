@@ -15,6 +15,15 @@ uint64_t Timing::safe_span_ns() const {
     return span > double(margin_ns) ? uint64_t(span) - margin_ns : 0;
 }
 
+uint64_t Timing::release_after_ns() const {
+    // A host's orphan_after of its clock is at most orphan_after / (1 - drift)
+    // of real time; release_after of another's at least release_after /
+    // (1 + drift) (§11.4.1).
+    uint64_t span = uint64_t(double(orphan_after_ns) * (1.0 + clock_drift) / (1.0 - clock_drift)) +
+                    1 + margin_ns;
+    return span > release_early_ns ? span - release_early_ns : 0;
+}
+
 HostProtocol::HostProtocol(HostId host, Member member, uint64_t budget_bps, Timing timing,
                            Effects &effects)
     : host_(std::move(host)), member_(member), budget_bps_(budget_bps), timing_(timing),
@@ -25,6 +34,21 @@ void HostProtocol::on_view(uint64_t now_ns, const View &view) {
     // race one: never step back.
     if (view_ && view.revision <= view_->revision) return;
     view_ = std::make_unique<View>(view);
+    // R8: since when each absent member is known absent. Never earlier than
+    // its record's deletion: a deletion is seen as an event, or it falls
+    // before a fresh read (or before this host's first view), which counts
+    // from now.
+    if (view_->roster) {
+        const auto &members = view_->roster->members;
+        std::erase_if(absent_since_, [&](const auto &kv) {
+            return !members.count(kv.first) || view_->live.count(kv.first);
+        });
+        for (const auto &[host, member] : members) {
+            if (host == host_ || view_->live.count(host)) continue;
+            auto [it, added] = absent_since_.try_emplace(host, now_ns);
+            if (!added && (view_->fresh || view_->live_deleted.count(host))) it->second = now_ns;
+        }
+    }
     step(now_ns);
 }
 
@@ -40,12 +64,14 @@ void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t se
     }
     lease_ = lease;
     safe_until_ns_ = sent_ns + timing_.safe_span_ns();
+    deadline_ns_ = safe_until_ns_;
     step(now_ns);
 }
 
 void HostProtocol::on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
     if (lease != lease_) return;
     safe_until_ns_ = std::max(safe_until_ns_, sent_ns + timing_.safe_span_ns());
+    deadline_ns_ = safe_until_ns_;
     step(now_ns);
 }
 
@@ -62,6 +88,20 @@ void HostProtocol::on_demand(uint64_t now_ns, uint64_t demand_bps) {
 }
 
 void HostProtocol::on_timer(uint64_t now_ns) { step(now_ns); }
+
+uint64_t HostProtocol::orphan_at_ns() const {
+    if (!established_ || timing_.orphan_after_ns == 0) return UINT64_MAX;
+    if (orphan_at_ns_ != 0) return orphan_at_ns_;
+    return deadline_ns_ + timing_.orphan_after_ns;
+}
+
+std::set<HostId> HostProtocol::released(uint64_t now_ns) const {
+    std::set<HostId> out;
+    if (timing_.orphan_after_ns == 0) return out;
+    for (const auto &[host, since] : absent_since_)
+        if (now_ns - since >= timing_.release_after_ns()) out.insert(host);
+    return out;
+}
 
 void HostProtocol::on_rate_lowered(uint64_t now_ns, uint64_t rate_bps) {
     applied_bps_ = std::min(applied_bps_, rate_bps);
@@ -112,7 +152,8 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) 
          ++a, ++b) {
         if (a->first != b->first) return true;
         uint64_t diff = a->second > b->second ? a->second - b->second : b->second - a->second;
-        if (diff > step_bps) return true;
+        // A floor released (or given back) is news however small.
+        if (diff > step_bps || (a->second == 0) != (b->second == 0)) return true;
     }
     return false;
 }
@@ -124,7 +165,7 @@ void HostProtocol::propose(uint64_t now_ns) {
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
     if (view_->alloc && !all_acked(n)) return;
-    Allocation next = allocate(*view_->roster, view_->live, n + 1);
+    Allocation next = allocate(*view_->roster, view_->live, n + 1, released(now_ns));
     if (view_->alloc &&
         !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget))
         return;
@@ -139,10 +180,21 @@ void HostProtocol::join(uint64_t now_ns) {
     if (asked_here && now_ns - roster_cas_ns_ < timing_.retry_ns) return;
     Roster next;
     if (!view_->roster || view_->roster->members.empty()) {
-        // The first member, or the first after all left, sets the budget.
+        // The first member, or the first after all left, sets the budget
+        // and how long floors outlive leases.
         next.budget_bps = budget_bps_;
+        next.orphan_after_ns = timing_.orphan_after_ns;
     } else {
         next = *view_->roster;
+        if (next.orphan_after_ns != timing_.orphan_after_ns) {
+            // Our orphan timer and the others' releases must use one span.
+            phase_ = Phase::refused;
+            refusal_ = "group releases a dead member's floor after " +
+                       std::to_string(next.orphan_after_ns / 1'000'000) + " ms, not " +
+                       std::to_string(timing_.orphan_after_ns / 1'000'000) +
+                       " ms: join with the group's --orphan-after";
+            return;
+        }
         auto it = next.members.find(host_);
         if (it != next.members.end() && it->second == member_) {
             phase_ = Phase::member;
@@ -196,6 +248,18 @@ void HostProtocol::step(uint64_t now_ns) {
     // The most this host may hold now. Without a safe lease: the floor, if
     // an acknowledged epoch ever held it for us, else nothing.
     bool safe = lease_safe(now_ns);
+    // R7: without a safe lease the established floor lasts orphan_after
+    // past the deadline (or the loss, if that came first), then goes: the
+    // others may take it once this host's record has been gone
+    // release_after (§11.4.1). Only a raise re-arms it.
+    if (established_ && timing_.orphan_after_ns != 0) {
+        if (!safe && orphan_at_ns_ == 0)
+            orphan_at_ns_ = std::min(deadline_ns_, now_ns) + timing_.orphan_after_ns;
+        if (orphan_at_ns_ != 0 && now_ns >= orphan_at_ns_) {
+            established_ = false;
+            orphan_at_ns_ = 0;
+        }
+    }
     uint64_t fallback_bps = established_ ? member_.floor_bps : 0;
     uint64_t cap_bps = fallback_bps;
     if (safe && view_ && view_->alloc) cap_bps = view_->alloc->of(host_);
@@ -231,16 +295,25 @@ void HostProtocol::step(uint64_t now_ns) {
         if (!own_current) wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
         if (view_->alloc && applied_bps_ < cap_bps && all_acked(n)) {
             apply(cap_bps);
-            if (view_->alloc->rate_bps.count(host_)) established_ = true;
+            if (view_->alloc->rate_bps.count(host_) && cap_bps >= member_.floor_bps) {
+                established_ = true;
+                orphan_at_ns_ = 0;
+            }
         }
         if (proposer()) {
             propose(now_ns);
             if (proposed_rev_ == view_->alloc_rev)
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
+            // A release falling due is a change to propose.
+            if (timing_.orphan_after_ns != 0)
+                for (const auto &[host, since] : absent_since_)
+                    if (since + timing_.release_after_ns() > now_ns)
+                        wake_ns = std::min(wake_ns, since + timing_.release_after_ns());
         }
     }
     if (phase_ == Phase::joining) wake_ns = std::min(wake_ns, roster_cas_ns_ + timing_.retry_ns);
     if (safe) wake_ns = std::min(wake_ns, safe_until_ns_);
+    if (orphan_at_ns_ != 0) wake_ns = std::min(wake_ns, orphan_at_ns_);
     // A retry that is already due waits for the next event, not a timer
     // that would fire now again.
     if (wake_ns != UINT64_MAX && wake_ns > now_ns) effects_.wake_at(wake_ns);

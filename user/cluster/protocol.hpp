@@ -9,7 +9,9 @@
 #include "cluster/group.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 namespace pspxdp::cluster {
@@ -50,11 +52,22 @@ struct Timing {
     uint32_t hysteresis_of_budget = 100;
     // A lost store request is asked again after this long.
     uint64_t retry_ns = 500'000'000;
+    // R7: an established floor is held without etcd this long (local) past
+    // the deadline, then the host goes to 0 (§11.4.1). 0: until the host
+    // leaves (floors never released). The group's (Roster::orphan_after_ns).
+    uint64_t orphan_after_ns = 0;
+    // Tests only: taken off release_after, to show that a release before the
+    // orphan time breaks the invariant.
+    uint64_t release_early_ns = 0;
 
     // How long after a keep-alive was *sent* the lease is surely alive on
     // the server: TTL in the leader's time, read through two clocks that
     // may each drift, less the margin.
     uint64_t safe_span_ns() const;
+    // R8: a member absent this long (local, since its record's deletion was
+    // seen or the keys read afresh) is released: orphan_after through both
+    // clocks' drift, plus the margin (§11.4.1).
+    uint64_t release_after_ns() const;
 };
 
 // The events a host's agent receives; HostProtocol is the real one, the
@@ -102,6 +115,12 @@ class HostProtocol final : public Agent {
     uint64_t safe_until_ns() const { return lease_ != 0 ? safe_until_ns_ : 0; }
     // What this host may hold without etcd: the floor if established, else 0.
     uint64_t fallback_bps() const { return established_ ? member_.floor_bps : 0; }
+    // R7: when (local) the established floor goes (to 0) if no raise comes
+    // first: the orphan timer if armed, else the deadline + orphan_after.
+    // UINT64_MAX: never (nothing established, or no release configured).
+    uint64_t orphan_at_ns() const;
+    // Members this host takes as released now (R8), for tests and `status`.
+    std::set<HostId> released(uint64_t now_ns) const;
     // Something else (the watchdog) lowered the applied rate: only ever
     // lower, so the invariant still holds; a later raise follows R3 as usual.
     void on_rate_lowered(uint64_t now_ns, uint64_t rate_bps);
@@ -126,6 +145,11 @@ class HostProtocol final : public Agent {
     bool established_ = false;
     uint64_t lease_ = 0;
     uint64_t safe_until_ns_ = 0;
+    // The last deadline, kept when the lease is lost (R7 counts from it).
+    uint64_t deadline_ns_ = 0;
+    uint64_t orphan_at_ns_ = 0; // 0: not armed
+    // R8: roster members without a live record, since when (local) known so.
+    std::map<HostId, uint64_t> absent_since_;
     bool lease_asked_ = false;
     uint64_t lease_asked_ns_ = 0;
     // The live record last put: under which lease, acknowledging what.

@@ -122,6 +122,13 @@ class Sim {
         if (!view_) view_ = std::make_shared<const View>(state_);
         to_host(h, [this, &h, v = view_] { h.agent->on_view(local(h), *v); });
     }
+    // A watch that reconnects reads the keys afresh: the views it missed
+    // (deletions among them) are not seen one by one (R8).
+    void send_fresh_view(Host &h) {
+        auto v = std::make_shared<View>(state_);
+        v->fresh = true;
+        to_host(h, [this, &h, v] { h.agent->on_view(local(h), *v); });
+    }
     void grant(Host &h, uint64_t sent) {
         uint64_t id = next_lease_++;
         leases_[id] = {h.index, now_ns_ + config_.timing.lease_ttl_ns};
@@ -295,7 +302,7 @@ SimResult Sim::run() {
             at(f.start_ns, [host] { host->partitioned = true; });
             at(f.end_ns, [this, host] {
                 host->partitioned = false;
-                if (host->up) send_view(*host); // the watch reconnects
+                if (host->up) send_fresh_view(*host); // the watch reconnects
             });
             break;
         case SimFault::Kind::crash:
@@ -320,7 +327,7 @@ SimResult Sim::run() {
                     watch_expiry(id);
                 }
                 view_ = nullptr;
-                for (auto &h : hosts_) send_view(*h);
+                for (auto &h : hosts_) send_fresh_view(*h);
             });
             break;
         }

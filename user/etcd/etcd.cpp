@@ -1,9 +1,13 @@
 // docs/design.md §11.7.
 #include "etcd/etcd.hpp"
 
+#include "common/clock.hpp"
+
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
+#include <list>
 #include <mutex>
 
 namespace pspxdp::etcd {
@@ -354,6 +358,88 @@ Result<int64_t> Client::keepalive(int64_t lease) {
     auto j = call("/v3/lease/keepalive", Json{{"ID", std::to_string(lease)}});
     if (!j) return j.failure();
     return parse_keepalive(*j);
+}
+
+Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge_ns,
+                                                   uint64_t give_up_ns) {
+    struct Try {
+        CURL *easy;
+        size_t endpoint;
+        uint64_t sent_ns;
+        std::string url, answer;
+    };
+    CURLM *multi = curl_multi_init();
+    if (!multi) return err("etcd: curl_multi_init failed");
+    const std::string body = Json{{"ID", std::to_string(lease)}}.dump();
+    std::list<Try> tries;
+    std::string errors = "no answer in time";
+    std::optional<KeepAlive> got;
+    size_t next = current_;
+    uint64_t next_try_ns = 0;
+    for (;;) {
+        uint64_t now = common::mono_ns();
+        if (now >= give_up_ns) break;
+        if (now >= next_try_ns && tries.size() < 2 * endpoints_.size()) {
+            Try &t = tries.emplace_back();
+            t.easy = curl_easy_init();
+            t.endpoint = next;
+            t.url = endpoints_[next] + "/v3/lease/keepalive";
+            next = next_endpoint(next, endpoints_.size());
+            curl_easy_setopt(t.easy, CURLOPT_URL, t.url.c_str());
+            curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, body.c_str());
+            curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE, long(body.size()));
+            curl_easy_setopt(t.easy, CURLOPT_WRITEFUNCTION, append);
+            curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &t.answer);
+            curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, timeout_ms_);
+            curl_easy_setopt(t.easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms_);
+            curl_easy_setopt(t.easy, CURLOPT_NOSIGNAL, 1L);
+            curl_easy_setopt(t.easy, CURLOPT_NOPROXY, "*");
+            curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
+            // Before the request can leave: the renewal happens after this.
+            t.sent_ns = common::mono_ns();
+            curl_multi_add_handle(multi, t.easy);
+            next_try_ns = t.sent_ns + hedge_ns;
+        }
+        int running = 0;
+        curl_multi_perform(multi, &running);
+        int left = 0;
+        while (CURLMsg *m = curl_multi_info_read(multi, &left)) {
+            if (m->msg != CURLMSG_DONE) continue;
+            Try *t = nullptr;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char **>(&t));
+            long status = 0;
+            curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+            if (m->data.result != CURLE_OK) {
+                errors = t->url + ": " + curl_easy_strerror(m->data.result);
+            } else if (status >= 500 || t->answer.empty()) {
+                errors = t->url + ": HTTP " + std::to_string(status) + " " + t->answer;
+            } else if (Json j = Json::parse(t->answer, nullptr, false); j.is_discarded()) {
+                errors = t->url + ": not JSON: " + t->answer.substr(0, 200);
+            } else if (auto ttl = parse_keepalive(j); !ttl) {
+                errors = t->url + ": " + ttl.error();
+            } else if (!got || t->sent_ns > got->sent_ns) {
+                got = KeepAlive{*ttl, t->sent_ns};
+                current_ = t->endpoint;
+            }
+            // A try that failed (a refused connection: a dead member) is
+            // followed soon, not a whole hedge later; not at once, or an
+            // etcd refusing everywhere would be asked in a busy loop.
+            if (!got) next_try_ns = std::min(next_try_ns, common::mono_ns() + hedge_ns / 4);
+            curl_multi_remove_handle(multi, t->easy);
+            curl_easy_cleanup(t->easy);
+            tries.remove_if([t](const Try &x) { return &x == t; });
+        }
+        if (got) break;
+        int fds = 0;
+        curl_multi_poll(multi, nullptr, 0, 10, &fds);
+    }
+    for (Try &t : tries) {
+        curl_multi_remove_handle(multi, t.easy);
+        curl_easy_cleanup(t.easy);
+    }
+    curl_multi_cleanup(multi);
+    if (got) return *got;
+    return err("no etcd endpoint answered the keep-alive (last: " + errors + ")");
 }
 
 Result<void> Client::revoke(int64_t lease) {

@@ -95,6 +95,20 @@ class Client {
     Result<bool> cas(std::string_view key, std::string_view value, int64_t expected_mod_rev);
     Result<int64_t> grant(int64_t ttl_s);
     Result<int64_t> keepalive(int64_t lease);
+    // A keep-alive, hedged: sent to the current endpoint, and again to the
+    // next one round the list every hedge_ns that no answer came (at once
+    // after a refusal), each try with the client's timeout, until one
+    // answers or give_up_ns (CLOCK_MONOTONIC) passes. The answer's TTL (0:
+    // the lease is gone) and when the try that got it was sent, which is
+    // what R4 counts from (docs/design.md §11.3). During an election a
+    // member holds a renewal until it knows a leader (etcd polls for one
+    // once per election timeout), so one try at a time would wait out that
+    // poll or the timeout, whichever first, after the new leader is there.
+    struct KeepAlive {
+        int64_t ttl_s = 0;
+        uint64_t sent_ns = 0;
+    };
+    Result<KeepAlive> keepalive_hedged(int64_t lease, uint64_t hedge_ns, uint64_t give_up_ns);
     Result<void> revoke(int64_t lease);
 
     // Streams /v3/watch over [key, range_end) from start_revision on the

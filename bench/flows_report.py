@@ -184,10 +184,14 @@ def make_row(a: argparse.Namespace) -> Row:
             row.class_mbit = sent * 8 / dt / 1e6
         row.drops = row.drop_limit = htb_root_drops(q1) - htb_root_drops(q0)
     else:
+        # 0: `status` before the interval; 1: `stats --interval`, the counters at its end and
+        # the class's rate over it, both ends read in one process (no call time in the interval).
         s0, s1 = (load_json(f"{out}.{i}.s") for i in (0, 1))
         d = {k: v - class_counters(s0, "1:1").get(k, 0) for k, v in class_counters(s1, "1:1").items()}
         if d:
-            row.class_mbit = d["tx_bytes"] * 8 / dt / 1e6
+            c1 = next(c for c in s1["classes"] if c["class"] == "1:1")
+            dt = s1["interval_ns"] / 1e9
+            row.class_mbit = c1["measured_rate_bps"] / 1e6
             row.drop_limit, row.drop_aqm = d.get("drop_limit"), d.get("drop_aqm")
             row.drop_overflow, row.ce_marked = d.get("drop_overflow"), d.get("ce_marked")
             # Every class's drops: a neighbour class's overflow is this run's too.
@@ -195,11 +199,13 @@ def make_row(a: argparse.Namespace) -> Row:
                             for c in (s1 or {}).get("classes", []) for k, v in c.items()
                             if k.startswith("drop_") and isinstance(v, int))
             row.passed_unpaced = d.get("tc_passed")
-            row.late_lost_pct = d.get("late_lost_ns", 0) / 1e9 / dt * 100
+            # late_lost_ns over the whole snapshot-to-snapshot time: a share, so the interval's length matters little.
+            row.late_lost_pct = d.get("late_lost_ns", 0) / 1e9 / (w1 - w0) * 100
     if row.class_mbit is not None:
         row.rate_err_pct = (row.class_mbit - a.class_rate_mbit) / a.class_rate_mbit * 100
-        # A snapshot is read somewhere within its call: the interval is known to half their durations.
-        row.rate_err_bound_pct = sum(b - a for a, b in snapshot_times(out)) / 2 / dt * 100
+        if a.shaper == "htb":
+            # A snapshot is read somewhere within its call: the interval is known to half their durations.
+            row.rate_err_bound_pct = sum(b - a for a, b in snapshot_times(out)) / 2 / dt * 100
     return row
 
 
@@ -285,9 +291,9 @@ NOTES = [
     "between the first and last of the interval",
     "bulk: iperf3 -P N -C cubic for the run's seconds after a 1 s omitted start; goodput and Jain's index from "
     "the receiver's per-stream bytes; RTT: the sender's mean smoothed RTT per flow (iperf3 -J mean_rtt)",
-    "class Mbit/s: the class's sent L2 bytes with FCS (pspxdp tx_bytes; htb: class bytes + 4 a frame) over "
-    "the interval between two counter snapshots while the bulk flows run; rate err against the class rate, "
-    "± what the snapshots' timing leaves uncertain (each is read somewhere within its call)",
+    "class Mbit/s: the class's sent L2 bytes with FCS over the interval while the bulk flows run (pspxdp: "
+    "tx_bytes, `pspxdp stats --interval`, both ends read in one process; htb: class bytes + 4 a frame from "
+    "two `tc -s class show` calls, ± what their timing leaves uncertain); rate err against the class rate",
     "drops: every drop counter of the shaper (pspxdp: drop_* of every class; htb: its root qdisc); limit: "
     "class limit (pspxdp drop_limit, htb's pfifo), aqm: CoDel drops, CE: ECN marks; unpaced: tc_passed",
     "late lost: pspxdp clockless gives up real time a late wake-up exceeded the class's burst bound by "

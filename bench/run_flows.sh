@@ -26,7 +26,7 @@
 #                  TCP port), so every neighbour class is backlogged too
 # Per row also: the bulk flows' goodput and Jain's index (per-stream bytes
 # at the receiver), the class's rate from its sent-bytes counter over the
-# run, the senders' mean RTT, TCP retransmits beside every drop the shaper
+# run (pspxdp stats --interval; htb: two `tc -s class` reads), the senders' mean RTT, TCP retransmits beside every drop the shaper
 # counted (limit, CoDel, overflow) and CE marks.
 #
 # Results accumulate in a directory (rows.jsonl: a row of the same classes,
@@ -214,8 +214,14 @@ for clock in ${CLOCKS//,/ }; do
                     { echo "run_flows: the $n bulk flows did not connect" >&2; exit 1; }
                 sleep 1 # iperf3's omitted first second: the bulk flows fill the class (traffic, not a wait)
                 snapshot $shaper "$out.0"
-                sleep $((SECS - 1)) # the interval measured: traffic, not a wait
-                snapshot $shaper "$out.1"
+                if [[ $shaper == htb ]]; then
+                    sleep $((SECS - 1)) # the interval measured: traffic, not a wait
+                    snapshot $shaper "$out.1"
+                else # the class's rate over the interval, both ends read in one process
+                    t0=$(date +%s.%N)
+                    $N "$PSPXDP" stats $DEV -j --interval $((SECS - 1))s >"$out.1.s"
+                    echo "$t0 $(date +%s.%N)" >"$out.1.t"
+                fi
                 wait "${bulk[@]}"
                 probes_stop $shaper
                 PIDS=("${SERVERS[@]}") # waited for: their pids are no longer ours to kill

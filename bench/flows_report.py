@@ -24,6 +24,9 @@ from psplab import report  # lab/ is not on sys.path by default: the line above 
 
 SHAPERS = ("flows", "fifo", "htb")  # the column order of every table
 CLOCKS = ("none", "byte")
+# One colour per shaper in every panel; the byte clock dashed.
+COLOURS = {("flows", "none"): "tab:blue", ("flows", "byte"): "tab:blue", ("fifo", "none"): "tab:red",
+           ("fifo", "byte"): "tab:red", ("htb", "none"): "tab:purple", ("htb", "byte"): "tab:purple"}
 
 
 @dataclass
@@ -236,7 +239,9 @@ def fmt(v: float | None, spec: str = ".2f") -> str:
 
 
 def three(xs: Sequence[float]) -> str:
-    return " / ".join(fmt(quantile(xs, p)) for p in (0.5, 0.99)) + f" / {fmt(xs[-1] if xs else None)}"
+    # A closed-loop probe behind a queue of seconds completes few transactions: say how few.
+    few = f" (n={len(xs)})" if len(xs) < 100 else ""
+    return " / ".join(fmt(quantile(xs, p)) for p in (0.5, 0.99)) + f" / {fmt(xs[-1] if xs else None)}{few}"
 
 
 def latency_tables(rows: list[Row]) -> list[report.Table]:
@@ -287,8 +292,9 @@ NOTES = [
     "shaped), for the probes sent in the measured interval (after the bulk flows' first second, while they "
     "run); the ping (ICMP, 84 bytes, every 10 ms) and the request/response (lab/psp_rr.py: a 100-byte "
     "request and a 100-byte reply every 10 ms on one persistent TCP connection, Nagle off, closed loop: a "
-    "transaction that takes longer delays the next) run at the same time; ping lost: replies missing "
-    "between the first and last of the interval",
+    "transaction that takes longer delays the next) run at the same time; ping lost: replies missing between "
+    "the first and last of the interval; (n=): fewer than 100 samples in the interval: behind a queue of "
+    "seconds the closed-loop probe completes few, and ping sends less when its replies are that late",
     "bulk: iperf3 -P N -C cubic for the run's seconds after a 1 s omitted start; goodput and Jain's index from "
     "the receiver's per-stream bytes; RTT: the sender's mean smoothed RTT per flow (iperf3 -J mean_rtt)",
     "class Mbit/s: the class's sent L2 bytes with FCS over the interval while the bulk flows run (pspxdp: "
@@ -320,11 +326,13 @@ def cdf_plot(rows: list[Row], res_dir: Path) -> str | None:
                 ax.set_visible(False)
                 continue
             bulk = max(r.bulk for r in rs)
-            for r in sorted((r for r in rs if r.bulk == bulk), key=lambda r: (SHAPERS.index(r.shaper), r.clock)):
+            for r in sorted((r for r in rs if r.bulk == bulk),
+                            key=lambda r: (SHAPERS.index(r.shaper), CLOCKS.index(r.clock))):
                 xs = [max(x, 0.01) for x in getattr(r, probe)]
-                ax.step(xs, [(k + 1) / len(xs) for k in range(len(xs))], where="post", label=r.variant())
+                ax.step(xs, [(k + 1) / len(xs) for k in range(len(xs))], where="post", label=r.variant(),
+                        color=COLOURS[(r.shaper, r.clock)], linestyle="-" if r.clock == "none" else "--")
             ax.set_xscale("log")
-            ax.set_xlim(0.01, 5000)
+            ax.set_xlim(0.01, 20000)
             ax.set_ylim(0, 1.01)
             ax.grid(True, which="both", alpha=0.3)
             ax.set_xlabel("added latency, ms (0.01: none)")

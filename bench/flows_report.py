@@ -104,10 +104,12 @@ def snapshot_times(prefix: str) -> list[tuple[float, float]]:
     return out
 
 
-def window(prefix: str) -> tuple[float, float]:
-    """The interval between the two counter snapshots, each at the middle of its call."""
+def window(prefix: str, stats_interval: bool = False) -> tuple[float, float]:
+    """The interval between the two counter snapshots, each at the middle of its call; with
+    stats_interval the second is `pspxdp stats --interval`, whose call spans the interval: it ends
+    when that call does."""
     (a0, b0), (a1, b1) = snapshot_times(prefix)
-    return (a0 + b0) / 2, (a1 + b1) / 2
+    return (a0 + b0) / 2, b1 if stats_interval else (a1 + b1) / 2
 
 
 def added(samples: Iterable[float], idle: float | None) -> list[float]:
@@ -151,17 +153,19 @@ def make_row(a: argparse.Namespace) -> Row:
     row = Row(classes=a.classes, clock=a.clock, shaper=a.shaper, ecn=a.ecn, bulk=a.bulk, seconds=a.seconds,
               date=a.date, command=a.command, load_before=a.load_before, load_after=a.load_after,
               class_rate_mbit=a.class_rate_mbit)
-    def inside(prefix: str) -> tuple[list[float], list[float], int]:
+    stats_interval = a.shaper != "htb"
+
+    def inside(prefix: str, stats: bool) -> tuple[list[float], list[float], int]:
         """The probes sent in prefix's interval: ping RTTs, transaction RTTs, pings lost."""
-        w0, w1 = window(prefix)
+        w0, w1 = window(prefix, stats)
         ping = [p for p in read_ping(f"{prefix}.ping") if w0 <= p[0] <= w1]
         seqs = [p[2] for p in ping]
         lost = max(seqs) - min(seqs) + 1 - len(set(seqs)) if seqs else 0  # gaps between the first and last
         return [p[1] for p in ping], [t for sent, t in read_rr(f"{prefix}.rr") if w0 <= sent <= w1], lost
-    idle_ping, idle_rr, _ = inside(a.idle)
+    idle_ping, idle_rr, _ = inside(a.idle, False)
     row.ping_idle_ms = statistics.median(idle_ping) if idle_ping else None
     row.rr_idle_ms = statistics.median(idle_rr) if idle_rr else None
-    ping, rr, row.ping_lost = inside(out)
+    ping, rr, row.ping_lost = inside(out, stats_interval)
     row.ping = [round(x, 4) for x in added(ping, row.ping_idle_ms)]
     row.rr = [round(x, 4) for x in added(rr, row.rr_idle_ms)]
     ip = load_json(f"{out}.iperf")
@@ -176,7 +180,7 @@ def make_row(a: argparse.Namespace) -> Row:
         row.retransmits = end["sum_sent"].get("retransmits")
     except (TypeError, KeyError, ZeroDivisionError, statistics.StatisticsError):
         pass
-    w0, w1 = window(out)
+    w0, w1 = window(out, stats_interval)
     dt = w1 - w0
     if a.shaper == "htb":
         c0, c1 = (htb_class(f"{out}.{i}.c", "1:1") for i in (0, 1))

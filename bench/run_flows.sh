@@ -55,7 +55,7 @@ while (($#)); do
     --classes) CLASSES=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     --publish) PUBLISH=1; shift ;;
-    -h | --help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run_flows: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done

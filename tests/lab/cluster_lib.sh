@@ -115,6 +115,14 @@ cl_etcd_up() {
     for k in 0 1 2; do psp_wait_for 20 cl_etcd_healthy $k || { echo "etcd member $k not healthy" >&2; return 1; }; done
 }
 
+# cl_up: etcd's three members, then hosts 1..3 attached (cl_host); the test
+# ends there (psp_finish, exit 1) if any of them is not up.
+cl_up() {
+    psp_check "etcd: 3 members healthy" cl_etcd_up || { psp_finish; exit 1; }
+    local i
+    for i in 1 2 3; do psp_check "host $i attached, class 1:1 paced" cl_host $i || { psp_finish; exit 1; }; done
+}
+
 # cl_host I: namespaces ${CL_P}hI$$ (the host) and ${CL_P}pI$$ (its peer), DEV
 # ${CL_P}dI$$ attached with class 1:1 paced, a control veth ${CL_P}cI$$ on $CL_NET.I.
 cl_host() {

@@ -67,8 +67,8 @@ done
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_horizon "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
-psp_lab_begin "${BENCH_TAG:-bhz}" 10.88.0 # BENCH_TAG: the namespaces' tag
-NET=10.88.0
+NET=${BENCH_NET:-10.88.0}                # BENCH_NET: the wire's /24 (sessions side by side)
+psp_lab_begin "${BENCH_TAG:-bhz}" "$NET" # BENCH_TAG: the namespaces' tag
 SIZE=1472 # UDP payload: 1514-byte frames
 ROWS=$TMP/rows.jsonl
 

@@ -133,8 +133,9 @@ inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 // Clockless, the burst bound a class gets when neither it nor the attachment
 // sets one (`class ... burst`, `attach --burst`), in largest frames: half
 // the wake-ups of one frame each below ~240 Mbit/s for one frame more of
-// burst. Not chosen by the 0.1 % rate criterion: on this project's loaded
-// VM no bound up to 8 MTU met it (docs/design.md §4.5).
+// burst. Not chosen by the 0.1 % rate criterion: on this project's shared
+// VM no bound of 2, 3, 4 or 8 MTU met it at 10-500 Mbit/s (docs/design.md
+// §4.5: 3 MTU held 10 Mbit/s, lost 0.24 % at 100 and 5 % at 500).
 inline constexpr uint64_t kDefaultBurstMtus = 3;
 // Clockless, the least lateness a wake-up may have at no cost in rate: the
 // engine plans a class's wake-up at least this long before the class would

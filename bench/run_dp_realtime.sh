@@ -66,7 +66,8 @@ mode_args() { # MODE: its attach arguments
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_dp_realtime "$PSPXDP" "$TRAFFIC" -- ip python3 nsenter timeout taskset chrt
-psp_lab_begin brt 10.89.0
+NET=${BENCH_NET:-10.89.0} # BENCH_TAG, BENCH_NET: namespaces' tag, the wire's /24
+psp_lab_begin "${BENCH_TAG:-brt}" "$NET"
 RESULTS=$TMP/results.jsonl
 say() { ((JSON)) || echo "$*" >&2; }
 
@@ -107,7 +108,7 @@ measure() {
         # machine, everything else) competes with the daemon. nice -5 was not
         # enough at a load of 20. They sleep 200 us a round (psp_traffic), so
         # they cannot take a core whole; a deadline or fifo daemon preempts them.
-        $N timeout $((SECS + 20)) chrt -f 1 "$TRAFFIC" send 10.89.0.2 "$port" --rate "$offered" \
+        $N timeout $((SECS + 20)) chrt -f 1 "$TRAFFIC" send "$NET.2" "$port" --rate "$offered" \
             --size 1472 --seconds $((SECS + 8)) >"$TMP/send.$port.json" 2>&1 &
         PIDS+=($!)
     done

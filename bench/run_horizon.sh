@@ -30,12 +30,15 @@
 #    at 10, 100 and 500 Mbit/s (offered as in B), RUNS runs each: pspxdp
 #    clockless with `attach --burst NmtU` beside tbf with a bucket of the
 #    same size (N * 1518 B, stab overhead 4) on the same veth. Then the
-#    three-class mix 333/77/21.5 Mbit/s (offered 1.3x) beside a greedy
-#    unclassified flow (600 Mbit/s offered, the default class), pspxdp only.
+#    three-class mix 333/77/21.5 Mbit/s (offered 1.3x; the 77 Mbit/s class
+#    IPv6, the 21.5 Mbit/s one in random sizes, 60..1514-byte frames) beside
+#    a greedy unclassified flow (600 Mbit/s offered, the default class),
+#    pspxdp only.
 #    The capture starts once the backlogs are built (0.5 s in), so the rate
 #    is the steady one (a full bucket at the start, tbf's and pspxdp's
 #    alike, is not in it). Per row: real-time burstiness at the target, rate
-#    error (worst of RUNS), machine CPU, the daemon's late_lost_ns.
+#    error (worst of RUNS), machine CPU, the classes' late_lost_ns over the
+#    measured interval (status before and after it).
 #
 #    --sched POLICY: pspxdp's daemon policy in C (normal, fifo or deadline;
 #    default: the daemon's default, deadline). On a loaded machine a daemon
@@ -67,24 +70,31 @@ done
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_horizon "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
-psp_lab_begin "${BENCH_TAG:-bhz}" 10.88.0 # BENCH_TAG: the namespaces' tag
-NET=10.88.0
+NET=${BENCH_NET:-10.88.0}                # BENCH_NET: the wire's /24 (sessions side by side)
+NET6=${BENCH_NET6:-fd88::}               # BENCH_NET6: its IPv6 /64
+psp_lab_begin "${BENCH_TAG:-bhz}" "$NET" # BENCH_TAG: the namespaces' tag
+psp_wire_v6 "$SRC" "$DST" "$DEV" "$PEER" "$NET6" || { echo "run_horizon: no IPv6 on the wire" >&2; exit 1; }
 SIZE=1472 # UDP payload: 1514-byte frames
 ROWS=$TMP/rows.jsonl
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 kernel_ticks() { awk '/^cpu /{print $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 
-# measure TABLE MODE LOAD SHAPER_SETUP FLOW...: FLOW = "PORT RATE OFFER".
+# measure TABLE MODE LOAD SHAPER_SETUP FLOW...: FLOW = "PORT RATE OFFER [KIND]",
+# KIND v6 (IPv6, full frames) or sizes=MIN-MAX (random UDP payloads).
 # SHAPER_SETUP is a function run first (attach or tc), with the flows.
 measure() {
     local table=$1 mode=$2 load=$3 setup=$4
     shift 4
-    local flows=("$@") f port rate offer args=() pid=0 cap snd out=$TMP/run
+    local flows=("$@") f port rate offer kind args=() pid=0 cap snd out=$TMP/run
     "$setup" "${flows[@]}" || { echo "run_horizon: $setup failed" >&2; exit 1; }
     for f in "${flows[@]}"; do
-        read -r port rate offer <<<"$f"
-        args+=(--flow "$NET.2:$port:$offer")
+        read -r port rate offer kind <<<"$f"
+        case $kind in
+        v6) args+=(--flow "[${NET6}2]:$port:$offer,sizes=1452-1452") ;; # 1514-byte frames
+        sizes=*) args+=(--flow "$NET.2:$port:$offer,$kind") ;;
+        *) args+=(--flow "$NET.2:$port:$offer") ;;
+        esac
     done
     [[ -f /run/pspxdp/$DEV.pid ]] && pid=$(cat /run/pspxdp/$DEV.pid)
     # C: the capture starts on the steady state (see the top).
@@ -101,7 +111,6 @@ measure() {
     local t1 c1 k1
     t1=$(date +%s.%N) c1=$(cpu_ticks $pid) k1=$(kernel_ticks)
     [[ $pid != 0 ]] && $N "$PSPXDP" status $DEV -j >"$out.s1"
-    [[ $pid != 0 ]] && $N "$PSPXDP" stats $DEV -j >"$out.st1"
     wait $snd
     sleep 0.2
     kill -INT $cap
@@ -135,15 +144,22 @@ if pid:
     row["pause_share"] = d["gap_bytes"] / max(1, d["gap_bytes"] + d["wire_frame_bytes"] + d["planned_idle_bytes"])
     row["late_wakeups"] = d["late_wakeups"]
     row["underruns"] = d["underruns"]
-    st1 = json.load(open(f"{out}.st1"))
-    row["late_lost_ns"] = sum(c.get("late_lost_ns", 0) for c in st1.get("classes", []))
+    # Over the measured interval only: what the class lost before (the
+    # backlog building up, the capture starting) is not in the rates either.
+    lost0 = {c["class"]: c.get("late_lost_ns", 0) for c in json.load(open(f"{out}.s0"))["classes"]}
+    s1c = json.load(open(f"{out}.s1"))["classes"]
+    row["late_lost_ns"] = sum(c.get("late_lost_ns", 0) - lost0.get(c["class"], 0) for c in s1c)
+    row["late_max_ns"] = s1["late_max_ns"]
 else:
     row["pause_per_s"] = row["pause_share"] = row["late_wakeups"] = row["underruns"] = None
     row["late_lost_ns"] = None
 # What the sender managed to offer per flow (a busy machine's sender may
 # fall short: such a class is not backlogged and its rate is the sender's).
+def flow_port(spec):  # DST:PORT:..., DST an IPv6 address in brackets
+    spec = spec.split(",")[0]
+    return int((spec.split("]:", 1)[1] if spec.startswith("[") else spec.split(":", 1)[1]).split(":")[0])
 try:
-    sent = {int(f["flow"].split(":")[1]): f["sent"] for f in json.load(open(f"{out}.send.json"))["flows"]}
+    sent = {flow_port(f["flow"]): f["sent_bits"] for f in json.load(open(f"{out}.send.json"))["flows"]}
 except (OSError, ValueError, KeyError, IndexError):
     sent = {}
 send_s = float(sys.argv[12])
@@ -153,7 +169,7 @@ for f in real["flows"]:
         continue
     port = int(f["name"][1:])
     b = next(x for x in byte["flows"] if x["name"] == f["name"])
-    offered = sent.get(port, 0) * (1514 + 4) * 8 / send_s if sent else None
+    offered = sent.get(port, 0) / send_s if sent else None
     classes.append({"target": f["target_bps"], "offered": offered, "got": f["mean_rate_bps"] or 0,
                     "err": ((f["mean_rate_bps"] or 0) - f["target_bps"]) / f["target_bps"] * 100,
                     "err_byte": ((b["mean_rate_bps"] or 0) - f["target_bps"]) / f["target_bps"] * 100,
@@ -240,7 +256,8 @@ if [[ -z $ONLY || $ONLY == B ]]; then
 fi
 if [[ $ONLY == C || -z $ONLY ]]; then
     # The daemon's default policy unless --sched, as B.
-    MIX3=("5001 333mbit 433mbit" "5002 77mbit 100mbit" "5003 21500kbit 28mbit" "5004 - 600mbit")
+    MIX3=("5001 333mbit 433mbit" "5002 77mbit 100mbit v6" "5003 21500kbit 28mbit sizes=18-1472"
+          "5004 - 600mbit")
     for mtus in $BOUNDS; do
         [[ $mtus =~ ^[0-9]+$ ]] && ((mtus >= 1)) || { echo "--bounds: whole MTUs" >&2; exit 2; }
         MODE_ARGS=(--clock none --burst "${mtus}mtu" "${SCHED[@]}")
@@ -318,16 +335,19 @@ if c:
               f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
     mix = [r for r in c if r["load"] == "mix"]
     if mix:
-        head("", "C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % worst run, burst MTU max)",
-             cols=["bound", "runs", "333 Mbit/s", "77 Mbit/s", "21.5 Mbit/s", "machine CPU cores", "late_lost ms"])
+        head("", "C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % worst run, burst MTU max;",
+             "offered: the least any run's sender offered, % of the target)",
+             cols=["bound", "runs", "333 Mbit/s", "77 Mbit/s IPv6", "21.5 Mbit/s random sizes", "offered %", "machine CPU cores", "late_lost ms"])
         for mtus in sorted({int(r["mode"].split()[1]) for r in mix}):
             rs = [r for r in mix if int(r["mode"].split()[1]) == mtus]
-            cells = []
+            cells, offered = [], []
             for target in (333e6, 77e6, 21.5e6):
                 cl = [x for r in rs for x in r["classes"] if abs(x["target"] - target) < 1]
                 w = max((x["err"] for x in cl), key=abs, default=None)
                 b = max((x["real"] for x in cl), default=None)
                 cells.append(f"{f(w, '+.3f')} % / {f(b, '.2f')}")
+                offered.append(min((x["offered"] / x["target"] * 100 for x in cl if x["offered"]), default=None))
+            cells.append("/".join(f(o, '.0f') for o in offered))
             print(f"| {mtus} | {len(rs)} | " + " | ".join(cells) + f" | {span([r['machine_cores'] for r in rs], '.2f')} | "
                   f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
 drops = [r["capture_drops"] for r in rows if r["capture_drops"]]

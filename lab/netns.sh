@@ -56,6 +56,28 @@ psp_make_wire() {
     ip -n "$dst" neigh replace "$net.1" lladdr "$mac_s" dev "$peer" nud permanent
 }
 
+# psp_wire_v6 SRC_NS DST_NS DEV PEER PREFIX: IPv6 on a wire psp_make_wire
+# made, e.g. PREFIX fd93:1:: -> PREFIX1/64 on DEV, PREFIX2/64 on PEER; for a
+# run that sends IPv6. No DAD, no router solicitations, static neighbours:
+# after the link's own MLD reports (at most a few frames when IPv6 comes
+# up), the wire carries only what the caller sends. The pacer veths an
+# attach makes later keep IPv6 off (the namespaces' default).
+psp_wire_v6() {
+    local src=$1 dst=$2 dev=$3 peer=$4 pre=$5 mac_s mac_d ns d
+    for ns in "$src:$dev" "$dst:$peer"; do
+        d=${ns#*:}
+        ns=${ns%%:*}
+        ip netns exec "$ns" sysctl -qw "net.ipv6.conf.$d.accept_dad=0" \
+            "net.ipv6.conf.$d.router_solicitations=0" "net.ipv6.conf.$d.disable_ipv6=0" || return 1
+    done
+    ip -n "$src" addr add "${pre}1/64" dev "$dev" nodad &&
+        ip -n "$dst" addr add "${pre}2/64" dev "$peer" nodad || return 1
+    mac_d=$(ip -n "$dst" -br link show "$peer" | awk '{print $3}')
+    mac_s=$(ip -n "$src" -br link show "$dev" | awk '{print $3}')
+    ip -n "$src" -6 neigh replace "${pre}2" lladdr "$mac_d" dev "$dev" nud permanent &&
+        ip -n "$dst" -6 neigh replace "${pre}1" lladdr "$mac_s" dev "$peer" nud permanent
+}
+
 # psp_require WHO BIN... -- TOOL...: exits 77 (skipped) unless running as
 # root with every BIN built and every TOOL installed.
 psp_require() {

@@ -4,7 +4,8 @@
 //
 //   psp_traffic send DST PORT --rate RATE [--size BYTES] [--seconds S] [--count N] [--stamp]
 //                    [--ports N]
-//   psp_traffic send --flow DST:PORT:RATE[:START:STOP] ... [--size BYTES] [--seconds S] [--stamp]
+//   psp_traffic send --flow DST:PORT:RATE[:START:STOP][,sizes=MIN-MAX] ... [--size BYTES]
+//                    [--seconds S] [--stamp]
 //   psp_traffic sink PORT[,PORT...] --seconds S [--stamped]
 //
 // send: one UDP socket per flow, each flow sending its rate (L2 bytes with
@@ -16,6 +17,10 @@
 // --stamp writes a sequence number and the send time (CLOCK_REALTIME) into
 // each datagram; sink --stamped then reports one-way delay (from the
 // kernel's receive timestamp), loss and reordering per port.
+// DST is IPv4 or IPv6 (in --flow in brackets: [fd00::2]:5001:10mbit).
+// sizes=MIN-MAX: that flow's UDP payloads uniform in MIN..MAX bytes (a fixed
+// seed per flow, so a run repeats), its rate still in L2 bytes; the others
+// send --size. What was sent is also reported in bits per flow.
 // --ports N (the DST PORT form): N destinations PORT..PORT+N-1 in turn from
 // one unconnected socket, RATE in all (10,000 classes without 10,000 fds).
 // Both stop early on SIGINT/SIGTERM (a test's cleanup): send prints what it
@@ -40,6 +45,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,8 +67,8 @@ int usage() {
     std::fprintf(stderr,
                  "usage: psp_traffic send DST PORT --rate RATE [--size BYTES] [--seconds S] "
                  "[--count N] [--stamp] [--ports N]\n"
-                 "       psp_traffic send --flow DST:PORT:RATE[:START:STOP] ... [--size BYTES] "
-                 "[--seconds S] [--stamp]\n"
+                 "       psp_traffic send --flow DST:PORT:RATE[:START:STOP][,sizes=MIN-MAX] ... "
+                 "[--size BYTES] [--seconds S] [--stamp]\n"
                  "       psp_traffic sink PORT[,PORT...] --seconds S [--stamped]\n");
     return 2;
 }
@@ -97,19 +103,74 @@ struct Flow {
     uint64_t port = 0, rate_bps = 0;
     uint64_t ports = 1; // --ports: destinations port .. port + ports - 1 in turn
     double start_s = 0, stop_s = 1e9;
+    uint64_t min_size = 0, max_size = 0; // sizes=MIN-MAX; 0: --size
     int fd = -1;
-    double interval_ns = 0;
-    uint64_t due_done = 0; // schedule slots handled: sent + blocked + errors
-    uint64_t sent = 0, blocked = 0, errors = 0;
+    sockaddr_storage to{};
+    socklen_t to_len = 0;
+    bool v6 = false;
+    std::mt19937_64 rng;
+    uint64_t size = 0;    // the next datagram's payload
+    double bits_done = 0; // schedule handled (L2 bits): sent + blocked + errors
+    uint64_t sent = 0, blocked = 0, errors = 0, sent_bits = 0;
+    // L2 bits of a datagram of `payload` bytes, FCS included, as the pacer
+    // counts them.
+    double frame_bits(uint64_t payload) const {
+        return double(std::max<uint64_t>(payload + (v6 ? 62 : 42), 60) + 4) * 8;
+    }
+    void draw(uint64_t fixed) {
+        size = max_size ? min_size + rng() % (max_size - min_size + 1) : fixed;
+    }
 };
 
+void set_port(Flow &f, uint64_t port) {
+    if (f.to.ss_family == AF_INET6)
+        reinterpret_cast<sockaddr_in6 *>(&f.to)->sin6_port = htons(uint16_t(port));
+    else
+        reinterpret_cast<sockaddr_in *>(&f.to)->sin_port = htons(uint16_t(port));
+}
+
+// DST (IPv4 or IPv6) and PORT into f.to. False if DST is neither.
+bool resolve(Flow &f) {
+    auto *a4 = reinterpret_cast<sockaddr_in *>(&f.to);
+    auto *a6 = reinterpret_cast<sockaddr_in6 *>(&f.to);
+    if (inet_pton(AF_INET, f.dst.c_str(), &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        f.to_len = sizeof(sockaddr_in);
+    } else if (inet_pton(AF_INET6, f.dst.c_str(), &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        f.to_len = sizeof(sockaddr_in6);
+        f.v6 = true;
+    } else {
+        return false;
+    }
+    set_port(f, f.port);
+    return true;
+}
+
 bool parse_flow(const std::string &spec, Flow &f) {
-    // DST:PORT:RATE[:START:STOP]
+    // DST:PORT:RATE[:START:STOP][,sizes=MIN-MAX], DST an IPv6 address in brackets
     std::vector<std::string> p;
     size_t at = 0;
+    std::string rest = spec;
+    if (size_t comma = spec.find(','); comma != std::string::npos) {
+        const std::string opt = spec.substr(comma + 1);
+        const size_t dash = opt.find('-');
+        if (opt.rfind("sizes=", 0) != 0 || dash == std::string::npos ||
+            !parse_u64(opt.substr(6, dash - 6).c_str(), f.min_size) ||
+            !parse_u64(opt.substr(dash + 1).c_str(), f.max_size) || f.min_size < sizeof(Stamp) ||
+            f.max_size < f.min_size)
+            return false;
+        rest = spec.substr(0, comma);
+    }
+    if (!rest.empty() && rest[0] == '[') {
+        const size_t close = rest.find("]:");
+        if (close == std::string::npos) return false;
+        p.push_back(rest.substr(1, close - 1));
+        at = close + 2;
+    }
     for (;;) {
-        size_t c = spec.find(':', at);
-        p.push_back(spec.substr(at, c - at));
+        size_t c = rest.find(':', at);
+        p.push_back(rest.substr(at, c - at));
         if (c == std::string::npos) break;
         at = c + 1;
     }
@@ -161,8 +222,10 @@ int do_send(int argc, char **argv) {
         } else if (o == "--flow") {
             Flow f;
             if (!parse_flow(v, f)) {
-                std::fprintf(
-                    stderr, "psp_traffic: --flow \"%s\": expected DST:PORT:RATE[:START:STOP]\n", v);
+                std::fprintf(stderr,
+                             "psp_traffic: --flow \"%s\": expected "
+                             "DST:PORT:RATE[:START:STOP][,sizes=MIN-MAX] (MIN >= 16)\n",
+                             v);
                 return 2;
             }
             flows.push_back(f);
@@ -196,31 +259,35 @@ int do_send(int argc, char **argv) {
         }
     }
     if (flows.empty()) return usage();
-    // L2 bytes per datagram, FCS included, as the pacer counts them.
-    const double frame_bits = double(std::max<uint64_t>(size + 42, 60) + 4) * 8;
+    uint64_t seed = 0;
     for (auto &f : flows) {
         if (!f.rate_bps) {
             std::fprintf(stderr, "psp_traffic: %s: no rate (--rate RATE)\n", f.spec.c_str());
             return 2;
         }
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(uint16_t(f.port));
-        if (inet_pton(AF_INET, f.dst.c_str(), &sa.sin_addr) != 1) {
-            std::fprintf(stderr, "psp_traffic: bad IPv4 address \"%s\"\n", f.dst.c_str());
+        if (!resolve(f)) {
+            std::fprintf(stderr, "psp_traffic: bad IPv4 or IPv6 address \"%s\"\n", f.dst.c_str());
             return 2;
         }
-        f.fd = socket(AF_INET, SOCK_DGRAM, 0);
+        // One frame (1514 bytes) at most: an IPv6 header is 20 bytes longer.
+        const uint64_t most = f.v6 ? 1452 : 1472;
+        if ((f.max_size ? f.max_size : size) > most) {
+            std::fprintf(stderr, "psp_traffic: %s: payloads up to %llu bytes (one frame)\n",
+                         f.spec.c_str(), (unsigned long long)most);
+            return 2;
+        }
+        f.fd = socket(f.to.ss_family, SOCK_DGRAM, 0);
         if (f.fd < 0 ||
-            (f.ports == 1 && connect(f.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) < 0)) {
+            (f.ports == 1 && connect(f.fd, reinterpret_cast<sockaddr *>(&f.to), f.to_len) < 0)) {
             std::fprintf(stderr, "psp_traffic: socket to %s: %s\n", f.spec.c_str(),
                          std::strerror(errno));
             return 1;
         }
-        f.interval_ns = frame_bits * 1e9 / double(f.rate_bps);
+        f.rng.seed(++seed);
+        f.draw(size);
         f.stop_s = std::min(f.stop_s, seconds);
     }
-    std::vector<char> payload(size, 'p');
+    std::vector<char> payload(1472, 'p');
     stop_on_signals();
     uint64_t total = 0;
     auto t0 = Clock::now();
@@ -233,55 +300,64 @@ int do_send(int argc, char **argv) {
         for (auto &f : flows) {
             double on_ns = elapsed_ns - f.start_s * 1e9;
             if (on_ns < 0 || elapsed_ns >= f.stop_s * 1e9) continue;
-            uint64_t due = uint64_t(on_ns / f.interval_ns) + 1;
-            while (f.due_done < due && total < count) {
-                ++f.due_done;
+            // A datagram is due at the start of its share of the schedule.
+            const double due_bits = on_ns * double(f.rate_bps) / 1e9;
+            while (f.bits_done <= due_bits && total < count) {
+                const double bits = f.frame_bits(f.size);
+                f.bits_done += bits;
                 if (stamp) {
                     Stamp s{f.sent, realtime_ns()};
                     std::memcpy(payload.data(), &s, sizeof s);
                 }
                 ssize_t rc;
                 if (f.ports == 1) {
-                    rc = send(f.fd, payload.data(), payload.size(), MSG_DONTWAIT);
+                    rc = send(f.fd, payload.data(), f.size, MSG_DONTWAIT);
                 } else {
-                    sockaddr_in to{};
-                    to.sin_family = AF_INET;
-                    inet_pton(AF_INET, f.dst.c_str(), &to.sin_addr);
-                    to.sin_port = htons(uint16_t(f.port + f.due_done % f.ports));
-                    rc = sendto(f.fd, payload.data(), payload.size(), MSG_DONTWAIT,
-                                reinterpret_cast<sockaddr *>(&to), sizeof to);
+                    set_port(f, f.port + (f.sent + f.blocked + f.errors + 1) % f.ports);
+                    rc = sendto(f.fd, payload.data(), f.size, MSG_DONTWAIT,
+                                reinterpret_cast<sockaddr *>(&f.to), f.to_len);
                 }
                 if (rc >= 0) {
                     ++f.sent;
+                    f.sent_bits += uint64_t(bits);
                     ++total;
                 } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
                     // The socket is full (a shaper holds its buffer): skip
                     // this wake-up's rest, count what was not sent.
-                    f.blocked += due - f.due_done + 1;
-                    f.due_done = due;
+                    ++f.blocked;
+                    for (f.draw(size); f.bits_done <= due_bits; f.draw(size)) {
+                        f.bits_done += f.frame_bits(f.size);
+                        ++f.blocked;
+                    }
+                    continue;
                 } else {
                     ++f.errors;
                 }
+                f.draw(size);
             }
         }
         usleep(200);
     }
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-    uint64_t sent = 0, blocked = 0, errors = 0;
+    uint64_t sent = 0, blocked = 0, errors = 0, sent_bits = 0;
     for (auto &f : flows) {
         sent += f.sent;
         blocked += f.blocked;
         errors += f.errors;
+        sent_bits += f.sent_bits;
     }
     nlohmann::ordered_json out = {{"sent", sent},
                                   {"blocked", blocked},
                                   {"errors", errors},
                                   {"seconds", secs},
-                                  {"offered_bps", std::round(double(sent) * frame_bits / secs)},
+                                  {"offered_bps", std::round(double(sent_bits) / secs)},
                                   {"flows", nlohmann::ordered_json::array()}};
     for (const Flow &f : flows) {
-        out["flows"].push_back(
-            {{"flow", f.spec}, {"sent", f.sent}, {"blocked", f.blocked}, {"errors", f.errors}});
+        out["flows"].push_back({{"flow", f.spec},
+                                {"sent", f.sent},
+                                {"sent_bits", f.sent_bits},
+                                {"blocked", f.blocked},
+                                {"errors", f.errors}});
         close(f.fd);
     }
     std::printf("%s\n", out.dump().c_str());

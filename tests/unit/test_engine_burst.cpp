@@ -73,6 +73,17 @@ template <class Late> Run follow(Engine &e, uint32_t cls, Bucket &b, uint64_t wa
     return run;
 }
 
+// The model's D (byte times): the lateness a wake-up may have at no cost,
+// with the batch a wake-up 50 us (6250 byte times) before overflow would
+// release, n = floor((T - 6250) / (q + 2)) full frames (q rounded up, and a
+// byte time for the finish's remainder): T - n * (q + 2); with a bound
+// within 6250 of one frame, one frame a wake-up and D = T - q.
+uint64_t model_slack(uint64_t mtus, uint64_t period) {
+    const uint64_t t = mtus * period;
+    if (t - period <= 6250 || t < 6250 + period + 2) return t - period;
+    return t - (t - 6250) / (period + 2) * (period + 2);
+}
+
 EngineConfig clockless() {
     EngineConfig cfg;
     cfg.clockless = true;
@@ -94,9 +105,9 @@ TEST_CASE("burst bound: a late wake-up is caught up within the bound, the rest c
                 INFO(mtus << " MTU, " << rate << " bit/s, one wake-up " << late_bytes
                           << " byte times late");
                 follow(e, c, b, 200, [&](uint64_t i) { return i == 100 ? late_bytes * 8 : 0; });
-                // What the bound absorbs: its lead (T - D ahead of the
-                // wake-up, D = min(T - period, 6250)) is the slack.
-                const uint64_t d = std::min(mtus * period - period, uint64_t(6250));
+                // What the bound absorbs: D, the wake-up's lead on the
+                // bucket's overflow, is the slack.
+                const uint64_t d = model_slack(mtus, period);
                 CHECK(b.lost == (late_bytes > d ? late_bytes - d : 0));
                 CHECK(e.counters().late_lost_bytes == b.lost);
             }
@@ -118,6 +129,50 @@ TEST_CASE("burst bound: random lateness, the bucket's releases and losses exactl
         INFO(mtus << " MTU, " << rate << " bit/s");
         follow(e, c, b, 2000,
                [&](uint64_t) { return 8 * (rng() % 4 ? rng() % 2000 : rng() % 100'000); });
+    }
+}
+
+TEST_CASE("burst bound: a wake-up is planned as early as its batch allows", "[engine][burst]") {
+    // 3 MTU at 100 Mbit/s: q = 15,180 byte times, T = 45,540. Waking 50 us
+    // (6250) before overflow would release 2 frames; waking (almost) a whole
+    // period before releases 2 as well (D = T - 2 * (q + 2) = 15,176), so
+    // that is the plan, and a wake-up up to 121 us late costs nothing.
+    constexpr uint64_t q = 15'180;
+    {
+        Engine e(clockless());
+        const uint32_t c = e.add_class(100 * kMbit, 3 * kUnit).value();
+        e.set_head(c, 1514);
+        int n = 0;
+        Decision d;
+        while ((d = e.next(kT0)).action == Action::Frame) {
+            e.set_head(c, 1514);
+            ++n;
+        }
+        CHECK(n == 3); // the full bucket
+        REQUIRE(d.action == Action::Wait);
+        CHECK(d.wake_ns == kT0 + 2 * (q + 2) * 8); // when the bucket holds 2 frames
+        CHECK(d.slack_ns == (q - 4) * 8);          // and a period before it overflows
+    }
+    {
+        // On time, 2 frames a wake-up; 100 us late every third: nothing lost.
+        for (uint64_t late : {uint64_t(0), uint64_t(100'000)}) {
+            Engine e(clockless());
+            const uint32_t c = e.add_class(100 * kMbit, 3 * kUnit).value();
+            Bucket b(3 * kUnit, 100 * kMbit);
+            Run r = follow(e, c, b, 600, [&](uint64_t i) { return i % 3 == 2 ? late : 0; });
+            CHECK(b.lost == 0);
+            CHECK(e.class_counters(c).late_lost_bytes == 0);
+            if (!late) CHECK(r.frames == 3 + (r.wakeups - 1) * 2);
+        }
+    }
+    {
+        // Later than the slack by 8 byte times: exactly that is lost.
+        Engine e(clockless());
+        const uint32_t c = e.add_class(100 * kMbit, 3 * kUnit).value();
+        Bucket b(3 * kUnit, 100 * kMbit);
+        follow(e, c, b, 50, [](uint64_t i) { return i == 20 ? (q - 4 + 8) * 8 : 0; });
+        CHECK(b.lost == 8);
+        CHECK(e.class_counters(c).late_lost_bytes == 8);
     }
 }
 

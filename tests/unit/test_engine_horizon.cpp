@@ -163,7 +163,10 @@ TEST_CASE("decisions tell the caller how late it may come back", "[engine][horiz
     }
     SECTION("clockless: up to the class's burst bound, unbounded for normal traffic only") {
         // 100 Mbit/s, bound 3 MTU: T = 3 * 1518 * 10 = 45,540 byte times, a
-        // largest frame's period 15,180, D = min(30,360, 50 us = 6250).
+        // largest frame's period 15,180: a wake-up 50 us (6250) before
+        // overflow would release 2 frames, and so does one a period before
+        // it: D = 45,540 - 2 * (15,180 + 2) = 15,176 (the period rounded up,
+        // with a byte time for a finish's remainder).
         EngineConfig cfg;
         cfg.clockless = true;
         Engine e(cfg);
@@ -188,11 +191,11 @@ TEST_CASE("decisions tell the caller how late it may come back", "[engine][horiz
         REQUIRE(d.action == Action::Frame);
         CHECK(d.cls == n);
         e.set_empty(n);
-        // The paced class: 6250 byte times before its bucket would overflow.
+        // The paced class: a period before its bucket would overflow.
         d = e.next(3 * 1538 * 8);
         REQUIRE(d.action == Action::Wait);
-        CHECK(d.wake_ns == (45'540 - 6'250) * 8);
-        CHECK(d.slack_ns == 6'250 * 8);
+        CHECK(d.wake_ns == (45'540 - 15'176) * 8);
+        CHECK(d.slack_ns == 15'176 * 8);
         CHECK(e.counters().gap_frames == 0);
 
         e.set_empty(p);

@@ -282,12 +282,14 @@ class ModelEngine {
         }
         idle_ = false;
         planned_ = false;
-        // (a) the eligible paced class of earliest (finish, index)
+        // (a) the eligible paced class of earliest (finish, index); clockless
+        // the finish on its schedule (the stored one is D below it)
         uint32_t best = kNone;
+        const auto key = [&](const C &c) { return c.finish + (cfg_.clockless ? c.lag_limit : 0); };
         for (uint32_t k = 0; k < cls_.size(); ++k) {
             const C &c = cls_[k];
             if (c.state != Backlogged || !c.rate || (c.clock > g_ && !c.reach_ok)) continue;
-            if (best == kNone || c.finish < cls_[best].finish) best = k;
+            if (best == kNone || key(c) < key(cls_[best])) best = k;
         }
         if (best != kNone) {
             C &c = cls_[best];
@@ -433,7 +435,12 @@ class ModelEngine {
             std::min<uint64_t>(bound, uint64_t(u128(unit) * cfg_.line_rate_bps / c.rate));
         const uint64_t slack =
             uint64_t(u128(cfg_.clockless_slack_ns) * cfg_.line_rate_bps / 8'000'000'000ull);
-        c.lag_limit = std::min(bound - largest, slack);
+        // D: the most lateness that leaves the batch of a wake-up `slack`
+        // before overflow whole (n full periods), or T - q for one frame.
+        const uint64_t step = largest + 2; // q rounded up, and F's remainder
+        c.lag_limit = bound - largest <= slack || bound < slack + step
+                          ? bound - largest
+                          : bound - (bound - slack) / step * step;
         c.reach = bound - c.lag_limit;
         min_slack_ = std::min(min_slack_, c.lag_limit);
     }
@@ -467,7 +474,8 @@ class ModelEngine {
             return;
         }
         compute_finish(c);
-        c.reach_ok = cfg_.clockless && (c.finish <= g_ || c.finish - g_ <= c.reach);
+        c.reach_ok = cfg_.clockless && (c.finish <= g_ || c.finish - g_ < c.reach ||
+                                        (c.finish - g_ == c.reach && c.finish_frac == 0));
     }
 
     void normal_remove(uint32_t k) {

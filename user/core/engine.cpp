@@ -98,13 +98,23 @@ uint64_t Engine::class_burst(uint32_t cls) const {
 // class that has been backlogged all along is some way ahead of it and a
 // late wake-up eats into that first; only lateness past its schedule (C_k
 // behind the wire) is given up. The class's stored clock is C_k - D_k, the
-// wake-up planned D_k before that point (D_k = min(T_k - a largest frame's
-// period, the slack)), so the pending wheel keys every class by its wake-up:
+// wake-up planned D_k before that point, so the pending wheel keys every
+// class by its wake-up:
 //   wake-up:      stored clock <= W                  (the wheel, as G's)
 //   may leave:    F_k(stored) + D_k - T_k <= W, i.e. F_k <= W + reach
 //   exceeds B_k:  stored clock < W - D_k             (lag_limit = D_k)
 // With a bound of one largest frame D_k = 0: no frame leaves before its due
 // time, and none catches up.
+// D_k is how late a wake-up may come at no cost in rate, and T_k - D_k what
+// an on-time wake-up releases. The slack S (clockless_slack_ns) sets the
+// batch: n = floor((T_k - S) / q) largest frames a wake-up (q: a largest
+// frame's period; at least one). D_k is then the most lateness that leaves
+// that batch whole, T_k - n * q (between S and S + q; q rounded up): the same wake-ups as
+// waking S before overflow, but a 10 Mbit/s class with a 3-frame bound
+// absorbs 1.2 ms instead of 50 us (issue 18: on a shared host wake-ups came
+// up to milliseconds late, other deadline tasks ahead of the daemon, and
+// every one past 50 us cost rate). A bound within S + q of one frame:
+// D_k = T_k - q, one frame a wake-up, as much lateness as the bound holds.
 void Engine::size_class(uint32_t cls) {
     Class &c = classes_[cls];
     ClassCold &k = cold_[cls];
@@ -120,7 +130,15 @@ void Engine::size_class(uint32_t cls) {
     const uint64_t largest =
         std::min(bound, uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * m / c.rate_bps));
     const uint64_t slack = bytes_in_ns_floor(cfg_.clockless_slack_ns, m);
-    k.lag_limit = std::min(bound > largest ? bound - largest : 0, slack);
+    // q rounded up, with a byte time for F_k's remainder: a frame's finish
+    // is at most that past its wake-up, so an on-time wake-up's n frames
+    // are all within reach (reach = n * step) and none waits for a second.
+    const uint64_t step = largest + 2;
+    const uint64_t room = bound > largest ? bound - largest : 0; // T_k - q: one frame a wake-up
+    if (room <= slack || bound < slack + step)
+        k.lag_limit = room;
+    else
+        k.lag_limit = bound - (bound - slack) / step * step; // T_k - n * step
     k.reach = bound - k.lag_limit;
     min_slack_bytes_ = std::min(min_slack_bytes_, k.lag_limit);
 }
@@ -315,8 +333,10 @@ void Engine::admit(uint32_t cls) {
     compute_finish(cls);
     // Clockless: within its bound a class may leave before its wake-up (the
     // rest of a batch; see size_class()).
-    if (c.clock <= g_ ||
-        (cfg_.clockless && (c.finish <= g_ || c.finish - g_ <= cold_[cls].reach))) {
+    // F_k's remainder counts: a frame whose finish is within reach only once
+    // rounded down would leave a fraction of a byte time beyond the bound.
+    if (c.clock <= g_ || (cfg_.clockless && (c.finish <= g_ || c.finish - g_ < cold_[cls].reach ||
+                                             (c.finish - g_ == cold_[cls].reach && c.frac == 0)))) {
         make_eligible(cls);
     } else {
         c.where = Where::Pending;
@@ -330,7 +350,7 @@ void Engine::make_eligible(uint32_t cls) {
     if (solo_ == kNone)
         solo_ = cls;
     else
-        eligible_.push(c.finish, cls, c.gen);
+        eligible_.push(order_key(cls), cls, c.gen);
 }
 
 // A backlogged paced class's frac holds F_k's remainder (see Class::frac).
@@ -616,6 +636,14 @@ uint64_t Engine::time_of(uint64_t g) const {
     return anchor_ns_ + ns_for_bytes_ceil(g - anchor_g_, cfg_.line_rate_bps);
 }
 
+// The finish time the eligible classes are ordered by: F_k on the class's
+// schedule. Clockless, the stored clock is D_k below it (size_class()), and
+// D_k differs between classes (up to a period more than the slack): their
+// stored finishes would order a pass by wake-ups, not by WF2Q+'s finishes.
+uint64_t Engine::order_key(uint32_t cls) const {
+    return cfg_.clockless ? classes_[cls].finish + cold_[cls].lag_limit : classes_[cls].finish;
+}
+
 // The eligible class of earliest (F_k, class) when the heap holds entries:
 // solo_ against the heap's top. kNone if there is none.
 uint32_t Engine::pick_eligible() {
@@ -623,7 +651,7 @@ uint32_t Engine::pick_eligible() {
     eligible_.clean([this](uint32_t k) { return classes_[k].gen; });
     if (!eligible_.empty()) {
         const ClassHeap::Entry &top = eligible_.top();
-        if (cls == kNone || ClassHeap::order(top) < (u128(classes_[cls].finish) << 32 | cls)) {
+        if (cls == kNone || ClassHeap::order(top) < (u128(order_key(cls)) << 32 | cls)) {
             cls = top.cls;
             eligible_.pop();
             return cls;

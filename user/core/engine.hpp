@@ -97,9 +97,11 @@
 // The byte accounting is exact, so the long-run rate is r_k whenever no
 // wake-up is later than the bound absorbs. The frames a bucket holds leave
 // together (one pass, one sendto()): the engine plans a class's wake-up
-// clockless_slack_ns before it would overflow, so a bound of n largest
-// frames wakes about once per n - 1 frames or fewer, and Decision::slack_ns
-// says how late the caller may come (0 with a bound of one frame: spin).
+// at least clockless_slack_ns before it would overflow, so a bound of n
+// largest frames wakes about once per n - 1 frames or fewer, and as early
+// as that batch allows (up to a period more than the slack: the lateness a
+// wake-up may have at no cost); Decision::slack_ns says how late the
+// caller may come (0 with a bound of one frame: spin).
 // Normal frames take what the paced ones leave of M: one leaves when the
 // wire's line-rate model (vwire_) has room. A bound of one largest frame is
 // the old no-early-release rule: nothing before its due time, no catch-up.
@@ -131,13 +133,16 @@ inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 // Clockless, the burst bound a class gets when neither it nor the attachment
 // sets one (`class ... burst`, `attach --burst`), in largest frames: half
 // the wake-ups of one frame each below ~240 Mbit/s for one frame more of
-// burst. Not chosen by the 0.1 % rate criterion: on this project's loaded
-// VM no bound up to 8 MTU met it (docs/design.md §4.5).
+// burst. Not chosen by the 0.1 % rate criterion: on this project's shared
+// VM no bound of 2, 3, 4 or 8 MTU met it at 10-500 Mbit/s (docs/design.md
+// §4.5: 3 MTU held 10 Mbit/s, lost 0.24 % at 100 and 5 % at 500).
 inline constexpr uint64_t kDefaultBurstMtus = 3;
-// Clockless, how late a wake-up may come at no cost in rate: the engine
-// plans a class's wake-up this long before the class would exceed its
-// burst bound (less when the bound leaves less room). 50 us absorbs ~97 %
-// of this VM's timer wake-ups (bench_timers), as the gap horizon does.
+// Clockless, the least lateness a wake-up may have at no cost in rate: the
+// engine plans a class's wake-up at least this long before the class would
+// exceed its burst bound (less when the bound leaves less room; more, up to
+// a period, when that releases as many frames a wake-up: size_class()).
+// 50 us absorbs ~97 % of this VM's timer wake-ups (bench_timers), as the
+// gap horizon does.
 inline constexpr uint64_t kDefaultClocklessSlackNs = 50'000;
 
 struct EngineConfig {
@@ -339,6 +344,7 @@ class Engine {
     void drop_late(uint32_t cls, uint64_t floor);
     void resize_classes();
     void size_class(uint32_t cls);
+    uint64_t order_key(uint32_t cls) const;
     uint64_t clock_floor(uint32_t cls) const;
     Decision clockless_unpaced();
     [[gnu::noinline]] Decision next_unpaced();

@@ -79,7 +79,11 @@ def tbf_queue(arrivals: Sequence[tuple[int, int]], departures: Sequence[tuple[in
     arrived - departed overcounts after a drop by the dropped bytes: those
     are taken out when the difference would exceed the FIFO (the tbf cannot
     hold more), which is where the drops happened."""
-    events = sorted([(t, n) for t, n in arrivals] + [(t, -n) for t, n in departures])
+    # only while every capture ran: a frame captured on one side only would stay in the count
+    lo = max(arrivals[0][0], departures[0][0]) if arrivals and departures else 0
+    hi = min(arrivals[-1][0], departures[-1][0]) if arrivals and departures else 0
+    events = sorted([(t, n) for t, n in arrivals if lo <= t <= hi]
+                    + [(t, -n) for t, n in departures if lo <= t <= hi])
     q = mx = stalls = 0
     max_stall = 0
     prev_dep: int | None = None
@@ -113,9 +117,22 @@ class PairCapture:
         return [c.stop() for c in self.caps]
 
 
+HEADERS = 66   # Ethernet + IPv4 + TCP with timestamps: what each segment repeats
+MSS = 1448
+
+
 def frames(path: str) -> list[tuple[int, int]]:
-    """(time_ns, qdisc bytes) of the data frames (tbf accounts the L2 length)."""
-    return [(t, n) for t, n, _ in read_pcap(path, set(), overhead=0) if n > 100]
+    """(time_ns, qdisc bytes) of the data frames (tbf accounts the L2 length).
+    A GSO super-packet (tbf on the host's veth passes TCP's 64 KB sends
+    whole; the bottleneck's tbf segments it and queues each segment) counts
+    as its segments, all arriving at once."""
+    out: list[tuple[int, int]] = []
+    for t, n, _ in read_pcap(path, set(), overhead=0):
+        if n <= 100:  # not data: SYN, FIN, pure ACKs
+            continue
+        k = -(-(n - HEADERS) // MSS)
+        out += [(t, (n - HEADERS) // k + HEADERS)] * k
+    return out
 
 
 @dataclass

@@ -465,6 +465,7 @@ def pair(net: ClusterNet, opt: Options) -> None:
     rtt = net.rtt_ms()
     rows: list[PairRow] = []
     capture_rows: list[cluster_capture.CaptureRow] = []
+    cpu_tables: list[tuple[str, Table]] = []
     series: dict[str, list[list[float]]] = {}
     for combo in combos:
         name = "+".join(combo)
@@ -492,6 +493,7 @@ def pair(net: ClusterNet, opt: Options) -> None:
             crow = cluster_capture.analyse(opt.pspxdp, cap, readings, name, rate, opt.bottleneck,
                                            opt.fifo_bytes, bn["drops"])
             capture_rows.append(crow)
+            cpu_tables.append((name, cluster_capture.cpu_by_command(os.path.join(cap.dir, "top.txt"))))
         rep = load_json(sink_path)
         rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(2)]
         series[name] = [wire.per_second(i, t0, total) for i in range(2)]
@@ -535,6 +537,9 @@ def pair(net: ClusterNet, opt: Options) -> None:
     if capture_rows:
         res.table(cluster_capture.table(capture_rows, opt.bottleneck, opt.fifo_bytes))
         res.csv("pair-capture.csv", [asdict(r) for r in capture_rows])
+        for name, cpu in cpu_tables:
+            cpu.title = f"{name}: {cpu.title}"
+            res.table(cpu)
     res.csv("pair.csv", [asdict(r) for r in rows])
     res.csv("pair-per-second.csv", [{"combo": c, "host": i, "second": s, "wire_bps": v}
                                     for c, rr in series.items() for i, ser in enumerate(rr)

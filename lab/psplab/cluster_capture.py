@@ -22,6 +22,7 @@ reaches the bottleneck's tbf, in the same softirq) and what the tbf lets out
   i.e. what the pacer released beyond its rate as R saw it.
 """
 import collections
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -201,4 +202,36 @@ def table(rows: Sequence[CaptureRow], bottleneck: str, fifo_bytes: int) -> Table
               f"{r.tbf_max_kb:.1f}", r.tbf_stalls_over_100us, f"{r.tbf_max_stall_us:.0f}",
               " / ".join(f"{x:.1f}" for x in r.host_burst_mtu), " / ".join(f"{x:.0f}" for x in r.host_rate_mbps),
               f"{r.arrived}/{r.departed}", r.capture_drops)
+    return t
+
+
+def cpu_by_command(top_path: str, n: int = 10) -> Table:
+    """`top -b -H`'s samples after the first (which covers no interval):
+    mean %CPU (100 = one core) per command name, the busiest n, and the
+    machine's split (user, system, softirq, idle) from the summary lines."""
+    samples: list[dict[str, float]] = []
+    split: list[dict[str, float]] = []
+    with open(top_path) as f:
+        for line in f:
+            if line.startswith("top - "):
+                samples.append({})
+            elif line.startswith("%Cpu(s):"):
+                split.append({k: float(v) for v, k in (x.split() for x in line[8:].split(","))})
+            elif samples and line.strip() and line.split()[0].isdigit():
+                w = line.split()
+                with contextlib.suppress(ValueError, IndexError):
+                    samples[-1][w[11]] = samples[-1].get(w[11], 0.0) + float(w[8])
+    samples, split = samples[1:], split[1:]
+    total: dict[str, float] = collections.defaultdict(float)
+    for s in samples:
+        for k, v in s.items():
+            total[k] += v / max(len(samples), 1)
+    mean = {k: sum(s.get(k, 0.0) for s in split) / max(len(split), 1) for k in ("us", "sy", "si", "id")}
+    t = Table(f"CPU while the run was captured (top -H, {len(samples)} samples of 2 s; 100 % = one of "
+              f"{os.cpu_count()} cores)", ["thread (command)", "mean %CPU"],
+              [f"machine: user {mean['us']:.0f} %, system {mean['sy']:.0f} %, softirq {mean['si']:.0f} %, "
+               f"idle {mean['id']:.0f} % (of all cores); softirq run in a process's context counts as that "
+               "process's system time"])
+    for k, v in sorted(total.items(), key=lambda kv: -kv[1])[:n]:
+        t.add(k, f"{v:.1f}")
     return t

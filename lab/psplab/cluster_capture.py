@@ -80,11 +80,12 @@ def tbf_queue(arrivals: Sequence[tuple[int, int]], departures: Sequence[tuple[in
     arrived - departed overcounts after a drop by the dropped bytes: those
     are taken out when the difference would exceed the FIFO (the tbf cannot
     hold more), which is where the drops happened."""
-    # only while every capture ran: a frame captured on one side only would stay in the count
+    # only while both sides were captured: an arrival whose departure the
+    # capture missed would stay in the count (a departure without its
+    # arrival only meets the floor at 0)
     lo = max(arrivals[0][0], departures[0][0]) if arrivals and departures else 0
-    hi = min(arrivals[-1][0], departures[-1][0]) if arrivals and departures else 0
-    events = sorted([(t, n) for t, n in arrivals if lo <= t <= hi]
-                    + [(t, -n) for t, n in departures if lo <= t <= hi])
+    hi = departures[-1][0] if departures else 0
+    events = sorted([(t, n) for t, n in arrivals if lo <= t <= hi] + [(t, -n) for t, n in departures if lo <= t])
     q = mx = stalls = 0
     max_stall = 0
     prev_dep: int | None = None

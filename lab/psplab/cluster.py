@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import report
+from . import cluster_capture, report
 from .cluster_net import ETCD_PORTS, ClusterNet
 from .net import load_json, sh
 from .report import Results, Table, num
@@ -76,6 +76,7 @@ class Options:
     budget: str | None = None  # the group's budget; None: B
     ce_threshold: str | None = None  # the paced classes' ce_threshold; None: pspxdp's default
     window: int | None = None  # pspxdp attach --window; None: half the FIFO
+    capture: bool = False  # pair: capture R's arrivals and the tbf's departures (cluster_capture)
 
     @property
     def group_budget(self) -> str:
@@ -463,6 +464,8 @@ def pair(net: ClusterNet, opt: Options) -> None:
         combos = combos[:2]
     rtt = net.rtt_ms()
     rows: list[PairRow] = []
+    capture_rows: list[cluster_capture.CaptureRow] = []
+    cpu_tables: list[tuple[str, Table]] = []
     series: dict[str, list[list[float]]] = {}
     for combo in combos:
         name = "+".join(combo)
@@ -471,12 +474,26 @@ def pair(net: ClusterNet, opt: Options) -> None:
         retx0 = [net.retransmits(i) for i in range(2)]
         with shaped(net, opt, [(combo[0], rate), (combo[1], rate)]) as sh_, \
                 sink(net, opt, f"pair-{name}", total + 30) as sink_path, WireSampler(net) as wire:
+            cap = cluster_capture.PairCapture(net, os.path.join(res.dir, f"capture-{name}"), 2) \
+                if opt.capture else None
             t0 = time.time() + 1.0
             jobs = [(0, [net.receivers[0]], 0, float(total), t0),
                     (1, [net.receivers[1]], 0, float(total - second_at), t0 + second_at)]
             sent = senders(net, opt, f"pair-{name}", jobs, total + 60)
             counters = [s.settle() for s in sh_]
+            readings = cap.stop() if cap else []
+            if cap:  # the pacers' own view of their release times: lateness, late_lost
+                for i, s in enumerate(sh_):
+                    if s.kind == "pspxdp":
+                        with open(os.path.join(cap.dir, f"status-h{i}.json"), "w") as f:
+                            f.write(s.p.run("status", s.dev, "-j"))
         bn = net.bottleneck()
+        if cap:
+            opt.progress(f"2-to-2 (§5.3): {name}, analysing the captures")
+            crow = cluster_capture.analyse(opt.pspxdp, cap, readings, name, rate, opt.bottleneck,
+                                           opt.fifo_bytes, bn["drops"])
+            capture_rows.append(crow)
+            cpu_tables.append((name, cluster_capture.cpu_by_command(os.path.join(cap.dir, "top.txt"))))
         rep = load_json(sink_path)
         rates = [per_second(rep, net.host_ips[i], t0, total) for i in range(2)]
         series[name] = [wire.per_second(i, t0, total) for i in range(2)]
@@ -517,6 +534,12 @@ def pair(net: ClusterNet, opt: Options) -> None:
                       r.retransmits, r.shaper_drops, num(r.unpaced, "{}"),
                       r.bottleneck_drops if r.host == 0 else "")
     res.table(t)
+    if capture_rows:
+        res.table(cluster_capture.table(capture_rows, opt.bottleneck, opt.fifo_bytes))
+        res.csv("pair-capture.csv", [asdict(r) for r in capture_rows])
+        for name, cpu in cpu_tables:
+            cpu.title = f"{name}: {cpu.title}"
+            res.table(cpu)
     res.csv("pair.csv", [asdict(r) for r in rows])
     res.csv("pair-per-second.csv", [{"combo": c, "host": i, "second": s, "wire_bps": v}
                                     for c, rr in series.items() for i, ser in enumerate(rr)
@@ -906,6 +929,9 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
                     help="one-way delay of the ACKs' path (default 20: RTT >= 20 ms)")
     ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
                     help="pspxdp's daemons SCHED_FIFO at PRIO (default 10; 0: normal)")
+    ap.add_argument("--capture", action="store_true",
+                    help="pair: capture (tcpdump in R) each host's arrivals at the bottleneck and the tbf's "
+                         "departures, replay them through an ideal FIFO and print where the drops come from")
     ap.add_argument("--publish", action="store_true", help="write the results to docs/results/cluster-*/")
     ap.add_argument("--out", help="results root (default: a new scratch directory under /tmp)")
     ap.add_argument("--json", action="store_true", help="every row as one JSON object on stdout")
@@ -939,7 +965,8 @@ def main(argv: Sequence[str]) -> int:
                   fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
                   out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),
                   started=started, work=tempfile.mkdtemp(prefix="psp-cluster."), progress=progress,
-                  budget=a.budget, ce_threshold=a.ce_threshold, window=a.window)
+                  budget=a.budget, ce_threshold=a.ce_threshold, window=a.window,
+                  capture=a.capture)
     real_stdout = sys.stdout
     if a.json:
         sys.stdout = sys.stderr

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .net import Lab, sh
+from .net import Lab, Ns, sh
 
 # `pspxdp analyze -j`'s report, with "by_name": its flows by name.
 Report = dict[str, Any]
@@ -27,13 +27,15 @@ class CaptureReading:
 
 
 class Capture:
-    """tcpdump on RIN in R, nanosecond timestamps, every frame (PAUSE too)."""
+    """tcpdump on RIN in R (or on DEV in NS, DIRECTION "in" or "out"),
+    nanosecond timestamps, every frame (PAUSE too)."""
 
-    def __init__(self, lab: Lab, path: str) -> None:
+    def __init__(self, lab: Lab, path: str, ns: Ns | None = None, dev: str | None = None,
+                 direction: str = "in") -> None:
         self.lab, self.path = lab, path
         self.log = path + ".log"
-        self.p = lab.spawn(lab.r.cmd("nice", "-n", "-10", "tcpdump", "-i", lab.rin, "-Q", "in", "-s", "96",
-                                     "-B", "524288", "--time-stamp-precision=nano", "-w", path),
+        self.p = lab.spawn((ns or lab.r).cmd("nice", "-n", "-10", "tcpdump", "-i", dev or lab.rin, "-Q", direction,
+                                             "-s", "96", "-B", "524288", "--time-stamp-precision=nano", "-w", path),
                            err_path=self.log)
         # tcpdump is capturing once it says "listening"
         for _ in range(50):
@@ -134,10 +136,12 @@ def analyze(pspxdp: str, pcap: str, flows: Iterable[tuple[str, str, str]], clock
     return d
 
 
-def read_pcap(path: str, port_of_interest: set[int]) -> Iterator[tuple[int, int, int | None]]:
+def read_pcap(path: str, port_of_interest: set[int],
+              overhead: int = WIRE_OVERHEAD) -> Iterator[tuple[int, int, int | None]]:
     """Yields (time_ns, wire_bytes, dport or None) for every frame of a
     nanosecond pcap; dport only for IPv4 UDP/TCP frames whose port is in
-    port_of_interest. The byte clock itself is `pspxdp analyze`'s; this is
+    port_of_interest; wire_bytes: the L2 length (at least 60) plus
+    overhead (0: the length a qdisc accounts). The byte clock itself is `pspxdp analyze`'s; this is
     only for the 10 ms bins of the time plots."""
     with open(path, "rb") as f:
         data = f.read()
@@ -159,7 +163,7 @@ def read_pcap(path: str, port_of_interest: set[int]) -> Iterator[tuple[int, int,
                 p: int = struct.unpack_from("!H", pkt, 14 + ihl + 2)[0]
                 if p in port_of_interest:
                     port = p
-        yield sec * 1_000_000_000 + frac * scale, max(orig, 60) + WIRE_OVERHEAD, port
+        yield sec * 1_000_000_000 + frac * scale, max(orig, 60) + overhead, port
 
 
 Series = dict[int, tuple[list[float], list[float]]]  # by port: (bin start s, bit/s)

@@ -82,29 +82,30 @@ Result<cluster::Live> parse_live(std::string_view text) {
     });
 }
 
+// The roster and the allocation are one record each, kept with the
+// revision that wrote it (0 and none once deleted).
+template <class T>
+static Result<void> take_record(std::optional<T> &record, int64_t &rev, const etcd::KeyValue &kv,
+                                bool deleted, Result<T> (*parse)(std::string_view)) {
+    if (deleted) {
+        record.reset();
+        rev = 0;
+        return {};
+    }
+    auto r = parse(kv.value);
+    if (!r) return r.failure();
+    record = *r;
+    rev = kv.mod_revision;
+    return {};
+}
+
 Result<void> apply_kv(cluster::View &view, const GroupKeys &keys, const etcd::KeyValue &kv,
                       bool deleted) {
-    if (kv.key == keys.roster()) {
-        if (deleted) {
-            view.roster.reset();
-            view.roster_rev = 0;
-            return {};
-        }
-        auto r = parse_roster(kv.value);
-        if (!r) return r.failure();
-        view.roster = *r;
-        view.roster_rev = kv.mod_revision;
-    } else if (kv.key == keys.alloc()) {
-        if (deleted) {
-            view.alloc.reset();
-            view.alloc_rev = 0;
-            return {};
-        }
-        auto a = parse_alloc(kv.value);
-        if (!a) return a.failure();
-        view.alloc = *a;
-        view.alloc_rev = kv.mod_revision;
-    } else if (std::string live = keys.live(""); kv.key.starts_with(live)) {
+    if (kv.key == keys.roster())
+        return take_record(view.roster, view.roster_rev, kv, deleted, parse_roster);
+    if (kv.key == keys.alloc())
+        return take_record(view.alloc, view.alloc_rev, kv, deleted, parse_alloc);
+    if (std::string live = keys.live(""); kv.key.starts_with(live)) {
         std::string host = kv.key.substr(live.size());
         if (deleted) {
             view.live.erase(host);

@@ -27,7 +27,7 @@ while (($#)); do
 done
 source "$ROOT/lab/netns.sh"
 psp_require run_scrape_cost "$PSPXDP" -- curl
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin scr $NET
 PORT=19092
 

@@ -225,6 +225,11 @@ psp_end() {
     if [[ -n ${PSP_KEEP:-} ]]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
 }
 
+# psp_random_net: a random 10.X.Y prefix for a test's /24s (X 20..219), so
+# that runs side by side rarely pick the same addresses; each namespace is
+# its own anyway, this keeps captures and logs of parallel runs apart.
+psp_random_net() { echo "10.$((RANDOM % 200 + 20)).$((RANDOM % 250))"; }
+
 # psp_lab_begin TAG NET: psp_begin, and a wire DEV=pTAG$$a -> PEER=pTAG$$b
 # on NET.0/24 (.1 -> .2) between namespaces SRC=psp-TAG$$-s and
 # DST=psp-TAG$$-d, N and D to run commands in them. TAG: up to 3 letters.

@@ -22,7 +22,7 @@
 # CL_PORT_BASE says otherwise): two runs side by side do not collide.
 CL_P=${CL_PREFIX:-c3}
 CL_PORT=${CL_PORT_BASE:-23790}
-CL_NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+CL_NET=$(psp_random_net)
 CL_ETCD_NS=${CL_P}e$$ CL_BR_NS=${CL_P}b$$
 CL_GROUP=g$$
 CL_BUDGET=300mbit CL_BUDGET_BPS=300000000

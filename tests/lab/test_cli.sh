@@ -12,7 +12,7 @@ source "$HERE/../../lab/netns.sh"
 README=$HERE/../../README.md
 psp_require test_cli "$PSPXDP" "$TRAFFIC" -- python3 bpftool setpriv
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin cli $NET
 PINS=/sys/fs/bpf/pspxdp/$DEV
 ROOT_MODE=

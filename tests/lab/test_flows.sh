@@ -27,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_flows "$PSPXDP" "$TRAFFIC" -- python3 iperf3 ethtool
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin fl $NET
 
 psp_check "attach" $N "$PSPXDP" attach $DEV --line-rate 1gbit || { psp_finish; exit 1; }

@@ -23,7 +23,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_live_change "$PSPXDP" "$TRAFFIC" -- python3 iperf3 tcpdump
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin lc $NET
 now() { date +%s.%N; }
 

@@ -12,7 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_metrics "$PSPXDP" "$TRAFFIC" -- python3 promtool
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin mt $NET
 P() { $N "$PSPXDP" "$@"; }
 cat >"$TMP/a.conf" <<EOF

@@ -24,7 +24,7 @@ DASHBOARD=$ROOT/packaging/grafana-pspxdp.json
 RATE_BPS=20000000
 EXPORTER=127.0.0.1:19091
 PROM=http://127.0.0.1:19090
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin prm $NET
 P() { $N "$PSPXDP" "$@"; }
 

@@ -13,7 +13,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_reload "$PSPXDP" -- python3
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin rl $NET
 P() { $N "$PSPXDP" "$@"; }
 conf() { # RATE_1:1 SECOND_CLASS_LINE

@@ -14,7 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_sched "$PSPXDP" -- python3 nsenter
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin sch $NET
 P() { $N "$PSPXDP" "$@"; }
 LOG=/run/pspxdp/$DEV.log

@@ -21,7 +21,7 @@ read -ra CAPS <<<"$(sed -n 's/^CapabilityBoundingSet=//p' "$UNIT")"
 # setpriv's spelling: CAP_NET_ADMIN -> +net_admin
 setpriv_caps() { local c out=-all; for c in "$@"; do out+=",+${c#CAP_}"; done; echo "${out,,}"; }
 
-NET=10.$((RANDOM % 200 + 20)).$((RANDOM % 250))
+NET=$(psp_random_net)
 psp_lab_begin i7 $NET
 printf 'line-rate 1gbit\nclass 1:1 100mbit\nclass 1:ffff normal\n' >"$TMP/dev.conf"
 

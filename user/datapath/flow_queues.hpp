@@ -22,7 +22,7 @@
 // instead of dropped (the caller decides: aqm callback).
 //
 // Memory is proportional to what is queued, not to the classes: a class is
-// its ClassFlows (40 bytes); flows come from one pool shared by every class,
+// its ClassFlows (48 bytes); flows come from one pool shared by every class,
 // sized to the frames of the buffer + 1, and looked up in one open-addressed
 // table keyed by (class, flow hash). A flow lives while it has frames, and
 // lingers empty after that while its class still has old flows: out of the

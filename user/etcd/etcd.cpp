@@ -285,21 +285,25 @@ Client::~Client() {
     if (curl_) curl_easy_cleanup(static_cast<CURL *>(curl_));
 }
 
-Result<std::string> Client::post(const std::string &url, const std::string &body, long timeout_ms) {
-    CURL *c = static_cast<CURL *>(curl_);
-    if (!c) return err("etcd: curl_easy_init failed");
+// One POST of the v3 gateway on handle c (reset first), its answer into
+// *answer: the one setup for the plain calls (post()) and the hedged tries.
+static void setup_post(CURL *c, const std::string &url, const std::string &body,
+                       std::string *answer, long timeout_ms) {
     curl_easy_reset(c);
-    std::string answer;
     curl_easy_setopt(c, CURLOPT_URL, url.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, long(body.size()));
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, answer);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-    CURLcode rc = curl_easy_perform(c);
+}
+
+// What a finished POST to url gave: the answer's JSON, or why not.
+static Result<Json> judge_post(const std::string &url, CURLcode rc, CURL *c,
+                               const std::string &answer) {
     if (rc != CURLE_OK) return err(url + ": " + curl_easy_strerror(rc));
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -307,7 +311,17 @@ Result<std::string> Client::post(const std::string &url, const std::string &body
     // answers 503, which is worth another endpoint.
     if (status >= 500 || answer.empty())
         return err(url + ": HTTP " + std::to_string(status) + " " + answer);
-    return answer;
+    Json j = Json::parse(answer, nullptr, false);
+    if (j.is_discarded()) return err(url + ": not JSON: " + answer.substr(0, 200));
+    return j;
+}
+
+Result<Json> Client::post(const std::string &url, const std::string &body, long timeout_ms) {
+    CURL *c = static_cast<CURL *>(curl_);
+    if (!c) return err("etcd: curl_easy_init failed");
+    std::string answer;
+    setup_post(c, url, body, &answer, timeout_ms);
+    return judge_post(url, curl_easy_perform(c), c, answer);
 }
 
 Result<Json> Client::call(std::string_view path, const Json &body) {
@@ -315,13 +329,8 @@ Result<Json> Client::call(std::string_view path, const Json &body) {
     std::string errors;
     for (size_t tried = 0; tried < endpoints_.size(); ++tried) {
         auto answer = post(endpoints_[current_] + std::string(path), text, timeout_ms_);
-        if (answer) {
-            Json j = Json::parse(*answer, nullptr, false);
-            if (!j.is_discarded()) return j;
-            errors = endpoints_[current_] + ": not JSON: " + answer->substr(0, 200);
-        } else {
-            errors = answer.error();
-        }
+        if (answer) return answer;
+        errors = answer.error();
         current_ = next_endpoint(current_, endpoints_.size());
     }
     return err("no etcd endpoint answered (last: " + errors + ")");
@@ -385,15 +394,7 @@ Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge
             t.endpoint = next;
             t.url = endpoints_[next] + "/v3/lease/keepalive";
             next = next_endpoint(next, endpoints_.size());
-            curl_easy_setopt(t.easy, CURLOPT_URL, t.url.c_str());
-            curl_easy_setopt(t.easy, CURLOPT_POSTFIELDS, body.c_str());
-            curl_easy_setopt(t.easy, CURLOPT_POSTFIELDSIZE, long(body.size()));
-            curl_easy_setopt(t.easy, CURLOPT_WRITEFUNCTION, append);
-            curl_easy_setopt(t.easy, CURLOPT_WRITEDATA, &t.answer);
-            curl_easy_setopt(t.easy, CURLOPT_TIMEOUT_MS, timeout_ms_);
-            curl_easy_setopt(t.easy, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms_);
-            curl_easy_setopt(t.easy, CURLOPT_NOSIGNAL, 1L);
-            curl_easy_setopt(t.easy, CURLOPT_NOPROXY, "*");
+            setup_post(t.easy, t.url, body, &t.answer, timeout_ms_);
             curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
             // Before the request can leave: the renewal happens after this.
             t.sent_ns = common::mono_ns();
@@ -407,15 +408,9 @@ Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge
             if (m->msg != CURLMSG_DONE) continue;
             Try *t = nullptr;
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char **>(&t));
-            long status = 0;
-            curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-            if (m->data.result != CURLE_OK) {
-                errors = t->url + ": " + curl_easy_strerror(m->data.result);
-            } else if (status >= 500 || t->answer.empty()) {
-                errors = t->url + ": HTTP " + std::to_string(status) + " " + t->answer;
-            } else if (Json j = Json::parse(t->answer, nullptr, false); j.is_discarded()) {
-                errors = t->url + ": not JSON: " + t->answer.substr(0, 200);
-            } else if (auto ttl = parse_keepalive(j); !ttl) {
+            if (auto j = judge_post(t->url, m->data.result, t->easy, t->answer); !j) {
+                errors = j.error();
+            } else if (auto ttl = parse_keepalive(*j); !ttl) {
                 errors = t->url + ": " + ttl.error();
             } else if (!got || t->sent_ns > got->sent_ns) {
                 got = KeepAlive{*ttl, t->sent_ns};

@@ -123,7 +123,7 @@ class Client {
     const std::string &endpoint() const { return endpoints_[current_]; }
 
   private:
-    Result<std::string> post(const std::string &url, const std::string &body, long timeout_ms);
+    Result<Json> post(const std::string &url, const std::string &body, long timeout_ms);
 
     std::vector<std::string> endpoints_;
     long timeout_ms_;

@@ -456,13 +456,15 @@ void Runner::watcher() {
                 view.live_deleted.clear();
                 for (const auto &ev : a.events) {
                     bool del = ev.type == etcd::Event::Type::del;
-                    auto before = view.live;
+                    // A live record deleted here, even if put again in the
+                    // same answer: R8 counts its absence from now. Only a
+                    // deletion needs the records before it (puts, mostly).
+                    std::optional<decltype(view.live)> before;
+                    if (del) before = view.live;
                     auto ok = apply_kv(view, keys_, ev.kv, del);
                     if (!ok) log_line("etcd: " + ok.error());
-                    // A live record deleted here, even if put again in the
-                    // same answer: R8 counts its absence from now.
-                    if (del)
-                        for (const auto &[host, live] : before)
+                    if (before)
+                        for (const auto &[host, live] : *before)
                             if (!view.live.count(host)) view.live_deleted.insert(host);
                 }
                 view.revision = a.revision;

@@ -46,6 +46,10 @@
 #    absorbs; tbf runs in softirq either way.
 #
 #    --bounds "N ...": C's bounds in MTU (default "2 3 4 8").
+#    --rates "R ...": C's one-flow rates in Mbit/s (default "10 100 500").
+#    --shapers "S ...": C's shapers, pspxdp and/or tbf (default both).
+#    --no-mix: C without the three-class mix.
+#    BENCH_KEEP=DIR keeps each run's daemon status and sender report there.
 #
 #   sudo bench/run_horizon.sh [--seconds S] [--only A|B|C] [--runs N] [--sched POLICY] [--bounds "N ..."]
 set -u
@@ -54,6 +58,9 @@ ONLY=
 RUNS=3
 SCHED=()
 BOUNDS="2 3 4 8"
+RATES="10 100 500"
+SHAPERS="pspxdp tbf"
+MIX=yes
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
@@ -61,7 +68,10 @@ while (($#)); do
     --runs) RUNS=${2:?}; shift 2 ;;
     --sched) SCHED=(--sched "${2:?}"); shift 2 ;;
     --bounds) BOUNDS=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --rates) RATES=${2:?}; shift 2 ;;
+    --shapers) SHAPERS=${2:?}; shift 2 ;;
+    --no-mix) MIX=no; shift ;;
+    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
@@ -115,6 +125,13 @@ measure() {
     sleep 0.2
     kill -INT $cap
     wait $cap 2>/dev/null
+    if [[ -n ${BENCH_KEEP:-} ]]; then
+        local keep
+        keep=$BENCH_KEEP/$(date +%H%M%S)-${table}-${mode// /_}-$load
+        mkdir -p "$BENCH_KEEP" && for f in "$out".s0 "$out".s1 "$out".send.json; do
+            [[ -f $f ]] && cp "$f" "$keep.${f##*.}"
+        done
+    fi
     local fl=() tg=()
     for f in "${flows[@]}"; do
         read -r port rate offer <<<"$f"
@@ -262,22 +279,29 @@ if [[ $ONLY == C || -z $ONLY ]]; then
         [[ $mtus =~ ^[0-9]+$ ]] && ((mtus >= 1)) || { echo "--bounds: whole MTUs" >&2; exit 2; }
         MODE_ARGS=(--clock none --burst "${mtus}mtu" "${SCHED[@]}")
         TBF_BURST=$((mtus * 1518))
-        for r in 10 100 500; do
+        for r in $RATES; do
+            [[ $r =~ ^[0-9]+$ ]] && ((r >= 1 && r < 1000)) || { echo "--rates: Mbit/s, 1..999" >&2; exit 2; }
             offer=$((r * 13 / 10)); ((offer > r + 200)) && offer=$((r + 200))
             FLOW="5001 ${r}mbit ${offer}mbit"
             for run in $(seq "$RUNS"); do
-                echo "C: bound ${mtus} MTU, ${r} Mbit/s, run $run: pspxdp, tbf" >&2
-                measure C "pspxdp ${mtus}" "${r}M" attach_mode "$FLOW"
-                measure C "tbf ${mtus}" "${r}M" tbf_mode "$FLOW"
+                echo "C: bound ${mtus} MTU, ${r} Mbit/s, run $run: $SHAPERS" >&2
+                for s in $SHAPERS; do
+                    case $s in
+                    pspxdp) measure C "pspxdp ${mtus}" "${r}M" attach_mode "$FLOW" ;;
+                    tbf) measure C "tbf ${mtus}" "${r}M" tbf_mode "$FLOW" ;;
+                    *) echo "--shapers: pspxdp, tbf" >&2; exit 2 ;;
+                    esac
+                done
             done
         done
-        for run in $(seq "$RUNS"); do
+        [[ $MIX == yes ]] && for run in $(seq "$RUNS"); do
             echo "C: bound ${mtus} MTU, the three-class mix, run $run" >&2
             measure C "pspxdp ${mtus}" "mix" attach_mode "${MIX3[@]}"
         done
     done
 fi
 
+[[ -n ${BENCH_KEEP:-} ]] && cp "$ROWS" "$BENCH_KEEP/rows-$(date +%H%M%S).jsonl"
 python3 - "$ROWS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

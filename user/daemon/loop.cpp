@@ -4,6 +4,7 @@
 #include "common/text.hpp"
 #include "core/units.hpp"
 #include "daemon/log.hpp"
+#include "daemon/wait_plan.hpp"
 #include "setup/netlink.hpp"
 
 #include <cerrno>
@@ -342,24 +343,25 @@ void Loop::nap_until(uint64_t deadline) {
 }
 
 // Backlogged, and the engine (or the batch) said wait until wake_ns_ with
-// slack_ns_ to spare (loop.hpp). Sleeping gives the CPU to the senders and
-// the kernel's TX path on a small machine; the hrtimer has 1 ns slack.
+// slack_ns_ to spare: sleep, nap or spin (wait_plan.hpp). Sleeping gives
+// the CPU to the senders and the kernel's TX path on a small machine; the
+// hrtimer has 1 ns slack.
 void Loop::wait_backlogged(uint64_t now) {
-    if (!cfg_.sleep_min_ns) return; // --spin: spin throughout
-    // Wake early by what the slack does not cover of a timer's lateness.
-    const uint64_t early = slack_ns_ >= cfg_.spin_ns ? 0 : cfg_.spin_ns - slack_ns_;
-    const uint64_t until = wake_ns_ > early ? wake_ns_ - early : 0;
-    if (until <= now + cfg_.sleep_min_ns) return; // short: spin it
-    const uint64_t deadline = std::min(next_tick_ns_, until);
-    // A planned idle (gap horizon, clockless) up to kDeafNs away is napped
-    // through without waking for arrivals: a frame for a backlogged class
-    // changes nothing before wake_ns, and one for an idle class waits at
-    // most kDeafNs. Waking per arriving frame cost more CPU than the
-    // transmissions themselves at low rates (issue 10).
-    if (engine_wait_ && deadline - now <= kDeafNs)
-        nap_until(deadline);
-    else
-        sleep_until(now, deadline);
+    WaitInput in;
+    in.now_ns = now;
+    in.wake_ns = wake_ns_;
+    in.slack_ns = slack_ns_;
+    in.engine_wait = engine_wait_;
+    in.clockless = clock_.clockless;
+    in.sleep_min_ns = cfg_.sleep_min_ns;
+    in.spin_ns = cfg_.spin_ns;
+    in.next_tick_ns = next_tick_ns_;
+    in.deaf_ns = kDeafNs;
+    const WaitPlan p = plan_wait(in);
+    if (p.kind == WaitPlan::Kind::Nap)
+        nap_until(p.until_ns);
+    else if (p.kind == WaitPlan::Kind::Sleep)
+        sleep_until(now, p.until_ns);
 }
 
 // A configuration change of the device (not of a class: the class table

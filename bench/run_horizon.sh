@@ -60,7 +60,7 @@ SCHED=()
 BOUNDS="2 3 4 8"
 RATES="10 100 500"
 SHAPERS="pspxdp tbf"
-MIX=yes
+WITH_MIX=yes
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
@@ -70,7 +70,7 @@ while (($#)); do
     --bounds) BOUNDS=${2:?}; shift 2 ;;
     --rates) RATES=${2:?}; shift 2 ;;
     --shapers) SHAPERS=${2:?}; shift 2 ;;
-    --no-mix) MIX=no; shift ;;
+    --no-mix) WITH_MIX=no; shift ;;
     -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
@@ -294,7 +294,7 @@ if [[ $ONLY == C || -z $ONLY ]]; then
                 done
             done
         done
-        [[ $MIX == yes ]] && for run in $(seq "$RUNS"); do
+        [[ $WITH_MIX == yes ]] && for run in $(seq "$RUNS"); do
             echo "C: bound ${mtus} MTU, the three-class mix, run $run" >&2
             measure C "pspxdp ${mtus}" "mix" attach_mode "${MIX3[@]}"
         done

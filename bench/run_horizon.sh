@@ -47,7 +47,8 @@
 #
 #    --bounds "N ...": C's bounds in MTU (default "2 3 4 8").
 #    --rates "R ...": C's one-flow rates in Mbit/s (default "10 100 500").
-#    --shapers "S ...": C's shapers, pspxdp and/or tbf (default both).
+#    --shapers "S ...": C's one-flow shapers, pspxdp and/or tbf (default both;
+#    "": the mix alone).
 #    --no-mix: C without the three-class mix.
 #    BENCH_KEEP=DIR keeps each run's daemon status and sender report there.
 #
@@ -69,7 +70,7 @@ while (($#)); do
     --sched) SCHED=(--sched "${2:?}"); shift 2 ;;
     --bounds) BOUNDS=${2:?}; shift 2 ;;
     --rates) RATES=${2:?}; shift 2 ;;
-    --shapers) SHAPERS=${2:?}; shift 2 ;;
+    --shapers) SHAPERS=${2?}; shift 2 ;; # "": the mix alone
     --no-mix) WITH_MIX=no; shift ;;
     -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;

@@ -304,7 +304,7 @@ fi
 
 [[ -n ${BENCH_KEEP:-} ]] && cp "$ROWS" "$BENCH_KEEP/rows-$(date +%H%M%S).jsonl"
 python3 - "$ROWS" <<'PY'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 f = lambda v, fmt: "-" if v is None else format(v, fmt)
 def head(*lines, cols):
@@ -338,8 +338,8 @@ if b:
 c = [r for r in rows if r["table"] == "C"]
 if c:
     head("", "C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside tbf burst N MTU",
-         "(min..max over the runs; rate err: the worst run's sign kept)",
-         cols=["bound", "rate", "shaper", "runs", "burst at target MTU", "rate err %", "machine CPU cores",
+         "(min..max over the runs; rate err: the worst run's, sign kept, and the median run's)",
+         cols=["bound", "rate", "shaper", "runs", "burst at target MTU", "rate err % worst", "median", "machine CPU cores",
                "daemon CPU %", "late_lost ms"])
     key = lambda r: (int(r["mode"].split()[1]), r["load"], r["mode"].split()[0])  # bound, rate, shaper
     keys = list(dict.fromkeys(key(r) for r in c))
@@ -353,9 +353,11 @@ if c:
         if k[1] == "mix":
             continue
         rs = [r for r in c if key(r) == k]
-        worst = max((r["rate_err_pct"] for r in rs if r["rate_err_pct"] is not None), key=abs, default=None)
+        errs = [r["rate_err_pct"] for r in rs if r["rate_err_pct"] is not None]
+        worst = max(errs, key=abs, default=None)
+        median = statistics.median(errs) if errs else None
         print(f"| {k[0]} | {k[1]} | {k[2]} | {len(rs)} | {span([r['burst_real_mtu'] for r in rs], '.2f')} | "
-              f"{f(worst, '+.3f')} | {span([r['machine_cores'] for r in rs], '.2f')} | "
+              f"{f(worst, '+.3f')} | {f(median, '+.3f')} | {span([r['machine_cores'] for r in rs], '.2f')} | "
               f"{span([r['daemon_cpu_pct'] for r in rs], '.1f')} | "
               f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
     mix = [r for r in c if r["load"] == "mix"]

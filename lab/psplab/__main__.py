@@ -83,9 +83,9 @@ def parse_args() -> argparse.Namespace:
                     help="capture length per UDP run (default 2; --full 5)")
     ap.add_argument("--tcp-seconds", type=number_in(int, 1, 600), default=None,
                     help="iperf3 length (default 4; --full 10)")
-    ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
-                    help="run pspxdp's daemon SCHED_FIFO at PRIO (default 10; 0: normal priority, "
-                    "it then stalls on a busy machine and TC passes frames unpaced)")
+    ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=0, metavar="PRIO",
+                    help="run pspxdp's daemon SCHED_FIFO at PRIO (default 0: as attach schedules it, "
+                    "SCHED_DEADLINE, what users get)")
     # A run is scratch unless published: the committed results the README
     # cites stay as they are (a quick run would overwrite a full one).
     where = ap.add_mutually_exclusive_group()

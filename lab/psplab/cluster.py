@@ -169,7 +169,7 @@ class HostShaper:
             self.p.run("default", self.dev, CLASSID)
             pid = json.loads(self.p.run("status", self.dev, "-j")).get("daemon_pid")
             if self.opt.daemon_rt and pid:
-                # as the one-host lab: a pacing daemon is deployed real-time
+                # --daemon-rt: SCHED_FIFO in place of attach's deadline policy
                 sh(["chrt", "-a", "-f", "-p", str(self.opt.daemon_rt), str(pid)])
             if self.kind == "group":
                 assert self.opt.etcd and self.group
@@ -927,8 +927,9 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
                     "pacers' real-time jitter room in the FIFO)")
     ap.add_argument("--delay-ms", type=number_in(float, 10.0, 100.0), default=20.0,
                     help="one-way delay of the ACKs' path (default 20: RTT >= 20 ms)")
-    ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=10, metavar="PRIO",
-                    help="pspxdp's daemons SCHED_FIFO at PRIO (default 10; 0: normal)")
+    ap.add_argument("--daemon-rt", type=number_in(int, 0, 99), default=0, metavar="PRIO",
+                    help="pspxdp's daemons SCHED_FIFO at PRIO (default 0: as attach schedules them, "
+                    "SCHED_DEADLINE)")
     ap.add_argument("--capture", action="store_true",
                     help="pair: capture (tcpdump in R) each host's arrivals at the bottleneck and the tbf's "
                          "departures, replay them through an ideal FIFO and print where the drops come from")

@@ -15,7 +15,7 @@ class RunContext:
     line_rate: str          # the wire's rate M (tc syntax, as given)
     bottleneck: str         # the bottleneck's rate B (tc syntax, as given)
     delay_ms: float         # one-way delay of the return path
-    daemon_rt: int          # SCHED_FIFO priority of pspxdp's daemon, 0: normal
+    daemon_rt: int          # SCHED_FIFO priority of pspxdp's daemon, 0: attach's own (deadline)
     pspxdp: str             # the binary
     traffic: str            # lab/psp_traffic
     out: str                # results root

@@ -79,8 +79,8 @@ def side_by_side_table(title: str, rows: Sequence[FlowRow]) -> Table:
                   "pressure (a full socket buffer: the kernel qdiscs hold the sender; pspxdp "
                   "holds UDP in its class queue up to the class limit, then drops and counts)",
                   "unpaced: frames pspxdp's TC program passed unpaced because the daemon's "
-                  "heartbeat went stale (fail-open after a stall; the daemon runs SCHED_FIFO in "
-                  "the lab unless --daemon-rt 0)",
+                  "heartbeat went stale (fail-open after a stall; the daemon runs as attach "
+                  "schedules it, SCHED_DEADLINE, unless --daemon-rt)",
                   "late: the share of the capture's time pspxdp's wire idled while a class was "
                   "backlogged (its daemon was late: underruns), which its real-time rate lacks",
                   "CPU: machine-wide cores busy during the capture minus the idle machine's; "

@@ -130,7 +130,7 @@ def run_udp(ctx: RunContext, shaper: Shaper, flows: list[Flow], seconds: float, 
         # load generators run at nice -10 (the capture too): on a machine
         # shared with other work they must not starve, or a class runs
         # empty and what is judged is the sender, not the shaper. The
-        # shapers run as they would (pspxdp's daemon at normal priority).
+        # shapers run as they would (pspxdp's daemon as attach schedules it).
         senders = []
         by_dst: dict[str, list[Flow]] = {}
         for f in flows:

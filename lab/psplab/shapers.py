@@ -211,7 +211,7 @@ class PspxdpShaper(Shaper):
 
     def describe(self, flows: "Sequence[Flow]") -> str:
         rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
-              "; daemon at normal priority")
+              "; daemon as attach schedules it (SCHED_DEADLINE)")
         mode = " ".join(self.extra) if self.extra else "--clock byte --gap-horizon inf"
         return (f"pspxdp attach --line-rate {self.line_rate} {mode}, one paced class per flow, "
                 f"filter on dport{rt}")
@@ -226,11 +226,9 @@ class PspxdpShaper(Shaper):
             self.cids.append((cid, f.name))
         self.daemon_pid = self.p.counters().daemon_pid
         if self.rt_priority and self.daemon_pid:
-            # The kernel's shapers run in its timer softirq, ahead of every
-            # process; a pacing daemon is deployed real-time likewise. At
-            # normal priority on a busy machine it stalls for tens of ms, the
-            # heartbeat goes stale and TC passes traffic unpaced (fail-open):
-            # counted as "passed" below.
+            # --daemon-rt: SCHED_FIFO in place of attach's deadline policy
+            # (design §4.4: the fair server then stops a daemon that takes
+            # its CPU whole for 50 ms at once).
             sh(["chrt", "-a", "-f", "-p", str(self.rt_priority), str(self.daemon_pid)])
 
     def counters(self) -> ShaperCounters:

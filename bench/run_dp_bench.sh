@@ -198,6 +198,25 @@ def run_ns(pid):  # the task's time on a CPU, ns (exact, where utime/stime are t
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0])
 
+def watch_cpu(pid, seconds):
+    """Sleeps SECONDS; where the task was seen (/proc/PID/stat processor), share per CPU.
+    A deadline daemon is never pinned: which core it shares decides what it gets."""
+    seen, end = {}, time.monotonic() + seconds
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        if pid:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    c = f.read().rsplit(")", 1)[1].split()[36]
+                seen[c] = seen.get(c, 0) + 1
+            except OSError:
+                pass
+        time.sleep(min(left, 0.05))
+    n = sum(seen.values())
+    return {c: k / n for c, k in sorted(seen.items())} if n else {}
+
 def proc_ticks(pid):
     if not pid:
         return 0, 0
@@ -270,7 +289,7 @@ def sample(ns, dev, pid, seconds, pspxdp, label, extra):
     s0 = (s0 + time.monotonic()) / 2
     t0 = time.monotonic(); p0, b0 = link_tx(ns, dev); u0, k0 = proc_ticks(pid); m0, a0 = machine_ticks()
     q0 = per_cpu(); n0 = run_ns(pid); x0 = link_rx_packets(peer_ns, peer)
-    time.sleep(seconds)
+    on_cpus = watch_cpu(pid, seconds)
     t1 = time.monotonic(); p1, b1 = link_tx(ns, dev); u1, k1 = proc_ticks(pid); m1, a1 = machine_ticks()
     q1 = per_cpu(); n1 = run_ns(pid); x1 = link_rx_packets(peer_ns, peer)
     d1 = daemon_stats(dev) if pid else {}
@@ -287,6 +306,7 @@ def sample(ns, dev, pid, seconds, pspxdp, label, extra):
          "daemon_user_pct": (u1 - u0) / hz / dt * 100,
          "daemon_run_pct": (n1 - n0) / 1e9 / dt * 100,
          "peer_rx_fps": (x1 - x0) / dt,
+         "daemon_on_cpus": on_cpus,
          "machine_cpu_pct": (m1 - m0) / (a1 - a0) * 100 * os.cpu_count() if a1 > a0 else 0,
          "real_fps": real / dt,
          "paced_gbit": (c1 - c0) * 8 / (s1 - s0) / 1e9,
@@ -572,6 +592,9 @@ def summarise(kind, rate, clock):
             "fps": median([r["fps"] for r in s]),
             "peer_rx_fps": median([r.get("peer_rx_fps") for r in s]),
             "vs_tbf": median(vs),
+            # per round: the paced Mbit/s and the core the daemon was seen on most
+            "per_round": [{"round": r["round"], "paced_mbit": paced(r) * 1e3,
+                           "daemon_on_cpus": r.get("daemon_on_cpus", {})} for r in s],
             # where the softirq work ran: the daemon's core and the others
             "softirq_pct_cpu": median([here(r, "softirq_pct") for r in s]),
             "softirq_pct_others": median([others_pct(r, "softirq_pct") for r in s]),
@@ -653,13 +676,15 @@ if cpu_rows:
           f"{max(r['rounds'] for r in cpu_rows)} rounds; machine = busy % of all cores minus the idle "
           f"baseline ({idle:.0f}%); pspxdp as attach starts it (--sched deadline)")
     print(f"  {'R Mbit/s':>8}  {'shaper':26} {'paced Mbit/s':>12} {'frames/s':>8} {'machine %':>9} "
-          f"{'cores/Gbit':>10} {'daemon %':>8} {'vs tbf':>6}")
+          f"{'cores/Gbit':>10} {'daemon %':>8} {'vs tbf':>6}  per round: Mbit/s @ the daemon's core")
     for s in cpu_rows:
         what = names.get((s["clock"], s["variant"]), f"{s['shaper']} {s['variant']}")
         print(f"  {s['rate_mbit']:>8}  {what:26} {f(s['paced_gbit'] and s['paced_gbit'] * 1e3, '{:.1f}'):>12} "
               f"{f(s['fps'], '{:.0f}'):>8} {f(s['machine_cpu_pct'], '{:.0f}'):>9} "
               f"{f(s['cores_per_gbit'], '{:.2f}'):>10} {f(s['daemon_run_pct'], '{:.1f}'):>8} "
-              f"{f(s['vs_tbf'], '{:.2f}'):>6}")
+              f"{f(s['vs_tbf'], '{:.2f}'):>6}  " + " ".join(
+                  f"{x['paced_mbit']:.1f}" + (f"@{max(x['daemon_on_cpus'], key=x['daemon_on_cpus'].get)}"
+                                              if x["daemon_on_cpus"] else "") for x in s["per_round"]))
     print("  frames/s: on DEV (real + gap frames); daemon %: its time on a CPU (schedstat), the peer's "
           "receive included; vs tbf: cores/Gbit over tbf's, same rate and round")
     print()

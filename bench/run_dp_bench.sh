@@ -59,13 +59,17 @@
 #  - CPU per paced Gbit/s: line 1gbit, one class at R Mbit/s (each of
 #    --cpu-rates) offered min(1.3 R, R + 200) Mbit/s of UDP (psp_traffic on
 #    the other cores). "machine" = busy time of all CPUs (/proc/stat) over
-#    the interval, minus the same interval's idle baseline; cores per paced
-#    Gbit/s = machine / 100 / paced Gbit/s; "vs tbf" = that figure over
-#    tbf's at the same rate in the same round (median of the rounds'
-#    ratios). "daemon" = the daemon's utime+stime, which includes the veth
-#    peer's receive: copy-mode AF_XDP TX hands each frame to the peer
+#    the interval; cores per paced Gbit/s = (machine - the round's idle
+#    baseline, an interval with nothing running) / 100 / paced Gbit/s; "vs
+#    tbf" = that figure over tbf's at the same rate in the same round
+#    (median of the rounds' ratios). "daemon" = the daemon's time on a CPU
+#    (/proc/PID/schedstat; utime+stime in the JSON too), which includes the
+#    veth peer's receive: copy-mode AF_XDP TX hands each frame to the peer
 #    inside the daemon's sendto() (netif_rx, then NET_RX in the same
-#    task's softirq). Per rate and clock (--clock byte: gap frames;
+#    task's softirq). Each round's paced rate is printed with the core the
+#    daemon was seen on most (polled every 50 ms): a deadline daemon is
+#    never pinned, and the core it lands on decides what it gets. Per rate
+#    and clock (--clock byte: gap frames;
 #    --clock none: clockless, what a veth gets by default) one attach: the
 #    daemon as attach starts it (the default --sched deadline, which the
 #    kernel never pins); "spin": the same daemon, same arguments (its
@@ -75,9 +79,11 @@
 #    nothing): "pinned", then "pinned, rx steered" with the peer's rx-0
 #    rps_cpus (in the receiving namespace) set to every core but C, so the
 #    peer's receive runs in the other cores' NET_RX softirq; rps_cpus is
-#    restored after. Each split row records per-CPU softirq time
-#    (/proc/stat) and NET_RX counts (/proc/softirqs), so the table shows
-#    that the steer moved the work, not only that the daemon got cheaper.
+#    restored after. Each split row records per CPU the frames its receive
+#    processed (/proc/net/softnet_stat), NET_RX raised (/proc/softirqs) and
+#    softirq time (/proc/stat, tick-sampled), so the table shows that the
+#    steer moved the receive whatever the daemon's CPU did; the softirq
+#    time on C with the receive there is the receive's own cost.
 #    tbf/htb: the same sender, the qdisc on DEV at R (burst 32kb); paced
 #    rate = DEV's L2 bytes (+FCS); pspxdp's = its class's tx_bytes.
 #  - scaling: N classes at 500kbit (class set --file), 256 of them with a UDP
@@ -231,7 +237,8 @@ def machine_ticks():
     return sum(v) - idle, sum(v)
 
 def per_cpu():
-    """Per CPU: busy and softirq ticks (/proc/stat), NET_RX raised (/proc/softirqs)."""
+    """Per CPU: busy and softirq ticks (/proc/stat), NET_RX raised (/proc/softirqs),
+    frames the CPU's receive processed (/proc/net/softnet_stat: column 0, and its CPU in column 12)."""
     busy, soft = {}, {}
     with open("/proc/stat") as f:
         for line in f:
@@ -246,7 +253,12 @@ def per_cpu():
             w = line.split()
             if w[0] == "NET_RX:":
                 net_rx = dict(zip(cols, (int(x) for x in w[1:])))
-    return {c: (busy[c], soft[c], net_rx.get(c, 0)) for c in busy}
+    done = {}
+    with open("/proc/net/softnet_stat") as f:
+        for i, line in enumerate(f):
+            w = line.split()
+            done[str(int(w[12], 16)) if len(w) > 12 else str(i)] = int(w[0], 16)
+    return {c: (busy[c], soft[c], net_rx.get(c, 0), done.get(c, 0)) for c in busy}
 
 def daemon_stats(dev):
     out = subprocess.run(["bpftool", "-j", "map", "lookup", "pinned",
@@ -316,7 +328,8 @@ def sample(ns, dev, pid, seconds, pspxdp, label, extra):
          # where the veth peer's receive ran (the split, --steer-rx)
          "per_cpu": {c: {"busy_pct": (q1[c][0] - q0[c][0]) / hz / dt * 100,
                          "softirq_pct": (q1[c][1] - q0[c][1]) / hz / dt * 100,
-                         "net_rx_per_s": (q1[c][2] - q0[c][2]) / dt} for c in q1 if c in q0}}
+                         "net_rx_per_s": (q1[c][2] - q0[c][2]) / dt,
+                         "rx_frames_per_s": (q1[c][3] - q0[c][3]) / dt} for c in q1 if c in q0}}
     r.update(json.loads(extra))
     print(json.dumps(r))
 
@@ -440,8 +453,10 @@ print(",".join(h[i:i + 8] for i in range(0, len(h), 8)))' "$NCPU" "$CPU")
 fi
 
 say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, daemon on CPU $CPU (senders on $OTHER_CPUS), flows $FLOWS, $PORTS UDP flow(s); $(uptime)"
-sample idle # the machine's own load, for the CPU figures
 for ((r = 1; r <= REPEAT; r++)); do
+    # The machine's own load, for the CPU figures: each round's, as other
+    # work on the machine comes and goes.
+    sample idle "{\"round\": $r}"
     if ((FPS_PART)); then
         say "round $r/$REPEAT: bare loop 1514 B${BUDGET:+ (32 and $BUDGET a kick)}, 60 B"
         bare 1514
@@ -565,8 +580,9 @@ idle = med("idle", "machine_cpu_pct") or 0
 # Part 2: one row per (shaper, clock, variant, rate), medians over rounds.
 def paced(r):  # Gbit/s: the class's own bytes (pspxdp), DEV's L2 bytes (qdiscs)
     return r["paced_gbit"] if r["kind"].startswith("cpu_pspxdp") else r["dev_l2_gbit"]
-def per_gbit(r):  # machine CPU % (net of the idle baseline) per paced Gbit/s
-    return (r["machine_cpu_pct"] - idle) / paced(r) if paced(r) > 0 else None
+idle_of = {r["round"]: r["machine_cpu_pct"] for r in rows if r["kind"] == "idle" and "round" in r}
+def per_gbit(r):  # machine CPU % (net of the round's idle baseline) per paced Gbit/s
+    return (r["machine_cpu_pct"] - idle_of.get(r["round"], idle)) / paced(r) if paced(r) > 0 else None
 def samples(kind, rate, clock=None):
     return [r for r in rows if r["kind"] == kind and r.get("rate_mbit") == rate
             and (clock is None or r.get("clock") == clock)]
@@ -600,6 +616,8 @@ def summarise(kind, rate, clock):
             "softirq_pct_others": median([others_pct(r, "softirq_pct") for r in s]),
             "net_rx_per_s_cpu": median([here(r, "net_rx_per_s") for r in s]),
             "net_rx_per_s_others": median([others_pct(r, "net_rx_per_s") for r in s]),
+            "rx_frames_per_s_cpu": median([here(r, "rx_frames_per_s") for r in s]),
+            "rx_frames_per_s_others": median([others_pct(r, "rx_frames_per_s") for r in s]),
             "busy_pct_cpu": median([here(r, "busy_pct") for r in s])}
 rates = sorted({r["rate_mbit"] for r in rows if "rate_mbit" in r})
 cpu_rows, split = [], []
@@ -617,9 +635,9 @@ for rate in rates:
             split.append({"rate_mbit": rate, "clock": clock, "pinned": pinned, "steered": steered,
                           "daemon_run_pct_moved": pinned["daemon_run_pct"] - steered["daemon_run_pct"],
                           # the check that RPS moved the receive, whatever the daemon's CPU did:
-                          # NET_RX raised less on C and more on the other cores
-                          "steer_moved_net_rx": steered["net_rx_per_s_others"] > pinned["net_rx_per_s_others"]
-                          and steered["net_rx_per_s_cpu"] < pinned["net_rx_per_s_cpu"]})
+                          # C's receive processed fewer frames, the other cores' more
+                          "steer_moved_rx": (steered["rx_frames_per_s_others"] or 0) > (pinned["rx_frames_per_s_others"] or 0)
+                          and (steered["rx_frames_per_s_cpu"] or 0) < (pinned["rx_frames_per_s_cpu"] or 0)})
 # The issue-7 shape: the byte clock's rows at the highest rate, keyed by kind.
 top = rates[-1] if rates else None
 legacy = {}
@@ -673,8 +691,8 @@ names = {("byte", "default"): "pspxdp byte clock", ("byte", "spin"): "pspxdp byt
          ("none", "default"): "pspxdp clockless", ("none", "spin"): "pspxdp clockless --spin"}
 if cpu_rows:
     print(f"CPU per paced Gbit/s: line 1gbit, one class at R offered min(1.3 R, R + 200); medians of "
-          f"{max(r['rounds'] for r in cpu_rows)} rounds; machine = busy % of all cores minus the idle "
-          f"baseline ({idle:.0f}%); pspxdp as attach starts it (--sched deadline)")
+          f"{max(r['rounds'] for r in cpu_rows)} rounds; machine = busy % of all cores; cores/Gbit net of "
+          f"each round's idle baseline (median {idle:.0f}%); pspxdp as attach starts it (--sched deadline)")
     print(f"  {'R Mbit/s':>8}  {'shaper':26} {'paced Mbit/s':>12} {'frames/s':>8} {'machine %':>9} "
           f"{'cores/Gbit':>10} {'daemon %':>8} {'vs tbf':>6}  per round: Mbit/s @ the daemon's core")
     for s in cpu_rows:
@@ -690,9 +708,10 @@ if cpu_rows:
     print()
 if split:
     print(f"The split: the daemon SCHED_FIFO pinned to CPU {cpu}; the veth peer's receive on its core "
-          f"(inside its sendto()), or steered by RPS to the other cores; softirq % and NET_RX/s per core")
+          f"(inside its sendto()), or steered by RPS to the other cores; per core: softirq %, "
+          f"frames received (softnet_stat)")
     print(f"  {'R Mbit/s':>8}  {'clock':9} {'peer rx':8} {'rx fr/s':>8} {'daemon %':>8} {'user %':>6} "
-          f"{'machine %':>9} {'cores/Gbit':>10} {'softirq % C':>11} {'others':>6} {'NET_RX/s C':>10} {'others':>8}")
+          f"{'machine %':>9} {'cores/Gbit':>10} {'softirq % C':>11} {'others':>6} {'rx fr/s C':>9} {'others':>8}")
     for s in split:
         for label, x in (("on C", s["pinned"]), ("steered", s["steered"])):
             print(f"  {s['rate_mbit']:>8}  {'byte' if s['clock'] == 'byte' else 'clockless':9} {label:8} "
@@ -700,16 +719,19 @@ if split:
                   f"{f(x['daemon_run_pct'], '{:.1f}'):>8} {f(x['daemon_user_pct'], '{:.1f}'):>6} "
                   f"{f(x['machine_cpu_pct'], '{:.0f}'):>9} {f(x['cores_per_gbit'], '{:.2f}'):>10} "
                   f"{f(x['softirq_pct_cpu'], '{:.1f}'):>11} {f(x['softirq_pct_others'], '{:.1f}'):>6} "
-                  f"{f(x['net_rx_per_s_cpu'], '{:.0f}'):>10} {f(x['net_rx_per_s_others'], '{:.0f}'):>8}")
+                  f"{f(x['rx_frames_per_s_cpu'], '{:.0f}'):>9} {f(x['rx_frames_per_s_others'], '{:.0f}'):>8}")
     for s in split:
         p, q = s["pinned"], s["steered"]
         print(f"  {s['rate_mbit']} Mbit/s {'byte clock' if s['clock'] == 'byte' else 'clockless'}: the steer "
-              + ("moved" if s["steer_moved_net_rx"] else "did NOT move")
-              + f" the receive: NET_RX/s on CPU {cpu} {p['net_rx_per_s_cpu']:.0f} -> {q['net_rx_per_s_cpu']:.0f}, "
-              f"on the others {p['net_rx_per_s_others']:.0f} -> {q['net_rx_per_s_others']:.0f} "
+              + ("moved" if s["steer_moved_rx"] else "did NOT move")
+              + f" the receive: frames/s received on CPU {cpu} {p['rx_frames_per_s_cpu']:.0f} -> "
+              f"{q['rx_frames_per_s_cpu']:.0f}, on the others {p['rx_frames_per_s_others']:.0f} -> "
+              f"{q['rx_frames_per_s_others']:.0f}, NET_RX raised on CPU {cpu} {p['net_rx_per_s_cpu']:.0f} -> "
+              f"{q['net_rx_per_s_cpu']:.0f}/s "
               f"(the peer received {q['peer_rx_fps']:.0f} frames/s); the daemon: "
               f"{p['daemon_run_pct']:.1f} % of a CPU with the receive on its core, "
-              f"{q['daemon_run_pct']:.1f} % with it steered away")
+              f"{q['daemon_run_pct']:.1f} % with it steered away; softirq time on CPU {cpu} with the "
+              f"receive there (the receive's own cost, tick-sampled): {p['softirq_pct_cpu']:.1f} % of a core")
     print()
 if summary["scale"]:
     print("class scaling: line 100gbit, the daemon flat out; RSS with a 128 MiB buffer")

@@ -253,7 +253,7 @@ const Command kAttach = {
             "from FILE, the format of pspxdp save"),
         flag("spin", 0,
              "busy-poll while backlogged: steadiest real-time rate, one core at 100 % "
-             "(default: sleep through waits > 50 us)"),
+             "(default: sleep through waits > 50 us, clockless any its burst bound covers)"),
         gap_horizon_option(),
         clock_option(),
         clockless_option(),

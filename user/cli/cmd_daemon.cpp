@@ -61,7 +61,8 @@ const Command kDaemon = {
         sched_option(),
         flag("busy-poll", 0, "busy-poll the pacer sockets"),
         opt(OptType::Duration, "sleep-min", 0, "TIME",
-            "while backlogged, sleep through waits longer than TIME; 0: spin throughout")
+            "while backlogged, sleep through waits longer than TIME (clockless: any wait the "
+            "burst bound covers, down to 5us); 0: spin throughout")
             .by_default(daemon::DaemonConfig{}.sleep_min_ns)
             .bare_unit(0)
             .within(0, 1'000'000'000),

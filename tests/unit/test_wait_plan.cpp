@@ -22,17 +22,24 @@ WaitInput base() {
     return in;
 }
 
+// The engine's clockless wait: nothing due for wait_us, then slack_us of
+// lateness free.
+WaitInput clockless_wait(uint64_t wait_us, uint64_t slack_us) {
+    WaitInput in = base();
+    in.clockless = true;
+    in.engine_wait = true;
+    in.slack_ns = slack_us * kUs;
+    in.wake_ns = in.now_ns + wait_us * kUs;
+    return in;
+}
+
 } // namespace
 
 TEST_CASE("clockless: a wait the slack covers is slept however short, down to a sleep's cost",
           "[wait]") {
     // 500 Mbit/s, a 3-MTU bound: a frame every 24.6 us, each wake-up may
     // come 49 us late (engine.cpp size_class).
-    WaitInput in = base();
-    in.clockless = true;
-    in.engine_wait = true;
-    in.slack_ns = 49 * kUs;
-    in.wake_ns = in.now_ns + 12 * kUs;
+    WaitInput in = clockless_wait(12, 49);
     WaitPlan p = plan_wait(in);
     CHECK(p.kind == Kind::Nap); // a planned idle: no wake-ups for arrivals
     CHECK(p.until_ns == in.wake_ns);
@@ -57,11 +64,7 @@ TEST_CASE("clockless: a wait the slack covers is slept however short, down to a 
 TEST_CASE("a wait with less slack than --spin-last wakes early by the difference, and spins "
           "what --sleep-min does not cover",
           "[wait]") {
-    WaitInput in = base();
-    in.clockless = true;
-    in.engine_wait = true;
-    in.slack_ns = 5 * kUs; // a one-frame bound: 0; here a little
-    in.wake_ns = in.now_ns + 200 * kUs;
+    WaitInput in = clockless_wait(200, 5); // a one-frame bound: slack 0; here a little
     WaitPlan p = plan_wait(in);
     CHECK(p.kind == Kind::Nap);
     CHECK(p.until_ns == in.wake_ns - 15 * kUs); // spin_ns - slack early
@@ -80,11 +83,7 @@ TEST_CASE("a wait with less slack than --spin-last wakes early by the difference
 
 TEST_CASE("--spin spins every wait; a long wait sleeps in epoll, a short planned idle naps",
           "[wait]") {
-    WaitInput in = base();
-    in.clockless = true;
-    in.engine_wait = true;
-    in.slack_ns = 100 * kUs;
-    in.wake_ns = in.now_ns + 5'000 * kUs;
+    WaitInput in = clockless_wait(5'000, 100);
     WaitPlan p = plan_wait(in);
     CHECK(p.kind == Kind::Sleep);
     CHECK(p.until_ns == in.wake_ns);

@@ -57,8 +57,8 @@
 #    to a MAC nobody has, so the receiving veth drops them as early as PAUSE
 #    frames: the receiver's cost (on the sender's core) is alike per frame.
 #  - CPU per paced Gbit/s: line 1gbit, one class at R Mbit/s (each of
-#    --cpu-rates) offered min(1.3 R, R + 200) Mbit/s of UDP (psp_traffic on
-#    the other cores). "machine" = busy time of all CPUs (/proc/stat) over
+#    --cpu-rates) offered min(1.3 R, R + 200) Mbit/s of UDP (psp_traffic,
+#    unpinned as the daemon is; with --steer-rx on the other cores). "machine" = busy time of all CPUs (/proc/stat) over
 #    the interval; cores per paced Gbit/s = (machine - the round's idle
 #    baseline, an interval with nothing running) / 100 / paced Gbit/s; "vs
 #    tbf" = that figure over tbf's at the same rate in the same round
@@ -382,8 +382,17 @@ bare() { # bare LEN [BUDGET]: kind bareLEN, or bareLENbBUDGET with a TX budget
         "$WORK/bare.json" "$kind" >>"$RESULTS"
 }
 
-sender() { # sender PORT RATE SECONDS [PORTS]: psp_traffic on the other cores
-    $N taskset -c "$OTHER_CPUS" "$TRAFFIC" send 10.88.0.2 "$1" --rate "$2" --size 1472 \
+# Part 1 and the split pin the senders to the cores the daemon is not pinned
+# to. Part 2's unpinned daemon (deadline) goes where the kernel puts it: a
+# sender pinned to "the other core" then shares the daemon's core whenever
+# the kernel put it there, the other core idle (a round in three lost 21-26 %
+# at 500 Mbit/s so, both clocks): there the senders run unpinned, as a host's
+# applications do. SENDER_CPUS empty: unpinned.
+SENDER_CPUS=$OTHER_CPUS
+sender() { # sender PORT RATE SECONDS [PORTS]: psp_traffic on SENDER_CPUS
+    local pin=()
+    [[ -n $SENDER_CPUS ]] && pin=(taskset -c "$SENDER_CPUS")
+    $N "${pin[@]}" "$TRAFFIC" send 10.88.0.2 "$1" --rate "$2" --size 1472 \
         --seconds "$3" --ports "${4:-1}" >/dev/null 2>>"$WORK/sender.err" &
     PIDS+=($!)
     SENDER=$!
@@ -454,6 +463,7 @@ fi
 
 say "pspxdp data-path benchmark: $REPEAT rounds of ${SECS}s, daemon on CPU $CPU (senders on $OTHER_CPUS), flows $FLOWS, $PORTS UDP flow(s); $(uptime)"
 for ((r = 1; r <= REPEAT; r++)); do
+    SENDER_CPUS=$OTHER_CPUS # part 1: the daemon pinned to C
     # The machine's own load, for the CPU figures: each round's, as other
     # work on the machine comes and goes.
     sample idle "{\"round\": $r}"
@@ -476,6 +486,8 @@ for ((r = 1; r <= REPEAT; r++)); do
     fi
     ((CPU_PART)) || continue
 
+    SENDER_CPUS=
+    ((STEER)) && SENDER_CPUS=$OTHER_CPUS # the split pins the daemon to C
     for rate in $CPU_RATES; do
         offered=$((rate * 13 / 10 < rate + 200 ? rate * 13 / 10 : rate + 200))
         extra="\"round\": $r, \"rate_mbit\": $rate, \"offered_mbit\": $offered"
@@ -521,6 +533,7 @@ for ((r = 1; r <= REPEAT; r++)); do
         done
     done
 done
+SENDER_CPUS=$OTHER_CPUS # part 3: the daemon pinned to C
 
 for n in ${SCALE//,/ }; do
     say "scaling: $n classes configured, 256 backlogged (line 100gbit)"

@@ -21,7 +21,8 @@
 #   --seconds S     length of each measured interval (default 3, 1..30)
 #   --repeat N      rounds of parts 1 and 2; medians are reported (default 3)
 #   --cpu C         the core the bare loop and the daemon are pinned to
-#                   (default 1); the senders run on the other cores
+#                   (default 1); the senders run on the other cores (part 2:
+#                   unpinned, as its deadline daemon is, unless --steer-rx)
 #   --scale LIST    class counts of part 3 (default 10,1000,10000,100000)
 #   --no-scale      skip part 3
 #   --no-fps        skip part 1

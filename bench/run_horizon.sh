@@ -72,7 +72,7 @@ while (($#)); do
     --rates) RATES=${2:?}; shift 2 ;;
     --shapers) SHAPERS=${2?}; shift 2 ;; # "": the mix alone
     --no-mix) WITH_MIX=no; shift ;;
-    -h | --help) sed -n '2,50p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done

@@ -53,6 +53,7 @@
 #    BENCH_KEEP=DIR keeps each run's daemon status and sender report there.
 #
 #   sudo bench/run_horizon.sh [--seconds S] [--only A|B|C] [--runs N] [--sched POLICY] [--bounds "N ..."]
+#                             [--rates "R ..."] [--shapers "S ..."] [--no-mix]
 set -u
 SECS=3
 ONLY=
@@ -72,7 +73,7 @@ while (($#)); do
     --rates) RATES=${2:?}; shift 2 ;;
     --shapers) SHAPERS=${2?}; shift 2 ;; # "": the mix alone
     --no-mix) WITH_MIX=no; shift ;;
-    -h | --help) sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,56p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_horizon: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done

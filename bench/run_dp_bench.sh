@@ -59,9 +59,10 @@
 #    frames: the receiver's cost (on the sender's core) is alike per frame.
 #  - CPU per paced Gbit/s: line 1gbit, one class at R Mbit/s (each of
 #    --cpu-rates) offered min(1.3 R, R + 200) Mbit/s of UDP (psp_traffic,
-#    unpinned as the daemon is; with --steer-rx on the other cores). "machine" = busy time of all CPUs (/proc/stat) over
-#    the interval; cores per paced Gbit/s = (machine - the round's idle
-#    baseline, an interval with nothing running) / 100 / paced Gbit/s; "vs
+#    unpinned as the daemon is; with --steer-rx on the other cores).
+#    "machine" = busy time of all CPUs (/proc/stat) over the interval;
+#    cores per paced Gbit/s = (machine - the round's idle baseline, an
+#    interval with nothing running) / 100 / paced Gbit/s; "vs
 #    tbf" = that figure over tbf's at the same rate in the same round
 #    (median of the rounds' ratios). "daemon" = the daemon's time on a CPU
 #    (/proc/PID/schedstat; utime+stime in the JSON too), which includes the
@@ -186,24 +187,27 @@ say() { ((JSON)) || echo "$*" >&2; }
 cat >"$WORK/dp.py" <<'PY'
 import json, os, subprocess, sys, time
 
-def link_tx(ns, dev):
+def link_stats(ns, dev):  # the device's stats64 (rx, tx) in namespace ns
     out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev],
                          capture_output=True, text=True, check=True).stdout
-    tx = json.loads(out)[0]["stats64"]["tx"]
+    return json.loads(out)[0]["stats64"]
+
+def link_tx(ns, dev):
+    tx = link_stats(ns, dev)["tx"]
     return tx["packets"], tx["bytes"]
 
 def link_rx_packets(ns, dev):
-    if not ns:
-        return 0
-    out = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", dev],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)[0]["stats64"]["rx"]["packets"]
+    return link_stats(ns, dev)["rx"]["packets"] if ns else 0
 
 def run_ns(pid):  # the task's time on a CPU, ns (exact, where utime/stime are ticks)
     if not pid:
         return 0
     with open(f"/proc/{pid}/schedstat") as f:
         return int(f.read().split()[0])
+
+def stat_fields(pid):  # /proc/PID/stat's fields after the command name (field 3 on)
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
 
 def watch_cpu(pid, seconds):
     """Sleeps SECONDS; where the task was seen (/proc/PID/stat processor), share per CPU.
@@ -215,8 +219,7 @@ def watch_cpu(pid, seconds):
             break
         if pid:
             try:
-                with open(f"/proc/{pid}/stat") as f:
-                    c = f.read().rsplit(")", 1)[1].split()[36]
+                c = stat_fields(pid)[36]  # processor
                 seen[c] = seen.get(c, 0) + 1
             except OSError:
                 pass
@@ -227,25 +230,23 @@ def watch_cpu(pid, seconds):
 def proc_ticks(pid):
     if not pid:
         return 0, 0
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return int(fields[11]), int(fields[12])  # utime, stime
 
-def machine_ticks():
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + v[4]
-    return sum(v) - idle, sum(v)
-
-def per_cpu():
-    """Per CPU: busy and softirq ticks (/proc/stat), NET_RX raised (/proc/softirqs),
-    frames the CPU's receive processed (/proc/net/softnet_stat: column 0, and its CPU in column 12)."""
-    busy, soft = {}, {}
+def cpu_ticks():
+    """The machine's busy and total ticks (/proc/stat's cpu line), and per CPU: busy and
+    softirq ticks, NET_RX raised (/proc/softirqs), frames the CPU's receive processed
+    (/proc/net/softnet_stat: column 0, and its CPU in column 12)."""
+    busy, soft, machine = {}, {}, (0, 0)
     with open("/proc/stat") as f:
         for line in f:
             w = line.split()
-            if w[0].startswith("cpu") and w[0] != "cpu":
-                v = [int(x) for x in w[1:]]
+            if not w[0].startswith("cpu"):
+                continue
+            v = [int(x) for x in w[1:]]
+            if w[0] == "cpu":
+                machine = (sum(v) - v[3] - v[4], sum(v))  # idle and iowait are not busy
+            else:
                 busy[w[0][3:]], soft[w[0][3:]] = sum(v) - v[3] - v[4], v[6]
     net_rx = {}
     with open("/proc/softirqs") as f:
@@ -259,7 +260,7 @@ def per_cpu():
         for i, line in enumerate(f):
             w = line.split()
             done[str(int(w[12], 16)) if len(w) > 12 else str(i)] = int(w[0], 16)
-    return {c: (busy[c], soft[c], net_rx.get(c, 0), done.get(c, 0)) for c in busy}
+    return machine, {c: (busy[c], soft[c], net_rx.get(c, 0), done.get(c, 0)) for c in busy}
 
 def daemon_stats(dev):
     out = subprocess.run(["bpftool", "-j", "map", "lookup", "pinned",
@@ -300,11 +301,11 @@ def sample(ns, dev, pid, seconds, pspxdp, label, extra):
     # at 1 s, seen).
     s0 = time.monotonic(); c0 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0
     s0 = (s0 + time.monotonic()) / 2
-    t0 = time.monotonic(); p0, b0 = link_tx(ns, dev); u0, k0 = proc_ticks(pid); m0, a0 = machine_ticks()
-    q0 = per_cpu(); n0 = run_ns(pid); x0 = link_rx_packets(peer_ns, peer)
+    t0 = time.monotonic(); p0, b0 = link_tx(ns, dev); u0, k0 = proc_ticks(pid); (m0, a0), q0 = cpu_ticks()
+    n0 = run_ns(pid); x0 = link_rx_packets(peer_ns, peer)
     on_cpus = watch_cpu(pid, seconds)
-    t1 = time.monotonic(); p1, b1 = link_tx(ns, dev); u1, k1 = proc_ticks(pid); m1, a1 = machine_ticks()
-    q1 = per_cpu(); n1 = run_ns(pid); x1 = link_rx_packets(peer_ns, peer)
+    t1 = time.monotonic(); p1, b1 = link_tx(ns, dev); u1, k1 = proc_ticks(pid); (m1, a1), q1 = cpu_ticks()
+    n1 = run_ns(pid); x1 = link_rx_packets(peer_ns, peer)
     d1 = daemon_stats(dev) if pid else {}
     s1 = time.monotonic(); c1 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0
     s1 = (s1 + time.monotonic()) / 2

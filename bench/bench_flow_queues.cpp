@@ -1,4 +1,4 @@
-// bench_flow_queues: what flows inside a class (issue 21) cost the daemon
+// bench_flow_queues: what flows inside a class (docs/design.md §1.5) cost the daemon
 // per frame: ns for one frame's enqueue + head + pop, the three calls
 // class_queues.cpp makes per frame, with flows on (per-flow DRR + CoDel)
 // and off (one FIFO: flow hash 0, CoDel off, as the daemon runs a class

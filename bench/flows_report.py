@@ -366,7 +366,7 @@ def write_report(res_dir: Path, rows: list[Row], plot: bool) -> None:
         w.writerows(flat)
     png = cdf_plot(rows, res_dir) if plot else None
     with (res_dir / "README.md").open("w") as f:
-        f.write("# flows inside a class (issue 21): a sparse flow beside bulk TCP\n\n")
+        f.write("# flows inside a class (docs/design.md §1.5): a sparse flow beside bulk TCP\n\n")
         f.write(f"- machine: {report.machine()}\n")
         f.write("- runs (UTC; load average over 1 minute before and after each row, lowest..highest):\n")
         for command in dict.fromkeys(r.command for r in sorted(rows, key=lambda r: r.date)):

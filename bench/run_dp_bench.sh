@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data-path benchmark (issues 7 and 18), side by side in one run:
+# The data-path benchmark (docs/design.md §4.4, §4.6), side by side in one run:
 #  1. frames per second: the pacer daemon flat out (real + PAUSE gap frames)
 #     against a bare AF_XDP TX loop on the same veth and core;
 #  2. CPU per paced Gbit/s on the 1 Gbit/s lab wire: pspxdp in both clock
@@ -35,7 +35,7 @@
 #                   other cores
 #   --json          one JSON object on stdout instead of the tables
 #   --keep DIR      keep the logs and the raw samples in DIR
-#   --flows on|off  the classes' flows (issue 21; default on, as class set):
+#   --flows on|off  the classes' flows (docs/design.md §1.5; default on, as class set):
 #                   run once each way for an A/B of what flow queuing costs
 #   --ports N       parts 1 and 2: the sender's UDP flows (destination ports
 #                   5001..5000+N, default 1), so that flows on has N flows

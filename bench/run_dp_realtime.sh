@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real time on a busy host (issues 7 and 18): does the pacer hold its
+# Real time on a busy host (docs/design.md §4.4): does the pacer hold its
 # classes' rates in real time when every core is busy, with no flag? In one
 # run, for both clocks (clockless: what a veth gets, frames released at
 # their real-time due times; byte: --clock byte --gap-horizon inf, the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flows inside a class (issue 21), measured on the lab's 1 Gbit/s veth: the
+# Flows inside a class (docs/design.md §1.5), measured on the lab's 1 Gbit/s veth: the
 # latency a sparse flow sees through a class it shares with bulk TCP, and
 # the bulk flows' own fairness, rate, RTT and drops. Prints tables and
 # writes them, a CSV and a latency CDF plot to a results directory; fails

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GSO packets against a class limit (issue 21): local TCP (iperf3, cubic,
+# GSO packets against a class limit (docs/design.md §1.5): local TCP (iperf3, cubic,
 # one flow, ECN off) through one paced class of RATE with `limit 10ms`, the
 # sender's GSO on (up to 64 KB, 44 frames: larger than the limit's
 # 25 KB at 20 Mbit/s), on the lab's 1 Gbit/s veth. Per row: TCP's

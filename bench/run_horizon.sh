@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gap horizon and the clockless mode measured (issue 10), on the lab's
+# The gap horizon and the clockless mode measured (docs/design.md §4.5), on the lab's
 # 1 Gbit/s veth wire between two network namespaces. Prints tables; fails
 # only when it cannot run.
 #
@@ -26,7 +26,7 @@
 #    rate, rate error, machine CPU (kernel time machine-wide + the daemon's
 #    user time, in cores: other work on the machine adds to every row).
 #
-# C. the burst bound (issue 18): for bounds of 2, 3, 4 and 8 MTU, one flow
+# C. the burst bound (docs/design.md §4.5): for bounds of 2, 3, 4 and 8 MTU, one flow
 #    at 10, 100 and 500 Mbit/s (offered as in B), RUNS runs each: pspxdp
 #    clockless with `attach --burst NmtU` beside tbf with a bucket of the
 #    same size (N * 1518 B, stab overhead 4) on the same veth. Then the

@@ -93,7 +93,7 @@ struct pspxdp_class_config {
     __u32 reserved;
 };
 /* flows off: the class is one FIFO (CE above ce_threshold_ns, as before
- * issue 21) instead of per-flow queues under DRR with CoDel. */
+ * per-flow queues, docs/design.md §1.5) instead of per-flow queues under DRR with CoDel. */
 #define PSPXDP_CLASS_FLOWS_OFF 1u
 #define PSPXDP_CE_THRESHOLD_OFF (~0ULL)
 /* What 0 means in class_config. The default limit is what the class's rate

@@ -1,5 +1,5 @@
-"""`cluster --capture`: where the bottleneck's drops come from (issue 19,
-design §11.9).
+"""`cluster --capture`: where the bottleneck's drops come from (design
+§11.9).
 
 During a pair run, tcpdump in R captures (nanosecond timestamps, headers
 only) each host's frames as R receives them (the ingress of R's end of the

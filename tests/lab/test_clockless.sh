@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Clockless mode in the real daemon (issue 10), on the lab's veth wire: a
+# Clockless mode in the real daemon (docs/design.md §4.5), on the lab's veth wire: a
 # veth has no serialising clock, so `--clock auto` (the default) must pick
 # clockless there: no gap frame at all, each frame released at its real-time
 # due time. A 20 Mbit/s class offered 25 Mbit/s, everything on the wire

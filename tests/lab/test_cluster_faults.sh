@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster mode's fault tests (issue 19, docs/design.md §11.6): three hosts,
+# Cluster mode's fault tests (docs/design.md §11.6): three hosts,
 # each a namespace with its own pspxdp on its own veth, share 300 Mbit/s
 # through a 3-member etcd cluster (floors 50 Mbit/s, weights 1; no traffic,
 # so every live host's share is equal: 150 each for two, 100 for three).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data path v2: kill -9 under traffic loses nothing uncounted (issue 6 item 6).
+# Data path v2: kill -9 under traffic loses nothing uncounted (docs/design.md §1.9).
 #
 # A UDP stream at 3x its paced class's rate keeps the class at its limit. The
 # daemon is killed with kill -9 mid-stream, pspxdp attach replaces the dead

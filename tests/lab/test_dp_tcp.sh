@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data path v2: back pressure for TCP (issue 7). iperf3 through paced classes
+# Data path v2: back pressure for TCP (docs/design.md §6.4). iperf3 through paced classes
 # on the 1 Gbit/s lab wire, ECN on (net.ipv4.tcp_ecn=1 at the sender) and
 # off. A frame joining a class backlog longer than its CE threshold (4 ms at
 # the class rate by default) gets CE; TCP slows down before the class limit

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The edges a new user hits (issue 20), each with what pspxdp must say:
+# The edges a new user hits, each with what pspxdp must say:
 #   read     group pspxdp reads the pins; anyone else: "permission denied:
 #            ... (group pspxdp can read)", never "pins ... are gone"
 #   again    attach with the same options / detach of a detached device:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Flows inside a class (issue 21), what is deterministic about them: two
+# Flows inside a class (docs/design.md §1.5), what is deterministic about them: two
 # 50 Mbit/s classes, each offered four UDP flows of 40 Mbit/s (not
 # ECN-capable) for 1.5 s: 1:1 with flows on (the default), 1:2 with flows
 # off (one FIFO).

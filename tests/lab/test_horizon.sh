@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gap horizon H in the real daemon (issue 10), on the lab's 1 Gbit/s veth
+# The gap horizon H in the real daemon (docs/design.md §4.5), on the lab's 1 Gbit/s veth
 # wire with the byte clock forced (--clock byte: a veth would get clockless).
 #
 # One 20 Mbit/s class, offered 25 Mbit/s (always backlogged), run twice in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Safety, the device changes under the pacer (issue 6, items 4 and 10):
+# Safety, the device changes under the pacer (docs/design.md §1.10, §6):
 #  10. DEV's MTU raised to 2000: the pacer veth follows, 1900-byte datagrams
 #      through a paced class arrive (before: they vanished in the pacer veth);
 #      raised to 9000 (more than an AF_XDP frame carries): the daemon stops,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Safety, identity (issue 6, items 1, 2, 5). An attachment is DEV's name,
+# Safety, identity (docs/design.md §1.10). An attachment is DEV's name,
 # ifindex and network namespace; pins and run files are keyed by the name and
 # shared by every namespace, so every command must check all three:
 #   1. from another namespace where another device has DEV's ifindex, detach,

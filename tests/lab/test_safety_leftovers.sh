@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Safety, what is there before and after (issue 6, items 3, 8 and the libbpf
-# line of 9). pspxdp shares only a real clsact qdisc and removes only what
+# Safety, what is there before and after (docs/design.md §1.10,
+# §6.5, and libbpf's messages). pspxdp shares only a real clsact qdisc and removes only what
 # it created, from whatever state it finds:
 #   3. an `ingress` qdisc on DEV: attach refused, nothing changed;
 #   9. a foreign filter at egress prio 1: attach refused in one line (no

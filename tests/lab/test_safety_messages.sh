@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Safety, what pspxdp says and what it refuses (issue 6, items 7 and 9, and
+# Safety, what pspxdp says and what it refuses (docs/design.md §6.1,
 # the i40e/ice refusal):
 #   9. as a user without privileges every command names the capability it
 #      needs (no raw "Permission denied" on a path); read-only commands work

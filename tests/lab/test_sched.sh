@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How the kernel schedules the daemon (issue 18, --sched): by default
+# How the kernel schedules the daemon (docs/design.md §4.4, --sched): by default
 # SCHED_DEADLINE (policy 6 in /proc/PID/sched) with the reservation the log
 # names; --sched fifo runs it SCHED_FIFO 10 and --cpu pins it; --sched
 # normal leaves it a normal task. Refused, changing nothing: --cpu with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 6): SOAK_SECONDS (default 600) of traffic through several
+# Soak (docs/design.md §6): SOAK_SECONDS (default 600) of traffic through several
 # paced classes and a normal one, with rate changes and class adds/deletes
 # all along, and a kill -9 of the daemon + re-attach in the middle. Checks:
 #   - drops uncounted: 0 - every datagram the senders sent either reached a

@@ -1,4 +1,4 @@
-// The burst bound in clockless mode (issue 18): every paced class is a token
+// The burst bound in clockless mode (docs/design.md §4.5): every paced class is a token
 // bucket of its rate and its bound in front of its exact schedule. Judged
 // against a plain model of that bucket, driven by the same wake-up times: a
 // late wake-up is caught up within the bound, the rest given up and counted.

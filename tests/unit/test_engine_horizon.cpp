@@ -1,4 +1,4 @@
-// The gap horizon and the clockless mode (issue 10), on the byte clock and a
+// The gap horizon and the clockless mode (docs/design.md §4.5), on the byte clock and a
 // simulated clock: the resume rule decision by decision, then whole runs of
 // the simulator with perfect timers, with constant lateness and with the
 // lateness measured on this machine. No assertion depends on a real timer.
@@ -309,7 +309,7 @@ TEST_CASE("late_release changes nothing on the byte clock (the NIC serialises)",
     CHECK(e.counters().late_wakeups == 0);
 }
 
-TEST_CASE("issue 10's goal at 20 Mbit/s, with this machine's timers", "[engine][horizon]") {
+TEST_CASE("the gap horizon's goal at 20 Mbit/s, with this machine's timers", "[engine][horizon]") {
     // PAUSE <= 10 % of a 1 Gbit/s wire, burst <= 2 MTU at the class rate,
     // and a quarter of the paper's descriptors or fewer, at the default H.
     const HorizonScenario sc = horizon_scenarios(4)[1];

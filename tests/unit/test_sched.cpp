@@ -1,4 +1,4 @@
-// The daemon on a busy host (issue 18): --sched and --cpu as attach and the
+// The daemon on a busy host (docs/design.md §4.4): --sched and --cpu as attach and the
 // daemon take them, and the wire time lost by running late as status and
 // the log report it (LostWire).
 #include <catch2/catch.hpp>

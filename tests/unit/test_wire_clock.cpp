@@ -1,4 +1,4 @@
-// The clock options of attach and daemon (issue 10): --gap-horizon,
+// The clock options of attach and daemon (docs/design.md §4.5): --gap-horizon,
 // --clock, --clockless, their one resolution and the hand-over to the daemon.
 #include <catch2/catch.hpp>
 

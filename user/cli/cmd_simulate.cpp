@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kDefaultHorizonsNs[] = {kTimeInf, 50'000, 200'000, 1'000'000};
 static_assert(kTimeInf == kGapHorizonInf, "--gap-horizon inf is the engine's paper rule");
 
-// The horizon table (issue 10): every scenario under every mode.
+// The horizon table (docs/design.md §4.5): every scenario under every mode.
 int run_horizon_table(const Args &args, bool json) {
     const double seconds = double(args.number("seconds")) / 1e9;
     std::vector<uint64_t> horizons = args.numbers("gap-horizon");

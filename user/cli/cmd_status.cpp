@@ -21,9 +21,9 @@ namespace pspxdp::cli {
 
 namespace {
 
-// status: one line on the wire's clock (issue 10): the mode and why, the gap
+// status: one line on the wire's clock (docs/design.md §4.5): the mode and why, the gap
 // horizon, how much of the wire PAUSE frames took, late wake-ups, the share
-// of the wire's time lost by running late in the last second (issue 18).
+// of the wire's time lost by running late in the last second (docs/design.md §4.4).
 void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev_gone) {
     const auto &k = s.counters;
     if (k.have_daemon && dev_gone) {

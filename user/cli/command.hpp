@@ -75,7 +75,7 @@ Option flag(const char *name, char short_name, const char *help);
 
 struct Command;
 
-// The clock options of attach and daemon (issue 10), declared once:
+// The clock options of attach and daemon (docs/design.md §4.5), declared once:
 // --gap-horizon TIME|inf, --clock auto|byte|none, --clockless. Their values
 // go to daemon::set_clock_options.
 Option gap_horizon_option();

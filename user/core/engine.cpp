@@ -111,7 +111,7 @@ uint64_t Engine::class_burst(uint32_t cls) const {
 // frame's period; at least one). D_k is then the most lateness that leaves
 // that batch whole, T_k - n * q (between S and S + q; q rounded up): the same wake-ups as
 // waking S before overflow, but a 10 Mbit/s class with a 3-frame bound
-// absorbs 1.2 ms instead of 50 us (issue 18: on a shared host wake-ups came
+// absorbs 1.2 ms instead of 50 us (docs/design.md §4.5: on a shared host wake-ups came
 // up to milliseconds late, other deadline tasks ahead of the daemon, and
 // every one past 50 us cost rate). A bound within S + q of one frame:
 // D_k = T_k - q, one frame a wake-up, as much lateness as the bound holds.

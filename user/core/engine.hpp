@@ -63,7 +63,7 @@
 // caller stalled): the anchor moves to (now, G). Idle time is thereby cut out
 // of the byte clock instead of being paid back as a burst; it is counted.
 //
-// Gap horizon H (issue 10). The paper fills every idle byte with gap frames
+// Gap horizon H (docs/design.md §4.5). The paper fills every idle byte with gap frames
 // while a paced class is backlogged: at 20 Mbit/s on 1 Gbit/s that is 98 %
 // of the wire in PAUSE frames and a decision per 1538 byte times. Byte-exact
 // gaps buy something only close to a due time. So, in (c), when the earliest

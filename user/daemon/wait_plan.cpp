@@ -18,7 +18,7 @@ WaitPlan plan_wait(const WaitInput &in) {
     // through without waking for arrivals: a frame for a backlogged class
     // changes nothing before wake_ns, and one for an idle class waits at
     // most deaf_ns. Waking per arriving frame cost more CPU than the
-    // transmissions themselves at low rates (issue 10).
+    // transmissions themselves at low rates (docs/design.md §4.5).
     if (in.engine_wait && deadline - in.now_ns <= in.deaf_ns)
         return {WaitPlan::Kind::Nap, deadline};
     return {WaitPlan::Kind::Sleep, deadline};

@@ -17,7 +17,7 @@
 //     frame's bucket absorbs the timer's lateness. Spinning those at
 //     500 Mbit/s (a frame every 25 us) took the daemon to its deadline
 //     limit, where the kernel throttled it and the class lost 5 % of its
-//     rate; sleeping them costs 65 % of a core and 0.1-0.4 % (issue 18).
+//     rate; sleeping them costs 65 % of a core and 0.1-0.4 % (docs/design.md §4.4).
 // sleep_min_ns == 0 is --spin: spin throughout.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Which clock paces DEV's wire, and the gap horizon (issue 10; the engine's
+// Which clock paces DEV's wire, and the gap horizon (the engine's
 // side is core/engine.hpp, the why is docs/design.md §4.5).
 //
 // A NIC that serialises frames at its line rate is a clock: gap frames on it

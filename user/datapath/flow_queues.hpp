@@ -1,4 +1,4 @@
-// Flows inside a class (issue 21): fq_codel's scheduler under each pacing
+// Flows inside a class (docs/design.md §1.5): fq_codel's scheduler under each pacing
 // class. The engine still decides which class sends next and when, to the
 // byte; this decides which of the class's frames that is.
 //

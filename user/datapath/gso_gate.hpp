@@ -1,4 +1,4 @@
-// A GSO packet against a class's limit (issue 21). TC hands a GSO packet
+// A GSO packet against a class's limit (docs/design.md §1.5). TC hands a GSO packet
 // over as one skb; the pacer veth segments it, so it reaches the daemon as
 // its frames one after another, each with a copy of the tag (segs = how
 // many). The limit judges the packet once, on its first frame, as htb's

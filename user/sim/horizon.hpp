@@ -1,5 +1,6 @@
-// Issue 10's comparison: the paper's gap rule against gap horizons and the
-// clockless mode, side by side on the same simulated traffic, with the model
+// The gap horizon's comparison (docs/design.md §4.5): the paper's gap rule
+// against gap horizons and the clockless mode, side by side on the same
+// simulated traffic, with the model
 // daemon waking late as this machine's timers do (sim/lateness.hpp).
 // `pspxdp simulate --horizon` prints it; the unit tests assert on its rows.
 #pragma once

@@ -32,7 +32,7 @@
 # Results accumulate in a directory (rows.jsonl: a row of the same classes,
 # clock, shaper, ECN and bulk count replaces the earlier one), so the
 # benchmark can run in short chunks (e.g. one --flows value each):
-# $BUILD_DIR/results/flows, or with --publish docs/results/flows-in-a-class
+# $BUILD_DIR/results/flows, or with --publish docs/results/DATE-flows-in-a-class
 # (README.md with the tables, flows.csv, flows-cdf.png), or --out DIR.
 #
 #   sudo bench/run_flows.sh [--seconds S] [--flows 1,16,128] [--shapers flows,fifo,htb]
@@ -74,7 +74,7 @@ case $CLASSES in 1) RATE_MBIT=100 ;; 10) RATE_MBIT=10 ;; *) echo "run_flows: --c
 [[ -n $OUT ]] && ((PUBLISH)) && { echo "run_flows: --out and --publish: one or the other" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
-((PUBLISH)) && OUT=$PSP_ROOT/docs/results/flows-in-a-class
+((PUBLISH)) && OUT=$PSP_ROOT/docs/results/$(date -u +%F)-flows-in-a-class
 OUT=${OUT:-$BUILD_DIR/results/flows}
 # Debian's python3 (python3-matplotlib is installed for it, scripts/setup.sh), as lab/lab.sh.
 PYTHON=${PYTHON:-/usr/bin/python3}

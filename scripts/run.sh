@@ -55,5 +55,5 @@ else
     echo "shown:   the paper's experiments replayed; the lab stopped (exit $rc, its messages above)"
 fi
 echo "files:   $OUT/<date>-<what>/ (README.md with the tables, CSV, PNG, the machine and the command)"
-echo "next:    ./scripts/run.sh -- --full (every experiment), ./scripts/test.sh (every test), or pace a real device: README \"Install\" and \"Using it\""
+echo "next:    ./scripts/run.sh -- --full (every experiment), ./scripts/test.sh (every test), or pace a device: README \"Quick start: pace a device\""
 exit $rc

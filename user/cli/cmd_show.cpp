@@ -398,7 +398,7 @@ int run_stats(const Args &args) {
 
 const std::vector<Option> kShowOptions = {
     flag("stats", 's', "with counters and measured rates (as tc -s)"),
-    flag("json", 'j', "print JSON: raw numbers, units in the keys (see the README)"),
+    flag("json", 'j', "print JSON: raw numbers, units in the keys (pspxdp stats --keys)"),
     flag("detail", 'd',
          "stats: every counter of every class (the default text is one line per class: "
          "tx_frames, tx_bytes, backlog_frames, drop_* summed, ce_marked, tc_passed; and the "

@@ -11,7 +11,7 @@
 //   - the byte clock spins a wait shorter than sleep_min_ns whole (its
 //     slack is the window's queued wire time, which a copy-mode socket on a
 //     veth only moves while the daemon is in sendto(): sleeping those cost
-//     2-12 % of the wire in underruns, measured 2026-11-27, design §4.4);
+//     2-12 % of the wire in underruns: docs/results/2026-11-27-busy-host);
 //   - clockless, a wait the engine's slack covers is slept however short,
 //     down to what a sleep costs (kSleepCostNs): the slack is real, the
 //     frame's bucket absorbs the timer's lateness. Spinning those at

@@ -100,7 +100,7 @@ class Pspxdp:
         self.run("detach", self.dev, timeout=120)
 
     def counters(self) -> PspxdpCounters:
-        """From `pspxdp status -j` (the keys the README lists)."""
+        """From `pspxdp status -j` (the keys `pspxdp stats --keys` lists)."""
         d = json.loads(self.run("status", self.dev, "-j"))
         classes = {}
         for c in d.get("classes", []):

@@ -123,7 +123,7 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
 }
 
 // Every JSON key of show/stats/status -j and what it means: `pspxdp stats
-// --keys` prints this as the README's table, and the lab test checks that
+// --keys` prints this as a Markdown table, and the lab test checks that
 // the JSON has exactly these keys. Counters are described once, in shared.h.
 struct KeyDoc {
     const char *where, *key, *meaning;

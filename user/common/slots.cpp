@@ -35,7 +35,8 @@ Result<uint32_t> SlotAllocator::allocate() {
         next_ = s + 1;
         return s;
     }
-    return err("no free slot: " + std::to_string(PSPXDP_MAX_CLASSES - 1) +
+    // It does not fit: refused as asked (exit 2), like a rate above the line.
+    return refuse("no free slot: " + std::to_string(PSPXDP_MAX_CLASSES - 1) +
                " classes exist or are still draining");
 }
 

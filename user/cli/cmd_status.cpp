@@ -280,8 +280,10 @@ const Command kStatus = {
     "What attach created (pacer veth pair, queues, window), the daemon's pid and\n"
     "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
     "JSON object for any DEV; \"attached\": false and \"error\" when not attached.\n"
-    "Without DEV: every attachment, one line each (alive, dead, half attached...);\n"
-    "with -j an array of objects.",
+    "Without DEV: every attachment, one line each (alive, not beating, dead, half\n"
+    "attached...); with -j an array of objects. Both give one verdict: \"state\" is\n"
+    "\"alive\" and \"pacer_alive\" true only while the daemon runs and beats (a\n"
+    "stopped or stuck daemon is \"not beating\": TC passes traffic unpaced).",
     {flag("json", 'j', "print JSON")},
     0,
     1,

@@ -211,8 +211,7 @@ class Server : public httplib::Server {
             (void)!send(fd, kBusy, sizeof kBusy - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
         } else if (track(fd, true)) {
             uint64_t deadline = common::mono_ns() + kRequestTimeoutMs * common::kNsPerMs;
-            for (size_t n = 1; n <= kMaxRequestsPerConnection && svr_sock_ != INVALID_SOCKET;
-                 ++n) {
+            for (size_t n = 1; n <= kMaxRequestsPerConnection && svr_sock_ != INVALID_SOCKET; ++n) {
                 DeadlineStream strm(fd, deadline);
                 bool closed = false;
                 if (!process_request(strm, n == kMaxRequestsPerConnection, closed, nullptr) ||
@@ -270,8 +269,8 @@ Result<Listen> parse_listen(const std::string &text) {
     hints.ai_socktype = SOCK_STREAM;
     addrinfo *found = nullptr;
     if (int rc = getaddrinfo(l.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-        return refuse("--listen " + common::quote(text) + ": the address " +
-                      common::quote(l.host) + " does not resolve (" + gai_strerror(rc) + ")");
+        return refuse("--listen " + common::quote(text) + ": the address " + common::quote(l.host) +
+                      " does not resolve (" + gai_strerror(rc) + ")");
     freeaddrinfo(found);
     return l;
 }

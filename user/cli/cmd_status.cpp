@@ -110,9 +110,9 @@ void print_lateness(Printer &p, const Snapshot &s) {
 // beat (SIGSTOPped, stuck) is "not beating", not "alive": pacer_alive()
 // decides, as it does for show, stats and the exporter (design §1.9).
 struct Verdict {
-    std::string state;                // "alive", "not beating", "dead", "half attached", ...
-    std::optional<bool> pacer_alive;  // none: the heartbeat could not be read
-    std::string why;                  // one line for people; empty when alive
+    std::string state;               // "alive", "not beating", "dead", "half attached", ...
+    std::optional<bool> pacer_alive; // none: the heartbeat could not be read
+    std::string why;                 // one line for people; empty when alive
 };
 
 Verdict verdict(const setup::Probe &pr, const Result<pspxdp_pacer_state> &st, uint64_t now_ns) {
@@ -128,10 +128,10 @@ Verdict verdict(const setup::Probe &pr, const Result<pspxdp_pacer_state> &st, ui
     v.state = "not beating";
     const std::string dev = pr.state ? pr.state->dev : "the device";
     v.why = dev + "'s daemon (pid " + std::to_string(pr.daemon) + ") runs but " +
-            (st->heartbeat_ns ? "its heartbeat is " +
-                                    fixed(double(int64_t(now_ns - st->heartbeat_ns)) / 1e6, 1) +
-                                    " ms old"
-                              : std::string("it never beat")) +
+            (st->heartbeat_ns
+                 ? "its heartbeat is " +
+                       fixed(double(int64_t(now_ns - st->heartbeat_ns)) / 1e6, 1) + " ms old"
+                 : std::string("it never beat")) +
             " (stopped or stuck): TC passes traffic unpaced";
     return v;
 }

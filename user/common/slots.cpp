@@ -37,7 +37,7 @@ Result<uint32_t> SlotAllocator::allocate() {
     }
     // It does not fit: refused as asked (exit 2), like a rate above the line.
     return refuse("no free slot: " + std::to_string(PSPXDP_MAX_CLASSES - 1) +
-               " classes exist or are still draining");
+                  " classes exist or are still draining");
 }
 
 } // namespace pspxdp::common

@@ -196,6 +196,11 @@ class DeadlineStream : public httplib::Stream {
 // after every byte) and the open ones known, so a stop ends them at once.
 class Server : public httplib::Server {
   public:
+    // The accept queue's length: cpp-httplib listens with 5, and connections
+    // beyond those wait for a SYN-ACK retransmission (a second) before the
+    // accept loop sees them. listen() again on the bound socket resizes it.
+    bool set_backlog(int n) { return ::listen(svr_sock_, n) == 0; }
+
     // Shuts down every open connection: their threads end now, not at
     // their deadlines. After stop().
     void end_connections() {
@@ -319,6 +324,9 @@ int run(const Args &args) {
                         " is in use (another exporter? one port per device: --listen)");
         return fail(where + common::errno_text(e));
     }
+    if (!svr.set_backlog(int(2 * kMaxConnections)))
+        return fail("exporter: listen on " + args.text("listen") + ": " +
+                    common::errno_text(errno));
 
     // SIGINT/SIGTERM stop it cleanly: blocked here (the server's threads
     // inherit the mask) and taken by sigwait, outside any signal handler.

@@ -229,7 +229,6 @@ int run_status(const Args &args) {
     const bool beating = v.pacer_alive.value_or(false);
 
     p.boolean("attached", true, (dev + ": attached, ").c_str());
-    p.string("state", v.state, "");
     p.text("pacer ");
     p.open_array("pacer_veth");
     p.string("", as->pacer_a, "%s -> ");
@@ -281,9 +280,9 @@ const Command kStatus = {
     "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
     "JSON object for any DEV; \"attached\": false and \"error\" when not attached.\n"
     "Without DEV: every attachment, one line each (alive, not beating, dead, half\n"
-    "attached...); with -j an array of objects. Both give one verdict: \"state\" is\n"
-    "\"alive\" and \"pacer_alive\" true only while the daemon runs and beats (a\n"
-    "stopped or stuck daemon is \"not beating\": TC passes traffic unpaced).",
+    "attached...); with -j an array of objects. Both give one verdict: pacer_alive\n"
+    "is true (and the state without DEV \"alive\") only while the daemon runs and\n"
+    "beats; a stopped or stuck daemon is \"not beating\": TC passes traffic unpaced.",
     {flag("json", 'j', "print JSON")},
     0,
     1,

@@ -14,6 +14,16 @@ psp_begin safety
 fails() { ! "$@" >"$TMP/out" 2>"$TMP/err"; }
 # works CMD... : the command exits 0 (outputs as for fails)
 works() { "$@" >"$TMP/out" 2>"$TMP/err"; }
+# rc CMD...: CMD's exit code, its stdout/stderr in $TMP/out, $TMP/err.
+rc() { "$@" >"$TMP/out" 2>"$TMP/err"; echo $?; }
+exits() { # exits WANT CMD...: CMD exits WANT
+    local want=$1 got
+    shift
+    got=$(rc "$@")
+    [[ $got == "$want" ]] && return 0
+    echo "     exit $got (want $want): $(head -c 300 "$TMP/err")"
+    return 1
+}
 said() { grep -q -- "$1" "$TMP/err"; }        # the last command's stderr says $1
 one_line() { [[ $(wc -l <"$TMP/err") -eq 1 ]]; } # ... in exactly one line
 no_libbpf() { ! grep -q 'libbpf' "$TMP/err"; }

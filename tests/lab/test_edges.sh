@@ -5,7 +5,8 @@
 #   again    attach with the same options / detach of a detached device:
 #            exit 0 and one line; attach with other options: exit 2 naming
 #            the difference; status without DEV lists the attachment
-#   exits    one rule for exit codes across commands (0 / 1 / 2)
+#   exits    one rule for exit codes across commands (0 / 1 / 2): a class
+#            past the last slot and change without its RATE are refusals (2)
 #   race     two attaches at once: one attaches, the other says "being
 #            attached by another pspxdp (pid N)" or "attached already"
 #   killed   an attach killed at each step of its build: the next attach
@@ -31,16 +32,6 @@ edges_end() {
     psp_end
 }
 trap edges_end EXIT
-# rc CMD...: CMD's exit code, its stdout/stderr in $TMP/out, $TMP/err.
-rc() { "$@" >"$TMP/out" 2>"$TMP/err"; echo $?; }
-exits() { # exits WANT CMD...: CMD exits WANT
-    local want=$1 got
-    shift
-    got=$(rc "$@")
-    [[ $got == "$want" ]] && return 0
-    echo "     exit $got (want $want): $(head -c 300 "$TMP/err")"
-    return 1
-}
 out_has() { grep -q -- "$1" "$TMP/out"; }
 
 # ---- exits: not attached
@@ -69,6 +60,23 @@ psp_check "again: status without DEV: 0" exits 0 P status
 psp_check "  ... lists $DEV alive with its daemon" grep -q "^$DEV: alive, daemon pid $PID" "$TMP/out"
 psp_check "again: status -j without DEV: an array naming $DEV" bash -c "nsenter --net=/run/netns/$NS $PSPXDP status -j |
     python3 -c 'import json,sys; d=json.load(sys.stdin); assert any(x[\"dev\"] == \"$DEV\" and x[\"state\"] == \"alive\" for x in d)'"
+
+# ---- exits: refusals of what does not fit or is missing (exit 2, one line, nothing changed)
+psp_check "exits: change DEV line-rate without the RATE: 2" exits 2 P change $DEV line-rate
+psp_check "  ... one line: the RATE is missing" bash -c "grep -q 'line-rate: the RATE is missing' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
+# Every slot taken: the default class and 131,070 normal classes in one
+# batch (majors 2 and 3: a minor is at most ffff).
+P save $DEV >"$TMP/small.saved"
+python3 -c 'print("\n".join("%d:%x normal" % (m, i) for m in (2, 3) for i in range(1, 0x10000)))' >"$TMP/full"
+psp_check "131,070 classes in one batch: every slot taken" works P class add $DEV --file "$TMP/full"
+P save $DEV >"$TMP/full.saved"
+psp_check "exits: class add past the last slot: 2" exits 2 P class add $DEV 1:1 normal
+psp_check "  ... one line: no free slot" bash -c "grep -q 'no free slot: 131071 classes exist' $TMP/err && [[ \$(wc -l <$TMP/err) -eq 1 ]]"
+printf '1:1 normal\n1:2 10mbit\n' >"$TMP/two"
+psp_check "exits: a batch of 2 past the last slot: 2" exits 2 P class add $DEV --file "$TMP/two"
+psp_check "  ... says no free slot" said "no free slot"
+psp_check "  ... nothing changed" bash -c "nsenter --net=/run/netns/$NS $PSPXDP save $DEV | cmp -s - $TMP/full.saved"
+psp_check "the classes go again (apply of the configuration before)" works P apply -q $DEV "$TMP/small.saved"
 
 # ---- exits: the lock held by someone else (this shell holds DEV's lock
 # file on a descriptor of its own: flock(2) locks belong to the open file,

@@ -54,6 +54,10 @@ int run_change(const Args &args) {
     const auto &p = args.positional;
     const bool has_dev = p.size() == 3;
     const std::string &what = p[has_dev ? 1 : 0];
+    // "change DEV line-rate": the rate forgotten, not an unknown parameter DEV.
+    if (p.back() == "line-rate")
+        return fail("change: line-rate: the RATE is missing (pspxdp change [DEV] line-rate RATE)",
+                    2);
     if (what != "line-rate")
         return fail("change: unknown parameter \"" + what + "\" (line-rate)", 2);
     auto rate = parse_rate_bps(p.back());

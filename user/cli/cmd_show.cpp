@@ -247,7 +247,11 @@ Result<Snapshot> take(const control::Device &d) {
     return s;
 }
 
-bool pacer_alive(const Snapshot &s) { return s.daemon_pid && pspxdp_pacer_alive(&s.st, s.t_ns); }
+bool pacer_alive(pid_t daemon_pid, const pspxdp_pacer_state &st, uint64_t now_ns) {
+    return daemon_pid && pspxdp_pacer_alive(&st, now_ns);
+}
+
+bool pacer_alive(const Snapshot &s) { return pacer_alive(s.daemon_pid, s.st, s.t_ns); }
 
 void print_device(Printer &p, const std::string &dev, const Snapshot &s, const Snapshot *before,
                   bool stats, bool detail) {

@@ -4,6 +4,7 @@
 #include "cli/group.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
+#include "common/clock.hpp"
 #include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <dirent.h>
+#include <optional>
 #include <vector>
 
 namespace pspxdp::cli {
@@ -103,6 +105,37 @@ void print_lateness(Printer &p, const Snapshot &s) {
     p.newline();
 }
 
+// The state of an attachment in one word, for status with DEV and without:
+// the probe's, except that an attachment whose daemon runs but does not
+// beat (SIGSTOPped, stuck) is "not beating", not "alive": pacer_alive()
+// decides, as it does for show, stats and the exporter (design §1.9).
+struct Verdict {
+    std::string state;               // "alive", "not beating", "dead", "half attached", ...
+    std::optional<bool> pacer_alive; // none: the heartbeat could not be read
+    std::string why;                 // one line for people; empty when alive
+};
+
+Verdict verdict(const setup::Probe &pr, const Result<pspxdp_pacer_state> &st, uint64_t now_ns) {
+    Verdict v{setup::kind_name(pr.kind), false, pr.why};
+    if (pr.kind != setup::Probe::Kind::Alive) return v; // no daemon here: TC passes unpaced
+    if (!st) {
+        v.pacer_alive.reset();
+        v.why = "cannot read the heartbeat: " + st.error();
+        return v;
+    }
+    v.pacer_alive = pacer_alive(pr.daemon, *st, now_ns);
+    if (*v.pacer_alive) return v;
+    v.state = "not beating";
+    const std::string dev = pr.state ? pr.state->dev : "the device";
+    v.why = dev + "'s daemon (pid " + std::to_string(pr.daemon) + ") runs but " +
+            (st->heartbeat_ns
+                 ? "its heartbeat is " +
+                       fixed(double(int64_t(now_ns - st->heartbeat_ns)) / 1e6, 1) + " ms old"
+                 : std::string("it never beat")) +
+            " (stopped or stuck): TC passes traffic unpaced";
+    return v;
+}
+
 // status: the attachment (what attach created, the daemon) and then what
 // stats prints, in one object. -j prints a JSON object for any DEV, with
 // "attached": false and "error" when there is nothing to show.
@@ -127,9 +160,19 @@ int run_status_all(const Args &args) {
         auto paths = common::paths_for(dev);
         if (!paths) continue; // not a name pspxdp made
         const setup::Probe pr = setup::probe(*paths);
+        Result<pspxdp_pacer_state> st = err("not read");
+        if (pr.kind == setup::Probe::Kind::Alive) {
+            auto d = control::Device::open(dev, control::Access::Read);
+            st = d ? d->state() : Result<pspxdp_pacer_state>(d.failure());
+        }
+        const Verdict v = verdict(pr, st, common::mono_ns());
         p.open_object();
         p.string("dev", dev, "%s: ");
-        p.string("state", setup::kind_name(pr.kind), "%s");
+        p.string("state", v.state, "%s");
+        if (v.pacer_alive)
+            p.boolean("pacer_alive", *v.pacer_alive, "");
+        else
+            p.null("pacer_alive");
         if (pr.daemon)
             p.i64("daemon_pid", pr.daemon, ", daemon pid %s");
         else
@@ -138,7 +181,7 @@ int run_status_all(const Args &args) {
             p.rate("line_rate", pr.state->line_rate_bps, ", line rate %s");
             p.string("pacer", pr.state->pacer_a + " -> " + pr.state->pacer_b, ", pacer %s");
         }
-        p.string("why", pr.why, pr.why.empty() ? "" : " (%s)");
+        p.string("why", v.why, v.why.empty() ? "" : " (%s)");
         p.newline();
         p.close_object();
     }
@@ -182,7 +225,8 @@ int run_status(const Args &args) {
     // "pacer alive" never side by side.
     s.value().daemon_pid = probe.daemon;
     const pid_t pid = s->daemon_pid;
-    const bool beating = pacer_alive(*s);
+    const Verdict v = verdict(probe, s->st, s->t_ns); // as status without DEV says it
+    const bool beating = v.pacer_alive.value_or(false);
 
     p.boolean("attached", true, (dev + ": attached, ").c_str());
     p.text("pacer ");
@@ -235,8 +279,10 @@ const Command kStatus = {
     "What attach created (pacer veth pair, queues, window), the daemon's pid and\n"
     "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
     "JSON object for any DEV; \"attached\": false and \"error\" when not attached.\n"
-    "Without DEV: every attachment, one line each (alive, dead, half attached...);\n"
-    "with -j an array of objects.",
+    "Without DEV: every attachment, one line each (alive, not beating, dead, half\n"
+    "attached...); with -j an array of objects. Both give one verdict: pacer_alive\n"
+    "is true (and the state without DEV \"alive\") only while the daemon runs and\n"
+    "beats; a stopped or stuck daemon is \"not beating\": TC passes traffic unpaced.",
     {flag("json", 'j', "print JSON")},
     0,
     1,

@@ -214,9 +214,9 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, const P
                    std::to_string(o.max_classes) + ")\n";
     }
     {
-        const bool alive = pspxdp_pacer_alive(&s.st, s.t_ns);
+        const bool alive = pacer_alive(s); // status's verdict, word for word
         const Family a{"pspxdp_pacer_alive", true};
-        head(out, a, "1: the daemon's heartbeat is fresh; 0: TC passes traffic unpaced");
+        head(out, a, "1: the daemon runs and its heartbeat is fresh; 0: TC passes traffic unpaced");
         line(out, a.metric, dl, alive ? "1" : "0");
         const Family h{"pspxdp_heartbeat_age_seconds", true};
         head(out, h, "since the daemon's last heartbeat; NaN: it never beat");

@@ -40,11 +40,13 @@ struct Snapshot {
     pid_t daemon_pid = 0; // the daemon's, if it runs (its pidfile, checked)
 };
 Result<Snapshot> take(const control::Device &d);
-// Is DEV paced? The one verdict status, show and stats print: the daemon
-// runs and its heartbeat is fresh. (Just after a kill the heartbeat is
-// still fresh for up to PSPXDP_HEARTBEAT_TIMEOUT_NS, while TC still sends
-// to the dead pacer: not alive either.)
-bool pacer_alive(const Snapshot &s);
+// Is DEV paced? The one verdict status (with DEV and without), show, stats
+// and the exporter give: the daemon runs and its heartbeat is fresh. (Just
+// after a kill the heartbeat is still fresh for up to
+// PSPXDP_HEARTBEAT_TIMEOUT_NS, while TC still sends to the dead pacer: not
+// alive either; a SIGSTOPped daemon runs but does not beat: not alive.)
+bool pacer_alive(pid_t daemon_pid, const pspxdp_pacer_state &st, uint64_t now_ns);
+bool pacer_alive(const Snapshot &s); // of the snapshot's daemon, pacer_state and time
 // The device's classes (and with stats its counters; rates when before is
 // given: measured from before to s).
 // Text with stats and !detail: one line per class, device-wide counters not

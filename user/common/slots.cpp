@@ -35,8 +35,9 @@ Result<uint32_t> SlotAllocator::allocate() {
         next_ = s + 1;
         return s;
     }
-    return err("no free slot: " + std::to_string(PSPXDP_MAX_CLASSES - 1) +
-               " classes exist or are still draining");
+    // It does not fit: refused as asked (exit 2), like a rate above the line.
+    return refuse("no free slot: " + std::to_string(PSPXDP_MAX_CLASSES - 1) +
+                  " classes exist or are still draining");
 }
 
 } // namespace pspxdp::common

@@ -413,7 +413,12 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     // What a replaced attachment keeps is checked against the line rate:
     // accepting a line rate below its paced classes would leave classes
     // configured that the pacer can never serve.
-    if (pr.pins && pr.kind != K::NotAttached) {
+    // An attach killed while libbpf pinned the maps one by one leaves some
+    // pinned and not class_config: no classes to keep, and the load below
+    // pins what is missing.
+    const bool half_pinned =
+        pr.kind == K::HalfMade && access(p.pin("class_config").c_str(), F_OK) != 0;
+    if (pr.pins && pr.kind != K::NotAttached && !half_pinned) {
         auto sum = paced_sum(p);
         if (!sum) return refused(sum.failure());
         if (sum->bps > line)

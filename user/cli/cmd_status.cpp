@@ -223,7 +223,10 @@ int run_status(const Args &args) {
     print_device(p, dev, *s, nullptr, true);
     p.close_object();
     p.print(stdout);
-    return 0;
+    // A script's question is "is DEV paced?": attached but not paced is a
+    // broken attachment (exit 1), the report above says why.
+    const bool paced = beating && probe.kind != K::Dead && probe.kind != K::DevGone;
+    return paced ? 0 : 1;
 }
 
 } // namespace
@@ -236,7 +239,10 @@ const Command kStatus = {
     "heartbeat, then what pspxdp stats prints (without measured rates). With -j a\n"
     "JSON object for any DEV; \"attached\": false and \"error\" when not attached.\n"
     "Without DEV: every attachment, one line each (alive, dead, half attached...);\n"
-    "with -j an array of objects.",
+    "with -j an array of objects.\n"
+    "Exit status with DEV: 0 paced (the daemon beats), 1 attached but not paced\n"
+    "(daemon dead or not beating, DEV gone, half attached; the report says why),\n"
+    "2 not attached or no such device.",
     {flag("json", 'j', "print JSON")},
     0,
     1,

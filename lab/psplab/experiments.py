@@ -5,12 +5,16 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import measure, shapers
 from .context import RunContext
 from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, as_dicts, mbit, num, pyplot
 from .run import Flow, FlowRow, TcpRow, flow_rows, run_tcp, run_udp
 from .units import fmt_rate, parse_rate_bps
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MTU_UNIT = 1518  # the analyzer's burst unit at MTU 1500: a full frame's L2 bytes
 
@@ -133,11 +137,14 @@ def side_by_side(ctx: RunContext) -> None:
           f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores of kernel time")
 
 
-def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
+def side_figure(rows: Sequence[SideRow]) -> "Figure":
+    """The one-flow bars of side by side. Its x labels (shaper and clock)
+    break at the shaper's '-', one word a line: on one line each at 7
+    points they ran into each other."""
     plt = pyplot()
     one = [r for r in rows if r.scenario.startswith("one")]
-    labels = [f"{r.shaper}\n({'byte' if r.clock == 'byte' else 'real'})" for r in one]
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r.shaper.replace('-', chr(10))}\n({'byte' if r.clock == 'byte' else 'real'})" for r in one]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.6))
     burst = [max(r.burst_target_mtu or 0, 0.01) for r in one]
     ax[0].bar(labels, burst, color=["tab:green" if r.shaper == "pspxdp" else "tab:gray" for r in one])
     ax[0].set_yscale("log")
@@ -155,7 +162,12 @@ def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
     fig.suptitle("One UDP flow offered 650 Mbit/s, target 500 Mbit/s, 1 Gbit/s veth wire. byte: the "
                  "byte clock (a NIC's view); real: capture times on a veth (timers, not a NIC)",
                  fontsize=9)
-    res.save(fig, "side-by-side.png")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
+    res.save(side_figure(rows), "side-by-side.png")
 
 
 # --- 5. TCP through the bottleneck (paper Table 5) ----------------------------

@@ -36,10 +36,10 @@ class ReportTest(unittest.TestCase):
         fig = side_figure(rows)
         fig.set_dpi(110)  # Results.save's
         fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+        renderer = fig.canvas.get_renderer()
         for ax in fig.axes:
             boxes = sorted((t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()),
-                           key=lambda b: b.x0)
+                           key=lambda b: float(b.x0))
             self.assertEqual(len(boxes), len(rows))
             # a visible space between neighbours, not just no overlap
             for a, b in itertools.pairwise(boxes):

@@ -259,7 +259,10 @@ def tcp(ctx: RunContext) -> None:
         "through an ideal drop-tail FIFO of the same size draining at exactly B: what the shaper's "
         "output alone costs. bottleneck drops above them are the emulation's: the tbf in a namespace "
         "on a shared VM stalls its departures (stalls: gaps over 100 us while it held more than a "
-        "frame, and the longest); the captures add CPU load of their own",
+        "frame, and the longest, from its queue rebuilt as arrived - departed: where it dropped "
+        "much and TCP then idled, the rebuild drifts and idle time may count); the captures add "
+        "CPU load of their own; PAUSE gap frames (pspxdp, byte clock) are not arrivals: R takes "
+        "them, the tbf never queues them",
         f"one iperf3 TCP flow (cubic) for {secs} s; RTT {num(rtt)} ms measured by ping (the "
         f"delay line adds {ctx.delay_ms} ms on the return path); bottleneck: tbf rate "
         f"{ctx.bottleneck}, bucket {shapers.ONE_FRAME_BUCKET} B, limit = FIFO, on the router",

@@ -295,7 +295,7 @@ def run_tcp(ctx: RunContext, shaper: Shaper, fifo_bytes: int, bottleneck: str, s
     finally:
         readings = [c.stop() for c in caps]
         shaper.teardown()
-    arrivals, departures = frames(caps[0].path), frames(caps[1].path)
+    arrivals, departures = frames(caps[0].path, 5201), frames(caps[1].path, 5201)
     if not ctx.keep_pcaps:
         for c in caps:
             os.remove(c.path)

@@ -2,8 +2,12 @@
 table (its source CSV) and why: the load, the emulated bottleneck's stalls,
 and the ideal FIFO's drops of the same arrivals."""
 
+import os
+import struct
+import tempfile
 import unittest
 
+from psplab.cluster_capture import frames
 from psplab.experiments import README_TCP, readme_differences
 from psplab.run import TcpRow
 
@@ -44,6 +48,27 @@ class ReadmeDifferencesTest(unittest.TestCase):
         self.assertEqual(len(got), 1)
         self.assertIn("200 Mbit/s", got[0])
         self.assertNotIn("stalled", got[0])
+
+
+def pcap(path: str, packets: list[bytes]) -> None:
+    """A nanosecond pcap of whole Ethernet frames, 1 us apart."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
+        for i, p in enumerate(packets):
+            f.write(struct.pack("<IIII", 0, i * 1000, len(p), len(p)) + p)
+
+
+class ArrivalsTest(unittest.TestCase):
+    def test_pause_gap_frames_are_not_arrivals(self) -> None:
+        mac = b"\x02" * 12
+        tcp = mac + b"\x08\x00" + bytes([0x45, 0, 0x05, 0xDC]) + bytes(5) + b"\x06" + bytes(10) \
+            + struct.pack("!HH", 40000, 5201) + bytes(1514 - 38)
+        pause = mac + b"\x88\x08" + bytes(1514 - 14)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "a.pcap")
+            pcap(path, [tcp, pause, tcp])
+            self.assertEqual(len(frames(path)), 3)  # every big frame
+            self.assertEqual(frames(path, 5201), [(0, 1514), (2000, 1514)])
 
 
 if __name__ == "__main__":

@@ -52,6 +52,12 @@ complete_words() {
     bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _pspxdp; echo "${COMPREPLY[*]}"' \
         _ "$COMPLETION" "$@"
 }
+psp_check "completes filter words (pspxdp filter add lo d -> dst dport dscp)" \
+    test "$(complete_words pspxdp filter add lo d)" = "dst dport dscp"
+psp_check "completes protocol names after proto" \
+    test "$(complete_words pspxdp filter add lo proto ud)" = "udp udplite"
+psp_check "completes class words (pspxdp class add lo 1:1 500mbit l -> limit)" \
+    test "$(complete_words pspxdp class add lo 1:1 500mbit l)" = "limit"
 psp_check "completion registered for pspxdp" \
     bash -c "source '$COMPLETION' && complete -p pspxdp | grep -q -- '-F _pspxdp pspxdp'"
 psp_check "completes a command (pspxdp att -> attach)" test "$(complete_words pspxdp att)" = attach

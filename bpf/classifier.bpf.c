@@ -98,6 +98,18 @@ struct {
     __type(value, struct pspxdp_class_tc_stats);
 } class_stats SEC(".maps");
 
+/* Every counter of each configured class, for bpftool (shared.h); written by
+ * the daemon, nothing here reads it: defined here so the loader pins it with
+ * BTF. No prealloc: it takes memory for the classes that exist, not for
+ * PSPXDP_MAX_CLASSES. */
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, PSPXDP_MAX_CLASSES);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, struct pspxdp_classid);
+    __type(value, struct pspxdp_class_entry);
+} classes SEC(".maps");
+
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);

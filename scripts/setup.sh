@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Installs every Debian package pspxdp needs to build, test and run its lab,
-# and ruff (the Python linter, not in Debian 12) into $BUILD_DIR/python-tools.
+# Installs every Debian package pspxdp needs to build, test and run its lab;
+# with --lint also ruff (the Python linter, not in Debian 12, from PyPI) into
+# $BUILD_DIR/python-tools: only the test command (scripts/test.sh) lints, the
+# Quick start's lab (scripts/run.sh) does not need it.
 # Idempotent: quiet and quick when everything is already there.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LINT=0
+case ${1:-} in
+--lint) LINT=1 ;;
+"") ;;
+-h | --help) echo "usage: $0 [--lint]   (--lint: also ruff into \${BUILD_DIR:-build}/python-tools)"; exit 0 ;;
+*) echo "setup.sh: unknown option \"$1\" (usage: $0 [--lint])" >&2; exit 2 ;;
+esac
 
 PKGS=(
   build-essential cmake ninja-build pkg-config
@@ -41,6 +50,7 @@ fi
 
 # ruff from PyPI, pinned, in a venv of Debian's python3 (the lab's) under the
 # build directory: the checkout stays clean. tests/lint_python.sh runs it.
+((LINT)) || exit 0
 RUFF_VERSION=0.17.5
 TOOLS=${BUILD_DIR:-$ROOT/build}/python-tools
 if [[ $("$TOOLS/bin/ruff" --version 2>/dev/null) != "ruff $RUFF_VERSION" ]]; then

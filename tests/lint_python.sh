@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # ruff and mypy --strict (pyproject.toml) over every *.py under lab/, tests/,
 # bench/ and scripts/: ctest lint_python. Any finding fails. TOOLS_DIR: where
-# scripts/setup.sh put ruff (default build/python-tools); mypy is Debian's,
+# scripts/setup.sh --lint put ruff (default build/python-tools); mypy is Debian's,
 # for /usr/bin/python3, the interpreter the lab runs.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TOOLS=${1:-$ROOT/build/python-tools}
 cd "$ROOT"
-[[ -x $TOOLS/bin/ruff ]] || { echo "lint_python: $TOOLS/bin/ruff missing (run scripts/setup.sh)" >&2; exit 1; }
+[[ -x $TOOLS/bin/ruff ]] || { echo "lint_python: $TOOLS/bin/ruff missing (run scripts/setup.sh --lint)" >&2; exit 1; }
 /usr/bin/python3 -c "import mypy" 2>/dev/null ||
     { echo "lint_python: python3-mypy missing (run scripts/setup.sh)" >&2; exit 1; }
 mapfile -t files < <(find lab tests bench scripts -name '*.py' | sort)

@@ -52,6 +52,12 @@ complete_words() {
     bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _pspxdp; echo "${COMPREPLY[*]}"' \
         _ "$COMPLETION" "$@"
 }
+psp_check "completes filter words (pspxdp filter add lo d -> dst dport dscp)" \
+    test "$(complete_words pspxdp filter add lo d)" = "dst dport dscp"
+psp_check "completes protocol names after proto" \
+    test "$(complete_words pspxdp filter add lo proto ud)" = "udp udplite"
+psp_check "completes class words (pspxdp class add lo 1:1 500mbit l -> limit)" \
+    test "$(complete_words pspxdp class add lo 1:1 500mbit l)" = "limit"
 psp_check "completion registered for pspxdp" \
     bash -c "source '$COMPLETION' && complete -p pspxdp | grep -q -- '-F _pspxdp pspxdp'"
 psp_check "completes a command (pspxdp att -> attach)" test "$(complete_words pspxdp att)" = attach
@@ -68,9 +74,18 @@ psp_check "systemd unit installed" test -s "$UNIT"
 psp_check "unit attaches with /etc/pspxdp/DEV.conf" \
     grep -q '^ExecStart=/usr/sbin/pspxdp attach %I --foreground --config /etc/pspxdp/%I.conf$' "$UNIT"
 psp_check "unit detaches after stop" grep -q '^ExecStopPost=-/usr/sbin/pspxdp detach %I$' "$UNIT"
+# Without DEV.conf the unit fails loudly (no ConditionPathExists skip), and
+# that failure, bad input, is not retried.
+psp_check "unit does not skip silently without DEV.conf" bash -c "! grep -q '^ConditionPathExists=' '$UNIT'"
+psp_check "unit does not retry bad input (exit 2)" grep -qx 'RestartPreventExitStatus=2' "$UNIT"
+psp_check "attach --config of a missing file: exit 2, one line naming the file" \
+    bash -c "out=\$('$BIN' attach lo --foreground --config '$DEST/none.conf' 2>&1); rc=\$?; [[ \$rc -eq 2 && \$(wc -l <<<\"\$out\") -eq 1 && \$out == *'$DEST/none.conf'* ]] || { echo \"rc \$rc: \$out\"; false; }"
 psp_check "unit restarts on failure" grep -q '^Restart=on-failure$' "$UNIT"
 psp_check "unit is Type=notify" grep -q '^Type=notify$' "$UNIT"
 psp_check "example configuration installed" test -s "$DEST/root/usr/share/doc/pspxdp/example.conf"
+# Copied as it says, it must not slow a faster NIC to 1 Gbit/s.
+psp_check "example configuration sets no line rate (DEV's speed counts)" \
+    bash -c "! grep -q '^line-rate' '$DEST/root/usr/share/doc/pspxdp/example.conf'"
 psp_check "/etc/pspxdp made, for the unit's DEV.conf" test -d "$DEST/root/etc/pspxdp"
 if command -v systemd-analyze >/dev/null; then
     # An instance of the template naming the DESTDIR's binary (verify checks
@@ -105,6 +120,19 @@ if (cd "$DEST" && cpack --config "$BUILD/CPackConfig.cmake" -G DEB -B "$DEST/pkg
         bash -c "dpkg -I '$DEB' | grep -q '^ Package: pspxdp$' && dpkg -I '$DEB' | grep -q '^ Section: net$'"
     psp_check "... dpkg -I: postinst and postrm (systemctl daemon-reload)" \
         bash -c "dpkg-deb -I '$DEB' postinst | grep -q daemon-reload && dpkg-deb -I '$DEB' postrm | grep -q daemon-reload"
+    # postinst creates the group whose members read the pins (share_pins in
+    # attach), once: run with stubs that record what it would change.
+    dpkg-deb -e "$DEB" "$DEST/control"
+    STUB=$DEST/stub
+    mkdir -p "$STUB"
+    printf '#!/bin/sh\n[ -e %s/have-group ] && echo pspxdp:x:999:\n[ -e %s/have-group ]\n' "$STUB" "$STUB" >"$STUB/getent"
+    printf '#!/bin/sh\necho "$*" >>%s/addgroup.calls\n: >%s/have-group\n' "$STUB" "$STUB" >"$STUB/addgroup"
+    printf '#!/bin/sh\nexit 0\n' >"$STUB/systemctl"
+    chmod +x "$STUB"/*
+    psp_check "... postinst configure creates the system group pspxdp" \
+        bash -c "PATH='$STUB':\$PATH sh '$DEST/control/postinst' configure && grep -qx -- '--system --quiet pspxdp' '$STUB/addgroup.calls'"
+    psp_check "... and not again when it exists (an upgrade)" \
+        bash -c "PATH='$STUB':\$PATH sh '$DEST/control/postinst' configure && test \$(wc -l <'$STUB/addgroup.calls') -eq 1"
     dpkg-deb -x "$DEB" "$DEST/deb"
     psp_check "... its unit names /usr/sbin/pspxdp (not the staging directory)" \
         grep -q '^ExecStart=/usr/sbin/pspxdp attach ' "$DEST/deb/usr/lib/systemd/system/pspxdp@.service"

@@ -13,6 +13,7 @@
  *   class_stats   TC                   per-class, per-CPU classification counters
  *   pacer_stats   daemon -> TC, CLI    per-slot: the class served there, its state, its
  *                                      counters (mmapable: the daemon writes it in place)
+ *   classes       daemon -> bpftool    per configured class: all its counters (below)
  *   daemon_stats  daemon               device-wide counters of the pacer (mmapable)
  *   lateness      daemon               release-lateness histogram (mmapable; see below)
  *   pacer_state   CLI, daemon -> TC    heartbeat, default class, pacer ifindex, line rate,
@@ -222,10 +223,36 @@ enum pspxdp_slot_state {
     X(active_flows, "flows in the class's lists now (with frames, or empty waiting for their "     \
                     "turn in the old list)")                                                       \
     X(sparse_flows, "of them, in the new (sparse) list now")                                       \
-    X(bulk_flows, "of them, in the old (bulk) list now")
+    X(bulk_flows, "of them, in the old (bulk) list now")                                           \
+    X(empty_ns, "paced: time the class's queue sat empty after its rate would have let it send "   \
+                "its next frame, ns (its sender fell behind, not the pacer: the rate is short "    \
+                "by this much); counted when a frame arrives")                                     \
+    X(empty_events, "paced: how many such stretches ended (a frame arrived after its due time)")
 struct pspxdp_class_counters {
     struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
     enum pspxdp_slot_state state;
+    PSPXDP_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
+};
+
+/* classes: HASH (no prealloc: its memory is what its entries take), key
+ * struct pspxdp_classid, one entry per configured class, deleted when the
+ * class is gone (a deleted class stays while it drains). Written by the
+ * daemon only, in one batch once a second, at every
+ * configuration change and when it stops; read by nobody in pspxdp: it is
+ * the map for `bpftool map dump pinned PSPXDP_PIN_ROOT/DEV/classes` (a few
+ * dozen lines per class) and, for class 1:a (key bytes minor, major, little
+ * endian), `bpftool map lookup pinned PSPXDP_PIN_ROOT/DEV/classes key 0xa 0 1 0`.
+ * Every per-class counter, under the names `pspxdp stats` uses: TC's summed
+ * over CPUs, then pacer_stats' (the slot's), as of updated_ns. `pspxdp stats`
+ * reads the live maps instead. */
+struct pspxdp_class_entry {
+    __u64 updated_ns; /* CLOCK_MONOTONIC of the daemon's write */
+    __u64 rate_bps;   /* class_config's; 0 for a normal class */
+    enum pspxdp_class_kind kind;
+    enum pspxdp_slot_state state; /* FREE: configured but not served (see status) */
+    __u32 slot;
+    __u32 reserved;
+    PSPXDP_TC_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
     PSPXDP_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
 
@@ -479,7 +506,8 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
-static_assert(sizeof(struct pspxdp_class_counters) == 8 + 19 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 21 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_class_entry) == 32 + 5 * 8 + 21 * 8, "classes layout");
 static_assert(sizeof(struct pspxdp_daemon_stats) == 34 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");

@@ -123,14 +123,16 @@ HEADERS = 66   # Ethernet + IPv4 + TCP with timestamps: what each segment repeat
 MSS = 1448
 
 
-def frames(path: str) -> list[tuple[int, int]]:
+def frames(path: str, port: int | None = None) -> list[tuple[int, int]]:
     """(time_ns, qdisc bytes) of the data frames (tbf accounts the L2 length).
     A GSO super-packet (tbf on the host's veth passes TCP's 64 KB sends
     whole; the bottleneck's tbf segments it and queues each segment) counts
-    as its segments, all arriving at once."""
+    as its segments, all arriving at once. With port: only IPv4 TCP/UDP
+    frames to it (a pspxdp wire also carries PAUSE gap frames, up to MTU
+    size, which R takes but never queues)."""
     out: list[tuple[int, int]] = []
-    for t, n, _ in read_pcap(path, set(), overhead=0):
-        if n <= 100:  # not data: SYN, FIN, pure ACKs
+    for t, n, p in read_pcap(path, {port} if port is not None else set(), overhead=0):
+        if n <= 100 or (port is not None and p != port):  # not data: SYN, FIN, pure ACKs; gaps
             continue
         k = -(-(n - HEADERS) // MSS)
         out += [(t, (n - HEADERS) // k + HEADERS)] * k

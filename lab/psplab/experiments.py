@@ -1,14 +1,20 @@
 """The paper's experiments (docs/design.md §5) and the side-by-side comparison.
 Each writes <results root>/<date>-<what>/ (build/results; docs/results with
 --publish) and files its rows in ctx.summary."""
+import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import measure, shapers
 from .context import RunContext
 from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, as_dicts, mbit, num, pyplot
 from .run import Flow, FlowRow, TcpRow, flow_rows, run_tcp, run_udp
 from .units import fmt_rate, parse_rate_bps
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MTU_UNIT = 1518  # the analyzer's burst unit at MTU 1500: a full frame's L2 bytes
 
@@ -131,11 +137,14 @@ def side_by_side(ctx: RunContext) -> None:
           f"Shapers:\n{setup}\n- idle machine before the runs: {idle:.2f} cores of kernel time")
 
 
-def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
+def side_figure(rows: Sequence[SideRow]) -> "Figure":
+    """The one-flow bars of side by side. Its x labels (shaper and clock)
+    break at the shaper's '-', one word a line: on one line each at 7
+    points they ran into each other."""
     plt = pyplot()
     one = [r for r in rows if r.scenario.startswith("one")]
-    labels = [f"{r.shaper}\n({'byte' if r.clock == 'byte' else 'real'})" for r in one]
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r.shaper.replace('-', chr(10))}\n({'byte' if r.clock == 'byte' else 'real'})" for r in one]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4.6))
     burst = [max(r.burst_target_mtu or 0, 0.01) for r in one]
     ax[0].bar(labels, burst, color=["tab:green" if r.shaper == "pspxdp" else "tab:gray" for r in one])
     ax[0].set_yscale("log")
@@ -153,10 +162,69 @@ def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
     fig.suptitle("One UDP flow offered 650 Mbit/s, target 500 Mbit/s, 1 Gbit/s veth wire. byte: the "
                  "byte clock (a NIC's view); real: capture times on a veth (timers, not a NIC)",
                  fontsize=9)
-    res.save(fig, "side-by-side.png")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_side(res: Results, rows: Sequence[SideRow]) -> None:
+    res.save(side_figure(rows), "side-by-side.png")
 
 
 # --- 5. TCP through the bottleneck (paper Table 5) ----------------------------
+
+# The run the README's TCP table quotes (its CSV and README, with the load).
+README_TCP = Path(__file__).resolve().parents[2] / "docs" / "results" / "2026-11-25-tcp-bottleneck"
+
+
+def _load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def _readme_load() -> str:
+    """The load average the README's run recorded, as its README says it."""
+    try:
+        text = (README_TCP / "README.md").read_text()
+    except OSError:
+        return "?"
+    i = text.find("load average")
+    return text[i:text.find("\n", i)].strip() if i >= 0 else "?"
+
+
+def readme_differences(rows: Sequence[TcpRow], load_before: float, load_after: float) -> list[str]:
+    """Where this run's figures differ from the README's (its source CSV):
+    drops where the README has none, or under 90 % of its throughput; each
+    with what explains it here: the load, the emulated bottleneck's stalls,
+    and the ideal FIFO's drops of the same arrivals (drops beyond those are
+    the emulation's, not the shaper's)."""
+    try:
+        with open(README_TCP / "tcp.csv") as f:
+            ref = {(r["shaper"], int(r["fifo_bytes"])): r for r in csv.DictReader(f)}
+    except OSError:
+        return [f"the README's run ({README_TCP}) is not here: nothing to compare"]
+    out = []
+    for r in rows:
+        was = ref.get((r.shaper, r.fifo_bytes))
+        if was is None or r.throughput_bps is None:
+            continue
+        was_mbit, was_drops = float(was["throughput_bps"]) / 1e6, int(was["bottleneck_drops"])
+        now_mbit = r.throughput_bps / 1e6
+        if not ((was_drops == 0 and r.bottleneck_drops > 0) or now_mbit < 0.9 * was_mbit):
+            continue
+        why = [f"load average {load_before:.1f} -> {load_after:.1f} here (the README's run: {_readme_load()})"]
+        if r.bottleneck_max_stall_ms is not None:
+            fifo_ms = r.fifo_bytes * 8 / r.bottleneck_bps * 1e3
+            why.append(f"the emulated bottleneck stalled {r.bottleneck_stalls} times over 100 us, up to "
+                       f"{r.bottleneck_max_stall_ms:.2f} ms (its {r.fifo_bytes >> 10} KB FIFO holds "
+                       f"{fifo_ms:.2f} ms at B)")
+        if r.ideal_fifo_drops is not None:
+            why.append(f"an ideal FIFO drops {r.ideal_fifo_drops} of the same arrivals, so "
+                       f"{max(r.bottleneck_drops - r.ideal_fifo_drops, 0)} of the {r.bottleneck_drops} "
+                       f"drops are the emulation's, not what the shaper sent")
+        out.append(f"{r.fifo_bytes >> 10} KB, {r.shaper}: {now_mbit:.0f} Mbit/s, {r.bottleneck_drops} "
+                   f"bottleneck drops; the README: {was_mbit:.0f} Mbit/s, {was_drops} drops. Why: "
+                   + "; ".join(why))
+    return out
+
 
 def tcp(ctx: RunContext) -> None:
     res = Results(ctx.out, "tcp-bottleneck", ctx.command, ctx.started)
@@ -172,6 +240,7 @@ def tcp(ctx: RunContext) -> None:
         if "min/avg" in line:
             rtt = float(line.split("=")[1].split("/")[1])
     rows: list[TcpRow] = []
+    load_before = _load()
     for fifo in fifos:
         for name in names:
             ctx.progress(f"TCP, FIFO {fifo >> 10} KB: {name}")
@@ -181,7 +250,19 @@ def tcp(ctx: RunContext) -> None:
             r.rtt_ms = rtt
             rows.append(r)
     delay = lab.stop_delay()
+    load_after = _load()
     notes = [
+        f"every shaper paces at B = {ctx.bottleneck} exactly: the paper sets the pacer's target rate to "
+        "the bottleneck's bandwidth, and so would a user who knows B (a rate below B would leave the "
+        "FIFO empty by giving up throughput, and hide what the table is about)",
+        "ideal FIFO drops: the frames captured as they reached the bottleneck (tcpdump in R) replayed "
+        "through an ideal drop-tail FIFO of the same size draining at exactly B: what the shaper's "
+        "output alone costs. bottleneck drops above them are the emulation's: the tbf in a namespace "
+        "on a shared VM stalls its departures (stalls: gaps over 100 us while it held more than a "
+        "frame, and the longest, from its queue rebuilt as arrived - departed: where it dropped "
+        "much and TCP then idled, the rebuild drifts and idle time may count); the captures add "
+        "CPU load of their own; PAUSE gap frames (pspxdp, byte clock) are not arrivals: R takes "
+        "them, the tbf never queues them",
         f"one iperf3 TCP flow (cubic) for {secs} s; RTT {num(rtt)} ms measured by ping (the "
         f"delay line adds {ctx.delay_ms} ms on the return path); bottleneck: tbf rate "
         f"{ctx.bottleneck}, bucket {shapers.ONE_FRAME_BUCKET} B, limit = FIFO, on the router",
@@ -201,15 +282,26 @@ def tcp(ctx: RunContext) -> None:
     ]
     t = Table(f"TCP through a drop-tail FIFO at {ctx.bottleneck} (paper Table 5)",
               ["FIFO", "shaper", "throughput Mbit/s", "retransmits", "bottleneck drops",
-               "shaper drops", "marks", "unpaced", "RTT mean ms", "RTT max ms", "CPU"], notes)
+               "ideal FIFO drops", "stalls (longest ms)", "shaper drops", "marks", "unpaced",
+               "RTT mean ms", "RTT max ms", "CPU"], notes)
     for r in rows:
         if r.error:
             t.notes.append(f"{r.fifo_bytes >> 10} KB, {r.shaper}: iperf3 failed: {r.error}")
+        if r.capture_drops:
+            t.notes.append(f"{r.fifo_bytes >> 10} KB, {r.shaper}: tcpdump dropped {r.capture_drops} "
+                           "frames: its ideal FIFO figure is short of them")
+        stalls = (f"{r.bottleneck_stalls} ({r.bottleneck_max_stall_ms:.2f})"
+                  if r.bottleneck_stalls is not None and r.bottleneck_max_stall_ms is not None else "-")
         t.add(f"{r.fifo_bytes >> 10} KB", r.shaper, mbit(r.throughput_bps, 1),
-              num(r.retransmits, "{}"), r.bottleneck_drops, r.shaper_drops,
-              num(r.shaper_marks, "{}"), num(r.unpaced, "{}"), num(r.mean_rtt_ms, "{:.1f}"),
-              num(r.max_rtt_ms, "{:.1f}"), num(r.cpu_cores))
+              num(r.retransmits, "{}"), r.bottleneck_drops, num(r.ideal_fifo_drops, "{}"), stalls,
+              r.shaper_drops, num(r.shaper_marks, "{}"), num(r.unpaced, "{}"),
+              num(r.mean_rtt_ms, "{:.1f}"), num(r.max_rtt_ms, "{:.1f}"), num(r.cpu_cores))
+    differ = readme_differences(rows, load_before, load_after)
+    t.notes += [f"differs from the README: {d}" for d in differ]
     res.table(t)
+    if differ:
+        print(f"{len(differ)} figure(s) differ from the README's TCP table (see the notes above: load, "
+              "the bottleneck's stalls, the ideal FIFO)\n")
     res.csv("tcp.csv", as_dicts(rows))
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))

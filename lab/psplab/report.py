@@ -7,6 +7,7 @@ import datetime
 import os
 import platform
 import subprocess
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,9 @@ REAL_TIME_NOTE = ("real time: capture timestamps on a veth, i.e. the sending dae
 BYTE_CLOCK_NOTE = ("byte clock: each frame's time is the wire bytes of every frame before it "
                    "(PAUSE gap frames included) over the line rate: what a NIC at that rate "
                    "would show (docs/design.md §5); defined only where gap frames fill the wire (pspxdp)")
+
+
+NOTE_WIDTH = 100  # a table's notes on stdout wrap here
 
 
 def mbit(bps: float | None, digits: int = 3) -> str:
@@ -50,7 +54,10 @@ class Table:
         def line(cells: list[str]) -> str:
             return "  ".join(c.rjust(w[i]) if i else c.ljust(w[i]) for i, c in enumerate(cells))
         out = [self.title, line(self.headers)] + [line(r) for r in self.rows]
-        out += [f"  note: {n}" for n in self.notes]
+        # Notes wrapped to a terminal's width (one ran to 364 characters).
+        for n in self.notes:
+            out += textwrap.wrap(n, NOTE_WIDTH, initial_indent="  note: ", subsequent_indent="        ",
+                                 break_on_hyphens=False)
         return "\n".join(out)
 
     def markdown(self) -> str:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import measure
+from .cluster_capture import frames, replay, tbf_queue
 from .context import RunContext
-from .measure import CaptureReading, CpuReading, Report
+from .measure import Capture, CaptureReading, CpuReading, Report
 from .net import load_json
 from .shapers import ONE_FRAME_BUCKET, Shaper, ShaperCounters
 from .units import parse_rate_bps
@@ -109,6 +110,15 @@ class TcpRow:
     cpu_cores: float
     error: str | None
     rtt_ms: float | None = None  # the path's, by ping before the runs
+    # What the shaper sent, apart from what the emulated bottleneck did with
+    # it: the arrivals at the bottleneck (captured in R) replayed through an
+    # ideal drop-tail FIFO of the same size draining at exactly B
+    # (cluster_capture.replay), and the bottleneck's own departure stalls
+    # (gaps over 100 us while it held more than a frame; tbf_queue).
+    ideal_fifo_drops: int | None = None
+    bottleneck_stalls: int | None = None
+    bottleneck_max_stall_ms: float | None = None
+    capture_drops: int | None = None  # tcpdump's, both captures: the replay holds when 0
 
 
 def run_udp(ctx: RunContext, shaper: Shaper, flows: list[Flow], seconds: float, warmup: float = 1.0,
@@ -260,6 +270,11 @@ def run_tcp(ctx: RunContext, shaper: Shaper, fifo_bytes: int, bottleneck: str, s
     lab.s.sysctl("net.ipv4.tcp_ecn", 1 if ecn else 2)
     flow = Flow("tcp", lab.ip_d, 5201, bottleneck, "-")
     shaper.setup([flow], proto="tcp")
+    # The frames as they reach the bottleneck (R's ingress) and as it lets
+    # them out (ROUT's egress, after the tbf's dequeue).
+    caps = [Capture(lab, base + ".arrivals.pcap", lab.r, lab.rin, "in"),
+            Capture(lab, base + ".departures.pcap", lab.r, lab.rout, "out")]
+    readings: list[CaptureReading] = []
     try:
         server = lab.spawn(lab.d.cmd("nice", "-n", "-10", "iperf3", "-s", "-1", "-p", 5201),
                            out_path=base + ".server.log")
@@ -278,7 +293,15 @@ def run_tcp(ctx: RunContext, shaper: Shaper, fifo_bytes: int, bottleneck: str, s
         lab.reap(server, 10)
         counters = shaper.counters()
     finally:
+        readings = [c.stop() for c in caps]
         shaper.teardown()
+    arrivals, departures = frames(caps[0].path, 5201), frames(caps[1].path, 5201)
+    if not ctx.keep_pcaps:
+        for c in caps:
+            os.remove(c.path)
+    b = parse_rate_bps(bottleneck)
+    ideal = replay(arrivals, b, fifo_bytes) if arrivals else None
+    tbf = tbf_queue(arrivals, departures, fifo_bytes) if arrivals and departures else None
     q = json.loads(lab.r.run("tc", "-s", "-j", "qdisc", "show", "dev", lab.rout))
     lab.r.run("tc", "qdisc", "del", "dev", lab.rout, "root", check=False)
     ip = load_json(base + ".iperf.json")
@@ -296,4 +319,8 @@ def run_tcp(ctx: RunContext, shaper: Shaper, fifo_bytes: int, bottleneck: str, s
         shaper_drops=counters.drops, shaper_marks=counters.marks,
         unpaced=counters.passed,
         cpu_cores=cpu_r.machine_cores, error=ip.get("error"),
+        ideal_fifo_drops=ideal.drops if ideal else None,
+        bottleneck_stalls=tbf.stalls_over_100us if tbf else None,
+        bottleneck_max_stall_ms=tbf.max_stall_us / 1000 if tbf else None,
+        capture_drops=sum(r.capture_drops or 0 for r in readings),
     )

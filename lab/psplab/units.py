@@ -41,11 +41,39 @@ def quote(word: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def _lower(s: str) -> str:
+    """The C locale's tolower: ASCII letters only."""
+    return "".join(c.lower() if c.isascii() else c for c in s)
+
+
+def rate_suggestion(text: str) -> str:
+    """What a refused rate was likely meant as, as the CLI says it
+    (rate_suggestion in units.cpp): "500mbits", "500mbit/s" -> "500mbit";
+    "500M", "500mb" -> 500mbit (bit/s) or 500mbps (bytes/s); "" otherwise."""
+    pos = 0
+    while pos < len(text) and (text[pos] in "0123456789.+"):
+        pos += 1
+    if pos == 0 or pos == len(text):
+        return ""
+    number, unit = text[:pos], _lower(text[pos:])
+    for tail in ("/s", "ps", "s"):
+        if len(unit) > len(tail) and unit.endswith(tail):
+            stem = unit[:-len(tail)]
+            if stem and stem in RATE_UNITS:
+                return quote(number + stem)
+    if len(unit) <= 3 and unit[0] in "kmgt" and (len(unit) == 1 or unit[1:] in ("b", "i", "ib")):
+        b = unit.find("b")
+        prefix = unit if b < 0 else unit[:b]
+        return f"{quote(number + prefix + 'bit')} (bit/s), or {quote(number + prefix + 'bps')} (bytes/s)"
+    return ""
+
+
 def parse_rate_bps(text: str) -> int:
     """"500mbit" -> 500000000. ValueError with the CLI's message otherwise."""
 
     def bad(what: str) -> ValueError:
-        return ValueError(f"rate {quote(text)}: {what}")
+        guess = rate_suggestion(text)
+        return ValueError(f"rate {quote(text)}: {what}" + (f": did you mean {guess}?" if guess else ""))
 
     expected = '(expected e.g. "500mbit")'
     if not text:
@@ -83,7 +111,7 @@ def parse_rate_bps(text: str) -> int:
     if whole > _U64_MAX:
         raise bad("too large (over 64 bits of bit/s)")
     if whole == 0:
-        raise bad("zero rate")
+        raise ValueError(f"rate {quote(text)}: zero rate")
     return whole
 
 

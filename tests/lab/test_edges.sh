@@ -42,6 +42,14 @@ done
 psp_check "exits: detach when not attached: 0" exits 0 P detach $DEV
 psp_check "  ... one line saying so" bash -c "grep -qx 'pspxdp: $DEV is not attached: nothing to detach' $TMP/out && [[ ! -s $TMP/err ]]"
 psp_check "  ... nothing created" is_clean
+# A device that does not exist is named and not there: 2 for every command
+# (attach's used to exit 1 while stats' exited 2).
+psp_check "exits: attach nosuchdev0: 2" exits 2 P attach nosuchdev0 --line-rate 1gbit
+psp_check "  ... one line naming it: no such device" \
+    bash -c "[[ \$(wc -l <$TMP/err) -eq 1 ]] && grep -q 'nosuchdev0.*no such device' $TMP/err"
+for cmd in "stats nosuchdev0" "status nosuchdev0" "show nosuchdev0"; do
+    psp_check "exits: $cmd: 2" exits 2 P $cmd
+done
 psp_check "exits: a bad word: 2" exits 2 P attach $DEV --line-rate 1xbit
 psp_check "exits: an unknown command: 2" exits 2 P frobnicate
 
@@ -114,7 +122,8 @@ psp_check "read: under ip netns exec (its own /sys): 'cannot see', not 'gone'" b
 PID=$(psp_daemon_pid $DEV)
 kill -9 "$PID"
 psp_check "dead: the daemon is gone" psp_wait_for 5 psp_gone "$PID"
-P status $DEV >"$TMP/dead" 2>&1
+psp_check "dead: status exits 1 (attached, not paced)" exits 1 P status $DEV
+cat "$TMP/out" "$TMP/err" >"$TMP/dead"
 psp_check "dead: status says DEAD" grep -q '^DEAD: ' "$TMP/dead"
 psp_check "  ... and nowhere 'pacer alive' or 'alive, heartbeat'" bash -c "! grep -q 'pacer alive\|alive, heartbeat' $TMP/dead"
 psp_check "  ... status -j: pacer_alive false" bash -c "nsenter --net=/run/netns/$NS $PSPXDP status $DEV -j | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"pacer_alive\"] is False'"
@@ -175,10 +184,10 @@ for step in state veth pins loaded xdp clsact tc; do
     psp_check "killed at '$step': attach dies (137)" exits 137 psp_in_ns $NS env PSPXDP_TEST_KILL_AT=$step "$PSPXDP" attach $DEV --line-rate 1gbit
     ST_RC=$(rc P status $DEV)
     cat "$TMP/out" "$TMP/err" >"$TMP/st"
+    psp_check "  ... status exits 1 (attached, not paced)" test "$ST_RC" = 1
     if [[ $step == tc ]]; then # built whole, no daemon: a dead attachment
         psp_check "  ... status: DEAD" grep -q '^DEAD: ' "$TMP/st"
     else
-        psp_check "  ... status exits 1 (in the way, not refused input)" test "$ST_RC" = 1
         psp_check "  ... status: half attached, attach replaces it" grep -q "$DEV is half attached (an attach was stopped before it finished.*pspxdp attach $DEV replaces it" "$TMP/st"
     fi
     psp_check "  ... not 'gone'" bash -c "! grep -q 'gone' $TMP/st"

@@ -407,6 +407,32 @@ TEST_CASE("simulate: options typed", "[cli]") {
           "option --scale given twice (\"1\", \"2\")");
 }
 
+TEST_CASE("every command's time options: a bare number means one unit, or is refused", "[cli]") {
+    for (const Command *c : commands()) {
+        uint64_t unit = 0;
+        for (const Option &o : c->options) {
+            if ((o.type != OptType::Duration && o.type != OptType::TimeOrInf) || !o.bare_unit_ns)
+                continue;
+            INFO("pspxdp " << c->name << " --" << o.name);
+            if (!unit) unit = o.bare_unit_ns;
+            CHECK(o.bare_unit_ns == unit);
+            // And the help says which.
+            CHECK_THAT(help_text(*c), Catch::Contains("a bare number is"));
+        }
+    }
+    const Command *stats = nullptr;
+    for (const Command *c : commands())
+        if (std::string_view(c->name) == "stats") stats = c;
+    REQUIRE(stats);
+    // stats --interval 1 is a second, as --watch 1 (it was 1 us).
+    auto a = parse_for(*stats, {"--interval", "1", "--watch", "1", "dev0"});
+    REQUIRE(a);
+    CHECK(a->number("interval") == 1'000'000'000);
+    CHECK(a->number("watch") == 1'000'000'000);
+    // Where no bare unit is declared, a bare number is refused, naming the option.
+    CHECK_THAT(refused({"--nap", "5"}), Catch::StartsWith("option --nap: time \"5\": no unit"));
+}
+
 TEST_CASE("sizes and times, tc style, exact", "[cli][units]") {
     CHECK(*parse_bytes("1500") == 1500);
     CHECK(*parse_bytes("1500b") == 1500);

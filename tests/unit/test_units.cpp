@@ -73,6 +73,23 @@ TEST_CASE("parse_rate_bps: case and decimals", "[units]") {
     CHECK(rate("000500mbit") == 500'000'000);
 }
 
+TEST_CASE("parse_rate_bps: a likely slip gets a \"did you mean\"", "[units]") {
+    CHECK(rate_error("500mbits") ==
+          "rate \"500mbits\": unknown unit \"mbits\": did you mean \"500mbit\"?");
+    CHECK(rate_error("500Mbit/s") == "rate \"500Mbit/s\": unexpected \"Mbit/s\" after the number: "
+                                     "did you mean \"500mbit\"?");
+    CHECK(rate_error("500M") == "rate \"500M\": unknown unit \"M\": did you mean \"500mbit\" "
+                                "(bit/s), or \"500mbps\" (bytes/s)?");
+    CHECK(rate_error("1.5gb") == "rate \"1.5gb\": unknown unit \"gb\": did you mean \"1.5gbit\" "
+                                 "(bit/s), or \"1.5gbps\" (bytes/s)?");
+    CHECK(rate_error("2kib") == "rate \"2kib\": unknown unit \"kib\": did you mean \"2kibit\" "
+                                "(bit/s), or \"2kibps\" (bytes/s)?");
+    // Each suggestion parses.
+    for (const char *s : {"500mbit", "500mbps", "1.5gbit", "2kibit", "2kibps"}) CHECK(rate(s) > 0);
+    // No likely reading: no guess.
+    CHECK(rate_error("5xbit") == "rate \"5xbit\": unknown unit \"xbit\"");
+}
+
 TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
     CHECK(rate_error("5xbit") == "rate \"5xbit\": unknown unit \"xbit\"");
     CHECK(rate_error("") == "rate \"\": empty (expected e.g. \"500mbit\")");
@@ -98,7 +115,8 @@ TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
     CHECK(rate_error("5 mbit") == "rate \"5 mbit\": unexpected \" mbit\" after the number");
     CHECK(rate_error("5mbit ") == "rate \"5mbit \": unexpected \"mbit \" after the number");
     CHECK(rate_error("1e6") == "rate \"1e6\": unexpected \"e6\" after the number");
-    CHECK(rate_error("5mbits") == "rate \"5mbits\": unknown unit \"mbits\"");
+    CHECK(rate_error("5mbits") ==
+          "rate \"5mbits\": unknown unit \"mbits\": did you mean \"5mbit\"?");
     CHECK(rate_error("5b") == "rate \"5b\": unknown unit \"b\"");
 }
 

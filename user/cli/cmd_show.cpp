@@ -407,8 +407,9 @@ const std::vector<Option> kShowOptions = {
          "stats: every counter of every class (the default text is one line per class: "
          "tx_frames, tx_bytes, backlog_frames, drop_* summed, ce_marked, tc_passed; and the "
          "device-wide counters that are not 0); JSON always has every counter"),
-    opt(OptType::Duration, "interval", 'i', "TIME", "measure rates over TIME before printing")
+    opt(OptType::Duration, "interval", 'i', "SECONDS", "measure rates over SECONDS before printing")
         .by_default(200'000'000)
+        .bare_unit(1'000'000'000)
         .within(0, 60'000'000'000),
     opt(OptType::Duration, "watch", 'w', "SECONDS",
         "print again every SECONDS (rates over that interval) until interrupted")

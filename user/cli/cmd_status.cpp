@@ -267,7 +267,10 @@ int run_status(const Args &args) {
     print_device(p, dev, *s, nullptr, true);
     p.close_object();
     p.print(stdout);
-    return 0;
+    // A script's question is "is DEV paced?": attached but not paced is a
+    // broken attachment (exit 1), the report above says why.
+    const bool paced = beating && probe.kind != K::Dead && probe.kind != K::DevGone;
+    return paced ? 0 : 1;
 }
 
 } // namespace
@@ -282,7 +285,10 @@ const Command kStatus = {
     "Without DEV: every attachment, one line each (alive, not beating, dead, half\n"
     "attached...); with -j an array of objects. Both give one verdict: pacer_alive\n"
     "is true (and the state without DEV \"alive\") only while the daemon runs and\n"
-    "beats; a stopped or stuck daemon is \"not beating\": TC passes traffic unpaced.",
+    "beats; a stopped or stuck daemon is \"not beating\": TC passes traffic unpaced.\n"
+    "Exit status with DEV: 0 paced (the daemon beats), 1 attached but not paced\n"
+    "(daemon dead or not beating, DEV gone, half attached; the report says why),\n"
+    "2 not attached or no such device.",
     {flag("json", 'j', "print JSON")},
     0,
     1,

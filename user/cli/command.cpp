@@ -532,15 +532,17 @@ void print_man_page(FILE *out) {
                  "detach of a DEV not attached (one line says so).\n"
                  ".TP\n.B 2\n"
                  "refused as asked, nothing changed: a usage error or a bad word, or the request "
-                 "names what is not there or does not fit (DEV not attached for class, filter, "
-                 "show, stats, save, status; an unknown class; rates above the line rate; a "
-                 "class past the last slot; attach "
+                 "names what is not there or does not fit (a DEV that does not exist, for every "
+                 "command; DEV not attached for class, filter, show, stats, save, status; an "
+                 "unknown class; rates above the line rate; a class past the last slot; attach "
                  "with options other than the running attachment's).\n"
                  ".TP\n.B 1\n"
                  "pspxdp could not do it: the system failed (kernel, file, permission, a daemon "
                  "that would not start), or something on the machine is in the way (another "
                  "pspxdp at work on DEV, a broken attachment, a device attach refuses, the "
-                 "exporter's port in use).\n"
+                 "exporter's port in use). status DEV also exits 1 when DEV is attached but not "
+                 "paced (its daemon dead or not beating, DEV gone, half attached): the report "
+                 "still prints, saying why.\n"
                  ".SH SEE ALSO\n.BR tc (8),\n.BR bpftool (8),\n.BR systemctl (1)\n");
 }
 

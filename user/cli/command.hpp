@@ -51,7 +51,10 @@ struct Option {
     // Accepted range of a number, both ends included; a Factor's low end is
     // excluded (it is above 0); a TimeOrInf's "inf" is always in range.
     uint64_t lo = 0, hi = UINT64_MAX;
-    uint64_t bare_unit_ns = 1000;        // Duration, TimeOrInf: a bare number is in these (tc: us)
+    // Duration, TimeOrInf: a bare number is in these; 0: refused, a unit is
+    // needed. Every time option of a command that takes a bare number takes
+    // it in the same unit (tests/unit/test_cli.cpp holds the table to it).
+    uint64_t bare_unit_ns = 0;
     const char *fallback_note = nullptr; // a default decided at run time ("DEV's speed")
     bool repeatable = false;             // may be given more than once (Args::numbers, Args::texts)
     std::vector<const char *> choices;   // Choice: the words, numbered by Args::choice

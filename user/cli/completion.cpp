@@ -1,6 +1,8 @@
 #include "cli/completion.hpp"
 
 #include "cli/command.hpp"
+#include "control/config.hpp"
+#include "control/filter_spec.hpp"
 
 #include <string>
 #include <string_view>
@@ -27,6 +29,20 @@ std::string first_words(std::string_view usage) {
     return words;
 }
 
+// The words a command takes after its sub-command and DEV: a filter's
+// fields, a class's words; "" for the others.
+std::string words_after_dev(const Command &c) {
+    std::string out;
+    auto add = [&](std::string_view w) { out += (out.empty() ? "" : " ") + std::string(w); };
+    if (std::string_view(c.name) == "filter")
+        for (std::string_view w : control::filter_words()) add(w);
+    if (std::string_view(c.name) == "class") {
+        add("normal");
+        for (std::string_view w : control::class_words()) add(w);
+    }
+    return out;
+}
+
 } // namespace
 
 void print_bash_completion(FILE *out) {
@@ -43,9 +59,12 @@ void print_bash_completion(FILE *out) {
                  "        COMPREPLY=($(compgen -W '%s--help --version' -- \"$cur\"))\n"
                  "        return\n"
                  "    fi\n"
-                 "    local opts='' first='' dev=0 file=0\n"
+                 "    local opts='' first='' dev=0 file=0 words=''\n"
                  "    case ${COMP_WORDS[1]} in\n",
                  names.c_str());
+    std::string protos;
+    for (std::string_view p : control::proto_names())
+        protos += (protos.empty() ? "" : " ") + std::string(p);
     for (const Command *c : commands()) {
         std::string opts = "--help";
         for (const Option &o : c->options) {
@@ -58,6 +77,8 @@ void print_bash_completion(FILE *out) {
             std::fprintf(out, "        first='%s'\n", w.c_str());
         if (usage.find("DEV") != std::string_view::npos) std::fprintf(out, "        dev=1\n");
         if (usage.find("FILE") != std::string_view::npos) std::fprintf(out, "        file=1\n");
+        if (std::string w = words_after_dev(*c); !w.empty())
+            std::fprintf(out, "        words='%s'\n", w.c_str());
         // The value after an option: its words (a choice), a file name, or
         // nothing to offer (a rate, a size: the user types it).
         for (const Option &o : c->options) {
@@ -82,14 +103,25 @@ void print_bash_completion(FILE *out) {
         }
         std::fprintf(out, "        ;;\n");
     }
-    std::fprintf(out, "%s",
+    std::fprintf(out,
                  "    *) return ;;\n"
                  "    esac\n"
                  "    if [[ $cur == -* ]]; then\n"
                  "        COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
                  "    elif [[ -n $first ]] && ((COMP_CWORD == 2)); then\n"
                  "        COMPREPLY=($(compgen -W \"$first\" -- \"$cur\"))\n"
-                 "    else\n"
+                 "    elif [[ -n $words ]] && ((COMP_CWORD >= 3)); then\n"
+                 "        case $prev in\n"
+                 "        proto) COMPREPLY=($(compgen -W '%s' -- \"$cur\")); return ;;\n"
+                 "        flows) COMPREPLY=($(compgen -W 'on off' -- \"$cur\")); return ;;\n"
+                 "        esac\n"
+                 "        COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
+                 "        # DEV may come first, or be left out (one device attached)\n"
+                 "        ((COMP_CWORD == 3)) && COMPREPLY+=($(compgen -W \"$(ls /sys/class/net "
+                 "2>/dev/null)\" -- \"$cur\"))\n"
+                 "    else\n",
+                 protos.c_str());
+    std::fprintf(out, "%s",
                  "        ((dev)) && COMPREPLY=($(compgen -W \"$(ls /sys/class/net 2>/dev/null)\" "
                  "-- \"$cur\"))\n"
                  "        ((file)) && COMPREPLY+=($(compgen -f -- \"$cur\"))\n"

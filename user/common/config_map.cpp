@@ -11,18 +11,19 @@
 
 namespace pspxdp::common {
 
-Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
-    std::vector<ClassConfigEntry> out;
+Result<void>
+lookup_all_batched(int fd, size_t value_bytes, const char *map,
+                   const std::function<void(const uint32_t *, const uint8_t *, uint32_t)> &take) {
     // A hash map's batch walks whole buckets: a chunk smaller than a bucket
     // gets ENOSPC, then the chunk grows.
     uint32_t chunk = 4096;
     std::vector<uint32_t> keys;
-    std::vector<pspxdp_class_config> vals;
+    std::vector<uint8_t> vals;
     uint32_t token = 0;
     bool first = true;
     for (;;) {
         keys.resize(chunk);
-        vals.resize(chunk);
+        vals.resize(size_t(chunk) * value_bytes);
         uint32_t n = chunk;
         LIBBPF_OPTS(bpf_map_batch_opts, opts);
         int rc = bpf_map_lookup_batch(fd, first ? nullptr : &token, &token, keys.data(),
@@ -32,11 +33,26 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
             chunk *= 2;
             continue;
         }
-        if (rc && e != ENOENT) return err("reading class_config: " + errno_text(e));
-        for (uint32_t i = 0; i < n; ++i) out.push_back(ClassConfigEntry{keys[i], vals[i]});
+        if (rc && e != ENOENT) return err(std::string("reading ") + map + ": " + errno_text(e));
+        take(keys.data(), vals.data(), n);
         if (rc) break; // ENOENT: that was the last batch
         first = false;
     }
+    return {};
+}
+
+Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
+    std::vector<ClassConfigEntry> out;
+    auto r = lookup_all_batched(fd, sizeof(pspxdp_class_config), "class_config",
+                                [&](const uint32_t *keys, const uint8_t *values, uint32_t n) {
+                                    for (uint32_t i = 0; i < n; ++i) {
+                                        ClassConfigEntry e{keys[i], {}};
+                                        std::memcpy(&e.config, values + i * sizeof(e.config),
+                                                    sizeof(e.config));
+                                        out.push_back(e);
+                                    }
+                                });
+    if (!r) return r.failure();
     return out;
 }
 

@@ -9,7 +9,11 @@
 #include "pspxdp/shared.h"
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace pspxdp::common {
@@ -21,6 +25,44 @@ struct ClassConfigEntry {
 
 // Every entry of class_config (a HASH keyed by classid), in map order.
 Result<std::vector<ClassConfigEntry>> read_class_configs(int class_config_fd);
+
+// Every entry of a HASH keyed by a __u32 in batches (BPF_MAP_LOOKUP_BATCH):
+// keys and values (value_bytes each: a per-CPU map's is one value per
+// possible CPU) of each batch go to `take`. Errors name `map`.
+Result<void> lookup_all_batched(
+    int fd, size_t value_bytes, const char *map,
+    const std::function<void(const uint32_t *keys, const uint8_t *values, uint32_t n)> &take);
+
+// Every entry of a per-CPU HASH keyed by a __u32 whose value is made of
+// __u64 counters (class_stats), summed over CPUs, in map order.
+template <class T>
+Result<std::vector<std::pair<uint32_t, T>>> read_percpu_sums(int fd, const char *map) {
+    static_assert(sizeof(T) % sizeof(uint64_t) == 0, "a struct of __u64 counters");
+    std::vector<std::pair<uint32_t, T>> out;
+    const int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0) return err(std::string("reading ") + map + ": cannot count the CPUs");
+    const size_t words = sizeof(T) / sizeof(uint64_t);
+    auto r = lookup_all_batched(
+        fd, sizeof(T) * size_t(ncpu), map,
+        [&](const uint32_t *keys, const uint8_t *values, uint32_t n) {
+            for (uint32_t i = 0; i < n; ++i) {
+                T sum{};
+                auto *to = reinterpret_cast<uint64_t *>(&sum);
+                for (int cpu = 0; cpu < ncpu; ++cpu) {
+                    const uint8_t *v =
+                        values + (size_t(i) * size_t(ncpu) + size_t(cpu)) * sizeof(T);
+                    for (size_t w = 0; w < words; ++w) {
+                        uint64_t x;
+                        std::memcpy(&x, v + w * sizeof(uint64_t), sizeof(x));
+                        to[w] += x;
+                    }
+                }
+                out.emplace_back(keys[i], sum);
+            }
+        });
+    if (!r) return r.failure();
+    return out;
+}
 
 // pacer_stats whole (PSPXDP_MAX_CLASSES slots): the map's own memory when
 // the fd may write, else a copy in a few batched reads. The kernel maps a

@@ -107,6 +107,11 @@ bool ClassSpec::same_config(const ClassSpec &o) const {
            burst.mtus == o.burst.mtus && flows == o.flows;
 }
 
+const std::vector<std::string_view> &class_words() {
+    static const std::vector<std::string_view> words = {"limit", "ce_threshold", "burst", "flows"};
+    return words;
+}
+
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
     if (words.empty()) return refuse("missing CLASSID (e.g. 1:1)");
     ClassSpec c;
@@ -127,7 +132,7 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
     bool have_limit = false, have_ce = false, have_burst = false, have_flows = false;
     for (size_t i = 2; i < words.size(); i += 2) {
         const std::string &key = words[i];
-        if (key != "limit" && key != "ce_threshold" && key != "burst" && key != "flows")
+        if (std::find(class_words().begin(), class_words().end(), key) == class_words().end())
             return refuse(
                 cls + ": unknown word " + quoted(key) +
                 " (expected limit BYTES|TIME, ce_threshold TIME|off, burst SIZE or flows on|off)");

@@ -61,6 +61,9 @@ struct ClassSpec {
 // [flows on|off].
 // Errors name the offending word.
 Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
+// The words after a class's rate (each takes a value): what parse_class_spec
+// takes, and what bash completion offers.
+const std::vector<std::string_view> &class_words();
 std::string format_class_spec(const ClassSpec &c);
 // "1:a": minor 0 names a qdisc in tc, not a class; refused.
 Result<uint32_t> parse_class_id(std::string_view word);

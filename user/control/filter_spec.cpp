@@ -78,6 +78,22 @@ const struct {
     {"udplite", IPPROTO_UDPLITE},
 };
 
+} // namespace
+
+const std::vector<std::string_view> &filter_words() {
+    static const std::vector<std::string_view> words = {"pref",  "src",  "dst",  "proto",  "sport",
+                                                        "dport", "vlan", "dscp", "classid"};
+    return words;
+}
+
+std::vector<std::string_view> proto_names() {
+    std::vector<std::string_view> out;
+    for (const auto &p : kProtos) out.push_back(p.name);
+    return out;
+}
+
+namespace {
+
 // The protocols whose first fragments the classifier reads ports from (parse.h).
 bool has_ports(uint8_t proto) {
     return proto == IPPROTO_TCP || proto == IPPROTO_UDP || proto == IPPROTO_SCTP ||
@@ -100,8 +116,7 @@ struct Parsed {
 std::string_view canonical_word(std::string_view word) {
     if (word == "prio" || word == "priority" || word == "preference") return "pref";
     if (word == "flowid") return "classid";
-    for (std::string_view w :
-         {"pref", "src", "dst", "proto", "sport", "dport", "vlan", "dscp", "classid"})
+    for (std::string_view w : filter_words())
         if (word == w) return w;
     return "";
 }

@@ -66,6 +66,10 @@ std::vector<std::string> split_words(std::string_view line);
 Result<FilterSpec> parse_filter(std::span<const std::string> words);
 // Is word one of the words above (so it cannot be the device name)?
 bool is_filter_word(std::string_view word);
+// The words of a filter (canonical forms), and the protocol names proto
+// takes: what filter add parses, and what bash completion offers.
+const std::vector<std::string_view> &filter_words();
+std::vector<std::string_view> proto_names();
 std::string format_filter(const FilterSpec &spec);
 
 // The words of `filter del` after DEV: either the words of a filter (pref and

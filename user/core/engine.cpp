@@ -363,12 +363,19 @@ void Engine::restore_frac(Class &c) {
     c.frac = num - uint64_t(cfg_.framing.l2_bytes(c.head_len)) * cfg_.line_rate_bps;
 }
 
-void Engine::set_head(uint32_t cls, uint32_t len) {
+void Engine::set_head(uint32_t cls, uint32_t len, uint64_t now_ns) {
     ++inputs_;
     assert(has_class(cls));
     Class &c = classes_[cls];
     switch (c.state) {
     case State::Idle:
+        if (ClassCold &k = cold_[cls]; k.empty_from_ns != kNoTime) {
+            if (now_ns != kNoTime && now_ns > k.empty_from_ns) {
+                k.counters.empty_ns += now_ns - k.empty_from_ns;
+                ++k.counters.empty_events;
+            }
+            k.empty_from_ns = kNoTime;
+        }
         // Idle classes bank no credit: a clock left behind restarts from G
         // (clockless: with its bound's worth, as a full token bucket).
         if (c.clock < clock_floor(cls)) {
@@ -391,17 +398,24 @@ void Engine::set_head(uint32_t cls, uint32_t len) {
     admit(cls);
 }
 
-void Engine::set_empty(uint32_t cls) {
+void Engine::set_empty(uint32_t cls, uint64_t now_ns) {
     ++inputs_;
     assert(has_class(cls));
     Class &c = classes_[cls];
+    if (c.state == State::Free || c.state == State::Idle) return;
     if (c.state == State::Sent) --awaiting_head_;
     if (c.state == State::Backlogged) {
         unlink(cls);
         --backlogged_;
         restore_frac(c);
     }
-    if (c.state != State::Free) c.state = State::Idle;
+    c.state = State::Idle;
+    // From here the class could have sent once its next frame may start:
+    // C_k (clockless the stored clock is C_k - D_k, size_class()).
+    if (now_ns != kNoTime && c.rate_bps && anchored_) {
+        const uint64_t next = cfg_.clockless ? c.clock + cold_[cls].lag_limit : c.clock;
+        cold_[cls].empty_from_ns = std::max(now_ns, real_time_of(next));
+    }
 }
 
 void Engine::normal_push(uint32_t cls) {
@@ -629,6 +643,13 @@ Decision Engine::plan_wait(uint64_t target, uint64_t due, bool planned) {
     const uint64_t wake = time_of(target);
     const uint64_t slack = due == UINT64_MAX ? UINT64_MAX : time_of(due) - wake;
     return Decision{Action::Wait, 0, 0, wake, slack};
+}
+
+// When the wire position is (or was) g, for any g: before the anchor too.
+uint64_t Engine::real_time_of(uint64_t g) const {
+    if (g >= anchor_g_) return time_of(g);
+    const uint64_t back = ns_for_bytes_floor(anchor_g_ - g, cfg_.line_rate_bps);
+    return anchor_ns_ > back ? anchor_ns_ - back : 0;
 }
 
 // The first ns at which the wire position reaches g (g >= the anchor's).

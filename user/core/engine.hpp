@@ -14,6 +14,9 @@
 //                     that left frames behind.
 //   set_empty(c)      class c's queue is empty (after a Frame decision that
 //                     took its last frame). The class stops banking credit.
+//   Both take the caller's time (optional): with it the engine counts, per
+//   paced class, how long its queue sat empty after its schedule let it send
+//   the next frame (ClassCounters::empty_ns, empty_events; see there).
 //   next(now_ns)      the next decision. After a Frame decision the engine has
 //                     already accounted the frame; the caller pops it and must
 //                     call set_head or set_empty for that class before the
@@ -227,7 +230,20 @@ struct ClassCounters {
     // Clockless: wire time (byte times at the line rate) the class gave up
     // because it was later than its burst bound lets it catch up.
     uint64_t late_lost_bytes = 0;
+    // Paced classes, when the caller gives set_empty/set_head its time: how
+    // long the queue sat empty while the class's schedule would have let it
+    // send (ns), and how many such stretches ended with a frame arriving. A
+    // stretch runs from max(the class went empty, its next frame's start
+    // C_k on the wire in real time; clockless: C_k of its fluid schedule) to
+    // the arrival: empty time up to C_k is the rate's own pause, not lost.
+    // Time a frame waits upstream of the caller (the daemon's socket rings
+    // during a planned idle) counts as empty: the engine cannot see it.
+    uint64_t empty_ns = 0;
+    uint64_t empty_events = 0;
 };
+
+// set_head/set_empty without the caller's time: no empty-time accounting.
+inline constexpr uint64_t kNoTime = UINT64_MAX;
 
 class Engine {
   public:
@@ -253,8 +269,8 @@ class Engine {
     void set_gap_horizon_ns(uint64_t horizon_ns);
     void set_clockless(bool clockless);
 
-    void set_head(uint32_t cls, uint32_t len);
-    void set_empty(uint32_t cls);
+    void set_head(uint32_t cls, uint32_t len, uint64_t now_ns = kNoTime);
+    void set_empty(uint32_t cls, uint64_t now_ns = kNoTime);
 
     Decision next(uint64_t now_ns);
     // Right after next() returned a largest gap: how many more largest gaps
@@ -328,6 +344,9 @@ class Engine {
         // Clockless: a frame is released once its F_k is within reach_ of
         // the wire's position (F_k - reach <= W, see engine.cpp).
         uint64_t reach = 0;
+        // Empty since (real time, ns): max(when it went empty, when its next
+        // frame could have started); kNoTime: not empty, or not timed.
+        uint64_t empty_from_ns = kNoTime;
         ClassCounters counters;
     };
 
@@ -352,6 +371,7 @@ class Engine {
     void resume(uint64_t now_ns);
     Decision plan_wait(uint64_t target, uint64_t due, bool planned);
     uint64_t time_of(uint64_t g) const;
+    uint64_t real_time_of(uint64_t g) const;
     void update_horizon();
     Decision emit_gap();
     void unlink(uint32_t cls);

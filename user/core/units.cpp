@@ -151,10 +151,46 @@ std::string format_scaled(uint64_t value, std::span<const Name> names) {
 
 } // namespace
 
+// What a refused rate was likely meant as: "500mbits" and "500mbit/s" are
+// 500mbit; "500M" and "500mb" are 500mbit or (tc's bytes) 500mbps. "" when
+// there is no likely reading.
+static std::string rate_suggestion(std::string_view text) {
+    size_t pos = 0;
+    while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) ||
+                                 text[pos] == '.' || text[pos] == '+'))
+        ++pos;
+    if (pos == 0 || pos == text.size()) return "";
+    const std::string number(text.substr(0, pos));
+    std::string unit = lower(text.substr(pos));
+    auto known = [](std::string_view u) {
+        for (const auto &k : kRateUnits)
+            if (*k.name && u == k.name) return true;
+        return false;
+    };
+    for (std::string_view tail : {"/s", "ps", "s"}) {
+        if (unit.size() > tail.size() && unit.ends_with(tail)) {
+            std::string stem = unit.substr(0, unit.size() - tail.size());
+            if (known(stem)) return quote(number + stem);
+        }
+    }
+    if (unit.size() <= 3 && std::string_view("kmgt").find(unit[0]) != std::string_view::npos &&
+        (unit.size() == 1 || unit.substr(1) == "b" || unit.substr(1) == "i" ||
+         unit.substr(1) == "ib")) {
+        const std::string prefix = unit.substr(0, unit.find('b'));
+        return quote(number + prefix + "bit") + " (bit/s), or " + quote(number + prefix + "bps") +
+               " (bytes/s)";
+    }
+    return "";
+}
+
 Result<uint64_t> parse_rate_bps(std::string_view text) {
     static constexpr Quantity kRate{"rate", "500mbit", "bit/s"};
     auto r = parse_scaled(text, kRateUnits, kRate);
     if (r && *r == 0) return err("rate " + quote(text) + ": zero rate");
+    if (!r) {
+        if (std::string guess = rate_suggestion(text); !guess.empty())
+            return err(r.error() + ": did you mean " + guess + "?");
+    }
     return r;
 }
 

@@ -115,10 +115,10 @@ void ClassQueues::head_changed(uint32_t slot, ClassState &c, uint64_t now) {
     const uint32_t f = flows_.head(slot, c.limits.aqm, now, *this);
     publish_flows(slot);
     if (f == datapath::kNoFrame) {
-        engine_.set_empty(c.handle);
+        engine_.set_empty(c.handle, now);
         table_.mark_empty(slot);
     } else {
-        engine_.set_head(c.handle, plane_.meta(f).len);
+        engine_.set_head(c.handle, plane_.meta(f).len, now);
     }
 }
 

@@ -106,14 +106,16 @@ uint64_t ClassTable::burst_of(const pspxdp_class_config &cfg) const {
         engine_.config().framing.mtu_unit_bytes());
 }
 
-void ClassTable::publish_late_lost() {
+void ClassTable::publish_engine_counters() {
     const uint64_t rate = engine_.config().line_rate_bps;
     for (uint32_t slot : configured_) {
         const ClassState &c = table_[slot];
         if (c.life != ClassLife::Served || !c.rate_bps) continue;
-        maps_.slot(slot).late_lost_ns =
-            c.late_lost_base_ns +
-            ns_for_bytes_floor(engine_.class_counters(c.handle).late_lost_bytes, rate);
+        const ClassCounters &e = engine_.class_counters(c.handle);
+        pspxdp_class_counters &pc = maps_.slot(slot);
+        pc.late_lost_ns = c.late_lost_base_ns + ns_for_bytes_floor(e.late_lost_bytes, rate);
+        pc.empty_ns = c.empty_base_ns + e.empty_ns;
+        pc.empty_events = c.empty_base_events + e.empty_events;
     }
 }
 
@@ -148,6 +150,8 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
         std::memcpy(static_cast<void *>(&pc), &fresh, sizeof(fresh));
     }
     c.late_lost_base_ns = pc.late_lost_ns;
+    c.empty_base_ns = pc.empty_ns;
+    c.empty_base_events = pc.empty_events;
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
     log_.add("class %s: %s%s on slot %u%s", format_classid(ClassId::from_raw(classid)).c_str(),

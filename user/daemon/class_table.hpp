@@ -54,7 +54,11 @@ struct ClassState {
     uint32_t handle = 0;                     // the engine's
     uint32_t backlogged_at = kNotBacklogged; // index in ClassTable::backlogged()
     uint32_t seen_gen = 0;                   // last reconcile that found it configured
-    uint64_t late_lost_base_ns = 0;          // pacer_stats' late_lost_ns when it was added
+    // pacer_stats' late_lost_ns, empty_ns and empty_events when it was added
+    // (the engine's count from 0 for the class; a taken-over slot continues).
+    uint64_t late_lost_base_ns = 0;
+    uint64_t empty_base_ns = 0;
+    uint64_t empty_base_events = 0;
     ClassLife life = ClassLife::Unused;
     datapath::GsoGate gso;  // the GSO packet being received (class_queues.cpp)
     bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
@@ -89,6 +93,8 @@ class ClassTable {
     // go FREE. Returns how many finished.
     uint32_t finish_drains(uint64_t now_ns);
     const std::vector<uint32_t> &draining() const { return draining_; }
+    // Slots of the configured classes (served or refused).
+    const std::vector<uint32_t> &configured() const { return configured_; }
 
     // Classes with queued frames (slots), for the overflow policy.
     const std::vector<uint32_t> &backlogged() const { return backlogged_; }
@@ -96,8 +102,9 @@ class ClassTable {
     void mark_empty(uint32_t slot);
 
     uint32_t served() const { return served_; }
-    // The engine's per-class late_lost_bytes into pacer_stats (late_lost_ns).
-    void publish_late_lost();
+    // The engine's per-class counters into pacer_stats: late_lost_bytes
+    // (late_lost_ns), empty_ns, empty_events.
+    void publish_engine_counters();
 
   private:
     void add(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg);

@@ -141,6 +141,10 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     logged_ = maps_->state();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
     table_->free_orphans();
+    auto entries = ClassEntries::open(paths);
+    if (!entries) return err(entries.error());
+    entries_.emplace(std::move(entries.value()));
+    entries_->publish(*table_, *maps_, mono_ns());
     logf("started: line rate %llu bit/s, %s, gap horizon %s, window %llu B, buffer %u frames of "
          "%u B, %u RX sockets on %s (fill %u each), TX on %s q0, %u classes",
          (unsigned long long)line, clock_.describe().c_str(),
@@ -283,7 +287,7 @@ void Loop::publish_counts() {
     d.flow_reclaims = base_.flow_reclaims + queues_->flow_counters().flow_reclaims;
     // XDP's own count, kept in its pinned map across daemons.
     d.no_socket = maps_->xdp_counter(PSPXDP_XDP_NO_SOCKET);
-    table_->publish_late_lost();
+    table_->publish_engine_counters();
 }
 
 void Loop::check_accounting(const char *when) {
@@ -309,11 +313,12 @@ void Loop::tick(uint64_t now) {
     queues_->expire_drains(now);
     table_->finish_drains(now);
     if (ticks_ % kTicksPerPublish == 0) publish_counts();
-    if (ticks_ % kTicksPerCheck == 0) {
+    if (ticks_ % kTicksPerCheck == 0) { // (publish_counts ran too: the entries are current)
         pspxdp_daemon_stats &d = maps_->daemon();
         d.lost_wire_ppm = lost_wire_.update(now, d.lost_wire_ns,
                                             [](const std::string &m) { logf("%s", m.c_str()); });
         check_accounting("periodic");
+        entries_->publish(*table_, *maps_, now);
         uint64_t errs = plane_->counters().kick_errors;
         if (errs != kick_errors_logged_) {
             // Rate-limited: one line a second at most.
@@ -390,6 +395,8 @@ int Loop::run(const volatile sig_atomic_t &stop) {
             config_gen_ = gen;
             log_device_changes(logged_, maps_->state(), gen);
             table_->reconcile(now);
+            publish_counts();
+            entries_->publish(*table_, *maps_, now);
         }
         now = move_frames();
         if (now >= next_tick_ns_) {
@@ -433,6 +440,7 @@ void Loop::shutdown() {
     }
     plane_->reap();
     publish_counts();
+    entries_->publish(*table_, *maps_, mono_ns());
     check_accounting("shutdown");
     logf("shutdown: drained in %llu ms, %llu queued frames dropped",
          (unsigned long long)((mono_ns() - t0) / kNsPerMs), (unsigned long long)dropped);

@@ -6,7 +6,8 @@
 //   decisions while the TX ring has room -> kick, count what the kernel took
 //   -> every tick (10 ms): heartbeat, deleted classes' drains; every 100 ms:
 //   the kernel's socket counters and the engine's into daemon_stats; every
-//   second: the UMEM accounting check -> sleep or spin.
+//   second: the UMEM accounting check and the classes map (class_entries.hpp)
+//   -> sleep or spin.
 //
 // Sleeping: with nothing backlogged the loop blocks in epoll on the RX
 // sockets with the next tick as timeout, so it costs ~0 % CPU and wakes as
@@ -27,6 +28,7 @@
 
 #include "core/engine.hpp"
 #include "core/result.hpp"
+#include "daemon/class_entries.hpp"
 #include "daemon/class_queues.hpp"
 #include "daemon/class_table.hpp"
 #include "daemon/daemon.hpp"
@@ -76,8 +78,9 @@ class Loop {
     std::unique_ptr<datapath::XskPlane> plane_;
     std::unique_ptr<ClassTable> table_;
     std::unique_ptr<ClassQueues> queues_;
-    uint64_t send_median_ns_ = 0; // clockless: how long deciding and sending a frame takes
-    int epfd_ = -1;               // RX sockets, EPOLLIN: registered once
+    std::optional<ClassEntries> entries_; // the classes map, for bpftool
+    uint64_t send_median_ns_ = 0;         // clockless: how long deciding and sending a frame takes
+    int epfd_ = -1;                       // RX sockets, EPOLLIN: registered once
     uint64_t config_gen_ = 0;
     pspxdp_pacer_state logged_{}; // line rate and default class last logged
     uint64_t next_tick_ns_ = 0;

@@ -196,7 +196,8 @@ Result<LinkInfo> get_link_impl(const std::string *name, uint32_t ifindex) {
     std::vector<uint8_t> reply;
     int rc = nl_transact(msg, &reply);
     std::string what = name ? "device \"" + *name + "\"" : "ifindex " + std::to_string(ifindex);
-    if (rc == -ENODEV) return err(what + ": no such device");
+    // What the user named is not there: refused (exit 2), as "not attached" is.
+    if (rc == -ENODEV) return refuse(what + ": no such device");
     if (rc < 0) return err(what + ": RTM_GETLINK failed: " + errno_text(rc));
     if (reply.empty()) return err(what + ": RTM_GETLINK returned nothing");
     LinkInfo li = parse_link(reinterpret_cast<const nlmsghdr *>(reply.data()));

@@ -275,8 +275,6 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
     return a;
 }
 
-void request_stop() { g_stop = 1; }
-
 int run(const DaemonConfig &cfg) {
     set_log_device(cfg.dev);
     g_stop = 0;

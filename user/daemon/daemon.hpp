@@ -100,7 +100,4 @@ std::vector<std::string> to_args(const DaemonConfig &cfg);
 // file_reloads / file_reload_failures) and never stops the pacer.
 int run(const DaemonConfig &cfg);
 
-// Asks a running loop (same process, e.g. a signal handler or a test) to stop.
-void request_stop();
-
 } // namespace pspxdp::daemon

@@ -294,7 +294,12 @@ int run(const DaemonConfig &cfg) {
     // would call it "exe".
     prctl(PR_SET_NAME, "pspxdp");
 
-    auto paths = setup::paths_for(cfg.dev);
+    auto checked = common::paths_for(cfg.dev);
+    if (!checked) {
+        logf("cannot start: %s", checked.error().c_str());
+        return 1;
+    }
+    const setup::Paths &paths = *checked;
     if (cfg.write_pidfile && !claim_pidfile(paths)) return 1;
     Reloader reloader(cfg, paths);
     set_scheduling(cfg); // after the Reloader's thread: it runs normal

@@ -60,8 +60,9 @@ Loop::~Loop() {
 
 Result<void> Loop::init(const DaemonConfig &cfg) {
     cfg_ = cfg;
-    auto paths = setup::paths_for(cfg.dev);
-    auto st = setup::read_state(paths);
+    auto paths = common::paths_for(cfg.dev);
+    if (!paths) return paths.failure();
+    auto st = setup::read_state(*paths);
     if (!st) return err(st.error());
     st_ = *st;
     if (!st_.tc_attached || !st_.xdp_attached)

@@ -4,10 +4,10 @@
 #include "cli/group.hpp"
 #include "cli/output.hpp"
 #include "cli/show.hpp"
+#include "common/lateness.hpp"
 #include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
-#include "daemon/lateness.hpp"
 #include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
@@ -78,7 +78,7 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev
     p.newline();
 }
 
-// status: one line on the release-lateness histogram (daemon/lateness.hpp):
+// status: one line on the release-lateness histogram (common/lateness.hpp):
 // how late the daemon resumed from its planned waits, p50/p99/max.
 void print_lateness(Printer &p, const Snapshot &s) {
     const auto &k = s.counters;
@@ -88,15 +88,15 @@ void print_lateness(Printer &p, const Snapshot &s) {
         for (const char *key : keys) p.null(key);
         return;
     }
-    const uint64_t n = daemon::lateness_count(k.lateness);
+    const uint64_t n = common::lateness_count(k.lateness);
     p.u64("lateness_wakeups", n, "release lateness: %s wake-ups");
     if (!n) {
         for (const char *key : keys) p.null(key);
         p.newline();
         return;
     }
-    const uint64_t v[] = {daemon::lateness_quantile_ns(k.lateness, 0.5),
-                          daemon::lateness_quantile_ns(k.lateness, 0.99), k.lateness.max_ns};
+    const uint64_t v[] = {common::lateness_quantile_ns(k.lateness, 0.5),
+                          common::lateness_quantile_ns(k.lateness, 0.99), k.lateness.max_ns};
     const char *label[] = {", p50 %s", ", p99 %s", ", max %s"};
     for (int i = 0; i < 3; ++i)
         p.value(keys[i], v[i], fixed(double(v[i]) / 1e3, 1) + " us", label[i]);

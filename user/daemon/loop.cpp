@@ -168,7 +168,7 @@ bool Loop::schedule(uint64_t now) {
     // frame for an empty class, a configuration change): asking again
     // would only re-plan the same idle.
     if (engine_wait_ && now < wake_ns_ && engine_->inputs() == wait_inputs_) return false;
-    // Release lateness (lateness.hpp): a wake-up from the engine's wait for a
+    // Release lateness (common/lateness.hpp): a wake-up from the engine's wait for a
     // paced frame, against its plan (clockless: the frame's due time).
     if (engine_wait_ && now >= wake_ns_ && slack_ns_ != UINT64_MAX)
         maps_->lateness().record(now - wake_ns_);

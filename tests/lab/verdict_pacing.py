@@ -130,7 +130,7 @@ def clockless(auto: str, byte: str, rate_bps: int) -> None:
         figure(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
               f"{a['frames']} frames, {a['gap_frames']} PAUSE; daemon {w.daemon('gap_frames')} gap "
               f"frames, {w.daemon('underruns')} underruns, {w.daemon('late_wakeups')} late wake-ups "
-              f"(latest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
+              f"(longest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
               f"bench/run_horizon.sh): {f['frames']} frames, {rate_err_pct(f, rate_bps):+.3f} %, "
               f"burst {f['max_burst_at_target_mtu'] or 0:.2f} MTU")
         wire_counts(name.rsplit('/', 1)[-1], w, a, ["1:1"])

@@ -77,7 +77,7 @@ int run_horizon_table(const Args &args, bool json) {
              {"spin % core", "spin_share"},
              {"rate error", "worst_rate_error_pct"},
              {"burst @rate", "worst_burst_mtu"},
-             {"late/s", "late_wakeups_per_s"},
+             {"late wakeups/s", "late_wakeups_per_s"},
              {"late max us", "late_max_us"},
              {"normal got", "normal_bps"}});
     const std::string only = args.text("scenario");
@@ -102,9 +102,10 @@ int run_horizon_table(const Args &args, bool json) {
             t.number(fixed(r.spin_share * 100, 1), r.spin_share);
             t.number(fixed(r.worst_rate_error_pct, 4) + "%", r.worst_rate_error_pct);
             t.number(fixed(r.worst_burst_mtu, 2) + " MTU", r.worst_burst_mtu);
-            const double late_s = r.seconds > 0 ? double(r.counters.late_wakeups) / r.seconds : 0;
+            const double late_wakeups_per_s =
+                r.seconds > 0 ? double(r.counters.late_wakeups) / r.seconds : 0;
             const double late_max_us = double(r.counters.late_max_bytes) * 8e6 / line;
-            t.number(fixed(late_s, 1), late_s);
+            t.number(fixed(late_wakeups_per_s, 1), late_wakeups_per_s);
             t.number(fixed(late_max_us, 0), late_max_us);
             if (r.normal_bps > 0)
                 t.number(measured_rate(r.normal_bps, 1), r.normal_bps);

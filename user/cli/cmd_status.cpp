@@ -67,7 +67,7 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev
     }
     line += ", late wake-ups " + std::to_string(d.late_wakeups);
     if (d.late_wakeups)
-        line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
+        line += " (longest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
                 fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
     // Lost while behind real time (a busy host, a late wake-up), over the
     // daemon's last second: what tells a user the pacer cannot hold.

@@ -112,7 +112,7 @@ void lateness_histogram(std::string &out, const std::string &dl, const pspxdp_la
     line(out, f.metric + "_sum", dl, sample(kNs, h.sum_ns));
     line(out, f.metric + "_count", dl, std::to_string(cumulative));
     const Family m{"pspxdp_release_lateness_max_seconds", true};
-    head(out, m, "the latest of those wake-ups");
+    head(out, m, "the longest of those lateness samples");
     line(out, m.metric, dl, sample(kNs, h.max_ns));
 }
 

@@ -58,13 +58,11 @@ int run_horizon_table(const Args &args, bool json) {
     if (!args.flag("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
         return fail_input("simulate: --sleep-timer needs --lateness FILE");
 
-    auto burst = parse_burst(args.text("burst"));
-    if (!burst) return fail_input("simulate: --" + burst.error());
-    if (!burst->set()) return fail_input("simulate: --burst " + args.text("burst") + ": zero");
+    const BurstSize burst = args.burst("burst");
     Framing framing;
-    const uint64_t burst_bytes = burst->resolve(framing.mtu_unit_bytes());
+    const uint64_t burst_bytes = burst.resolve(framing.mtu_unit_bytes());
     if (burst_bytes < framing.mtu_unit_bytes())
-        return fail_input("simulate: --burst " + args.text("burst") +
+        return fail_input("simulate: --burst " + format_burst(burst) +
                           " is below one largest frame (" +
                           std::to_string(framing.mtu_unit_bytes()) + " bytes)");
 
@@ -122,7 +120,7 @@ int run_horizon_table(const Args &args, bool json) {
             "rate (hybrid clock on the model NIC's start times; clockless: real time, frames\n"
             "leave when decided, burst bound %s); late: wake-ups past a paced frame's due\n"
             "time (beyond H; clockless: past its slack), caught up within the bound.\n\n",
-            fixed(seconds, 1).c_str(), timers.c_str(), args.text("burst").c_str());
+            fixed(seconds, 1).c_str(), timers.c_str(), format_burst(burst).c_str());
     t.print(stdout, json);
     return 0;
 }
@@ -218,9 +216,8 @@ const Command kSimulate = {
         opt(OptType::String, "sleep-timer", 0, "NAME", "which table of FILE a sleep follows")
             .by_default(std::string("clock_nanosleep")),
         flag("perfect-timers", 0, "no wake-up lateness at all"),
-        opt(OptType::String, "burst", 0, "SIZE",
-            "the clockless rows' burst bound: bytes (4500, 4.5kb) or largest frames (3mtu)")
-            .by_default(std::string(format_burst(BurstSize{0, kDefaultBurstMtus}))),
+        opt(OptType::Burst, "burst", 0, "SIZE", "the clockless rows' burst bound")
+            .by_default(BurstSize{0, kDefaultBurstMtus}),
         flag("json", 'j', "print JSON"),
     },
     0,

@@ -14,6 +14,9 @@ BUILD_DIR=${BUILD_DIR:-$PSP_ROOT/build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
+# The tests' Python (tests/lab/*.py, bench/*.py) leaves no __pycache__ in the
+# checkout: test_lab_quick holds git status to what it was.
+export PYTHONDONTWRITEBYTECODE=1
 
 # psp_netns NS: a namespace with lo up and IPv6 off (no ND/MLD frames),
 # deleted by psp_end. Returns non-zero with a message on stderr if it cannot.

@@ -10,7 +10,7 @@ from typing import Any
 from . import measure
 from .context import RunContext
 from .measure import CaptureReading, CpuReading, Report
-from .net import load_json
+from .net import load_json, wait_until
 from .shapers import ONE_FRAME_BUCKET, Shaper, ShaperCounters
 from .units import parse_rate_bps
 
@@ -124,7 +124,7 @@ def run_udp(ctx: RunContext, shaper: Shaper, flows: list[Flow], seconds: float, 
         ports = sorted({f.port for f in flows})
         sink = lab.spawn(lab.d.cmd("nice", "-n", "-10", ctx.traffic, "sink", ",".join(map(str, ports)),
                                    "--seconds", f"{total + 2:.1f}"), out_path=base + ".sink.json")
-        time.sleep(0.3)
+        wait_until(f"the sink bound UDP ports {ports}", lambda: lab.d.udp_bound(ports))
         # One sender process per receiver (at most 6 flows each): a single
         # process could not offer ~1 Gbit/s on this 2-core machine. The
         # load generators run at nice -10 (the capture too): on a machine

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from . import measure, shapers
 from .context import RunContext
+from .flow import Flow
 from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, as_dicts, mbit, num, pyplot
-from .run import Flow, FlowRow, TcpRow, flow_rows, run_tcp, run_udp
+from .run import FlowRow, TcpRow, flow_rows, run_tcp, run_udp
 from .units import fmt_rate, parse_rate_bps
 
 MTU_UNIT = 1518  # the analyzer's burst unit at MTU 1500: a full frame's L2 bytes

@@ -186,13 +186,11 @@ psp_listening() { psp_in_ns "$1" ss -Hln "--$2" "sport = :$3" 2>/dev/null | grep
 # set); c("1:1") is a class's object in it. E.g.
 #   psp_wait_for 5 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 psp_status_is() {
-    ${N:-} "$PSPXDP" status "$1" -j 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-def c(name):
-    return next(x for x in d["classes"] if x["class"] == name)
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$2" 2>/dev/null
+    ${N:-} "$PSPXDP" status "$1" -j 2>/dev/null | python3 "$PSP_ROOT/lab/status_is.py" "$2" 2>/dev/null
 }
+
+# psp_json_is FILE PYTHON_EXPRESSION: the same for a status -j saved in FILE.
+psp_json_is() { python3 "$PSP_ROOT/lab/status_is.py" "$2" "$1" 2>/dev/null; }
 
 # psp_settled DEV [CLASS]: the daemon has published what TC handed CLASS
 # (every served class if none): every frame taken from the sockets (or lost

@@ -1,13 +1,11 @@
 #!/usr/bin/env python3
-"""test_lab_resilience's Python: JSON fields, the UDP receiver with arrival
-times, the clock and the kill, and the figures of the TCP and kill runs.
+"""test_lab_resilience's Python: JSON fields, the clock and the kill, and the
+figures of the TCP and kill runs (its UDP receiver is udp.py).
 
   resilience.py class STATUS CLASSID KEY     the class's KEY in a status -j
   resilience.py tc STATUS KEY                status -j's tc KEY
   resilience.py kept STATUS                  exit 0 if 1:1 runs at 200 Mbit/s
       and 1:2 at 5 Mbit/s (the classes kept across a crash)
-  resilience.py recv PORT SECONDS OUT        receives UDP on PORT for SECONDS;
-      OUT: one "MONOTONIC_TIME LENGTH" line per datagram
   resilience.py now                          CLOCK_MONOTONIC, seconds
   resilience.py kill PID                     SIGKILLs PID, prints when (monotonic)
   resilience.py ms T0 T1                     (T1 - T0) in ms
@@ -22,11 +20,11 @@ times, the clock and the kill, and the figures of the TCP and kill runs.
 import itertools
 import os
 import signal
-import socket
 import sys
 import time
 from typing import Any
 
+from udp import l2_bits
 from verdict import Json, load
 
 
@@ -42,23 +40,6 @@ def kept(path: str) -> bool:
     if not ok:
         print(c, file=sys.stderr)
     return bool(ok)
-
-
-def recv(port: int, seconds: float, out_path: str) -> None:
-    out = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-        s.bind(("0.0.0.0", port))
-        s.settimeout(0.2)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            try:
-                n = len(s.recv(2048))
-            except TimeoutError:
-                continue
-            out.append(f"{time.monotonic():.6f} {n}\n")
-    with open(out_path, "w") as f:
-        f.writelines(out)
 
 
 def drops_of(c: Json) -> int:
@@ -102,7 +83,7 @@ def arrivals(path: str, kill: float, re0: float, re1: float) -> str:
     ln = [int(n) for _, n in rows]
 
     def l2_bps(a: float, b: float) -> float:  # L2 bits (+FCS, as the class counts them) arriving in [a, b)
-        bits = sum((max(n + 42, 60) + 4) * 8 for t, n in zip(ts, ln, strict=True) if a <= t < b)
+        bits = sum(l2_bits(n) for t, n in zip(ts, ln, strict=True) if a <= t < b)
         return bits / (b - a)
     # The largest arrival gap from 0.5 s before the kill to 1.5 s after it, and
     # when the stream was back: the first arrival after that gap.
@@ -128,8 +109,6 @@ def main(argv: list[str]) -> int:
         print(load(a[0])["tc"][a[1]])
     elif cmd == "kept" and len(a) == 1:
         return 0 if kept(a[0]) else 1
-    elif cmd == "recv" and len(a) == 3:
-        recv(int(a[0]), float(a[1]), a[2])
     elif cmd == "now" and not a:
         print(f"{time.monotonic():.6f}")
     elif cmd == "kill" and len(a) == 1:

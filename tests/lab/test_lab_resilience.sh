@@ -115,7 +115,7 @@ fi
 # --- kill -9 mid-stream, then attach again
 # A UDP stream at 3x its class's rate: paced, the receiver sees 5 Mbit/s; after
 # the kill it passes untouched (15 Mbit/s); after re-attach it is paced again.
-$D timeout 30 python3 "$HERE/resilience.py" recv 5002 12 "$TMP/arrivals" &
+$D timeout 30 python3 "$HERE/udp.py" recv 5002 12 "$TMP/arrivals" >/dev/null &
 RECV_PID=$!
 PIDS+=($RECV_PID)
 psp_check "receiver bound to port 5002" psp_wait_for 10 psp_listening $DST udp 5002

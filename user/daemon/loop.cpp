@@ -75,7 +75,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
     if (!line) return err("no line rate (state file and --line-rate both empty)");
 
-    auto maps = PacerMaps::open(paths);
+    auto maps = PacerMaps::open(*paths);
     if (!maps) return err(maps.error());
     maps_.emplace(std::move(maps.value()));
     // Before any socket exists: what a killed predecessor left is countable

@@ -46,8 +46,8 @@ psp_check "all 600 datagrams arrived" test "$got" -eq 600
 psp_check "rate <= 10 Mbit/s + 3 %" test "$rate" -lt 10300000
 $N "$PSPXDP" status $DEV -j >"$TMP/s1"
 psp_check "pacer counted 600 frames on 1:1" psp_json_is "$TMP/s1" \
-    'c("1:1")["tx_frames"] == 600 and c("1:1")["backlog_frames"] == 0
-     and sum(v for k, v in c("1:1").items() if k.startswith("drop_")) == 0'
+    '(c("1:1")["tx_frames"] == 600 and c("1:1")["backlog_frames"] == 0
+      and sum(v for k, v in c("1:1").items() if k.startswith("drop_")) == 0)'
 
 # --- delete a class with a backlog: drained, not lost
 # daemon_counter NAME: one of the daemon's counters, now.

@@ -25,6 +25,9 @@ real-time figure gets it put back (underrun_bytes).
       "FAIL - WHAT" lines (window.sh's window_checks counts them), and figures
       clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
       tcp TMP                        tenk TMP CLASSES RATE_BPS JUDGE(0|1)
+  verdict_pacing.py clock STATUS_JSON [KEY...]
+      one line: the status's clock, its clock_reason (spaces as _), and the
+      daemon's KEYs
   verdict_pacing.py behind PREFILL_JSON STEADY_JSON CLASSES RATE_BPS SECONDS
       why the classes were not all backlogged SECONDS into the steady offer
       (the sender fell short by more than the prefill), empty if they were
@@ -311,6 +314,10 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "tenk" and len(argv) == 6:
         tenk(argv[2], int(argv[3]), int(argv[4]), argv[5] == "1")
+        return 0
+    if cmd == "clock" and len(argv) >= 3:
+        st = load(argv[2])
+        print(st["clock"], st["clock_reason"].replace(" ", "_"), *(st["daemon"][k] for k in argv[3:]))
         return 0
     if cmd == "behind" and len(argv) == 7:
         print(behind(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6])))

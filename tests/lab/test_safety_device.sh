@@ -25,10 +25,9 @@ through() {
     wait $r; read -r got _ <"$TMP/got"; echo "$got"
 }
 tx_frames() { # the pacer's tx_frames of class 1:1
-    P status $DEV -j 2>/dev/null | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-print(sum(c.get('tx_frames', 0) for c in d['classes'] if c['class'] == '1:1'))" 2>/dev/null || echo -1
+    local n
+    n=$(P status $DEV -j 2>/dev/null | jq '[.classes[] | select(.class == "1:1") | .tx_frames // 0] | add // 0' 2>/dev/null)
+    echo "${n:--1}"
 }
 set_mtu() { ip -n $S link set $DEV mtu $1; ip -n $D link set $PEER mtu $1; }
 pacer_mtu() { psp_in_ns $S ip -o link show "psp$(ifindex $S $DEV)$1" 2>/dev/null | grep -o 'mtu [0-9]*' | cut -d' ' -f2; }

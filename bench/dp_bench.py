@@ -138,6 +138,21 @@ def rss(pid: int) -> dict[str, int]:
     return r
 
 
+Reading = tuple[float, int, int, int, int, int, int, dict[str, tuple[int, int, int, int]], int, int]
+
+
+def reading(ns: str, dev: str, pid: int, peer_ns: str | None, peer: str | None) -> Reading:
+    """The counters at one end of an interval: the time; DEV's TX packets and
+    bytes; the daemon's utime and stime; the machine's busy and total ticks
+    and the per-CPU ones (cpu_ticks); the daemon's run time; the peer's RX
+    packets."""
+    t = time.monotonic()
+    p, b = link_tx(ns, dev)
+    u, k = proc_ticks(pid)
+    (m, a), q = cpu_ticks()
+    return t, p, b, u, k, m, a, q, run_ns(pid), link_rx_packets(peer_ns, peer)
+
+
 def sample(ns: str, dev: str, pid_arg: str, seconds: float, pspxdp: str, label: str, extra: str) -> None:
     hz = os.sysconf("SC_CLK_TCK")
     peer_ns, peer = os.environ.get("PEER_NS"), os.environ.get("PEER_DEV")
@@ -150,19 +165,9 @@ def sample(ns: str, dev: str, pid_arg: str, seconds: float, pspxdp: str, label: 
     s0 = time.monotonic()
     c0 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0
     s0 = (s0 + time.monotonic()) / 2
-    t0 = time.monotonic()
-    p0, b0 = link_tx(ns, dev)
-    u0, k0 = proc_ticks(pid)
-    (m0, a0), q0 = cpu_ticks()
-    n0 = run_ns(pid)
-    x0 = link_rx_packets(peer_ns, peer)
+    t0, p0, b0, u0, k0, m0, a0, q0, n0, x0 = reading(ns, dev, pid, peer_ns, peer)
     on_cpus = watch_cpu(pid, seconds)
-    t1 = time.monotonic()
-    p1, b1 = link_tx(ns, dev)
-    u1, k1 = proc_ticks(pid)
-    (m1, a1), q1 = cpu_ticks()
-    n1 = run_ns(pid)
-    x1 = link_rx_packets(peer_ns, peer)
+    t1, p1, b1, u1, k1, m1, a1, q1, n1, x1 = reading(ns, dev, pid, peer_ns, peer)
     d1 = daemon_stats(dev) if pid else {}
     s1 = time.monotonic()
     c1 = class_tx_bytes(ns, pspxdp, dev, "1:1") if paced else 0

@@ -119,42 +119,8 @@ measure() {
         done
     fi
     sleep 3 # backlogged from here on
-    python3 - "$N" "$PSPXDP" "$DEV" "$SECS" "$table" "$label" "$mode" "$hog" "$(psp_daemon_pid $DEV)" >>"$RESULTS" <<'PY'
-import json, os, shlex, subprocess, sys, time
-ns, pspxdp, dev, secs = shlex.split(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
-table, label, mode, hog, pid = sys.argv[5], sys.argv[6], sys.argv[7], sys.argv[8] == "1", int(sys.argv[9])
-hz = os.sysconf("SC_CLK_TCK")
-def st():
-    return json.loads(subprocess.run(ns + [pspxdp, "status", dev, "-j"], capture_output=True,
-                                     text=True, timeout=10).stdout)
-def ticks():  # the daemon's utime + stime, every thread
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return int(f[11]) + int(f[12])
-s0, t0, k0 = st(), time.monotonic(), ticks()
-low = {}
-while time.monotonic() - t0 < secs:
-    time.sleep(0.2)
-    for c in st()["classes"]:
-        low[c["class"]] = min(low.get(c["class"], 1 << 62), c["backlog_frames"])
-s1, t1, k1 = st(), time.monotonic(), ticks()
-dt = t1 - t0
-c0 = {c["class"]: c for c in s0["classes"]}
-rows = []
-for c in s1["classes"]:
-    if not c["rate_bps"]:
-        continue
-    rt = (c["tx_bytes"] - c0[c["class"]]["tx_bytes"]) * 8 / dt
-    rows.append({"class": c["class"], "target_bps": c["rate_bps"], "real_time_bps": rt,
-                 "pct": rt / c["rate_bps"] * 100, "min_backlog": low.get(c["class"], 0)})
-d0, d1 = s0["daemon"], s1["daemon"]
-print(json.dumps({"table": table, "setup": label, "mode": mode, "hog": hog, "seconds": dt,
-                  "underrun_pct": (d1["underrun_bytes"] - d0["underrun_bytes"]) * 8 / 1e9 / dt * 100,
-                  "lost_pct": (d1["lost_wire_ns"] - d0["lost_wire_ns"]) / 1e9 / dt * 100,
-                  "tc_passed": sum(c["tc_passed"] - c0[c["class"]]["tc_passed"] for c in s1["classes"]),
-                  "pacer_dead": s1["tc"]["pacer_dead"] - s0["tc"]["pacer_dead"],
-                  "daemon_cpu_pct": (k1 - k0) / hz / dt * 100,
-                  "classes": rows}))
-PY
+    python3 "$HERE/dp_realtime.py" sample "$N" "$PSPXDP" "$DEV" "$SECS" "$table" "$label" "$mode" "$hog" \
+        "$(psp_daemon_pid $DEV)" >>"$RESULTS"
     stop_hogs
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
@@ -191,35 +157,4 @@ if [[ $ONLY != busy ]]; then
     done
 fi
 
-python3 - "$RESULTS" "$JSON" "$(uptime)" "$RATES" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-if sys.argv[2] == "1":
-    print(json.dumps({"uptime": sys.argv[3].strip(), "setups": rows}))
-    sys.exit(0)
-busy = [r for r in rows if r["table"] == "busy"]
-if busy:
-    print(f"busy host: classes of {'/'.join(sys.argv[4].split())} Mbit/s offered 1.3x, 1 Gbit/s "
-          "veth, real time (wall clock) over each interval")
-    print(f"{'clock':9} {'hog':4} {'set-up':22} {'underrun %':>10} {'lost %':>7} {'unpaced':>8} "
-          f"{'CPU %':>6}  real-time rate % of target (min backlog)")
-    for r in busy:
-        cl = "  ".join(f"{c['class']} {c['pct']:6.2f} ({c['min_backlog']})" for c in r["classes"])
-        print(f"{r['mode']:9} {'yes' if r['hog'] else 'no':4} {r['setup']:22} {r['underrun_pct']:>10.2f} "
-              f"{r['lost_pct']:>7.2f} {r['tc_passed'] + r['pacer_dead']:>8} {r['daemon_cpu_pct']:>6.1f}  {cl}")
-    print("unpaced: tc_passed + pacer_dead; CPU: the daemon's, % of one core")
-cpu = [r for r in rows if r["table"] == "cpu"]
-if cpu:
-    print("\ndaemon CPU, one class offered 1.3x its rate, no hog")
-    print(f"{'clock':9} {'rate':>9} {'--sched normal':>22} {'default (deadline)':>22}")
-    by = {}
-    for r in cpu:
-        by.setdefault((r["mode"], r["classes"][0]["target_bps"]), {})[r["setup"]] = r
-    for (mode, bps), v in by.items():
-        def cell(r):
-            return f"{r['daemon_cpu_pct']:5.1f} % ({r['classes'][0]['pct']:6.2f} %)" if r else "-"
-        print(f"{mode:9} {bps / 1e6:>5.0f} Mb/s {cell(v.get('--sched normal')):>22} "
-              f"{cell(v.get('default')):>22}")
-    print("cells: the daemon's CPU, % of one core (the class's real-time rate, % of target)")
-print(sys.argv[3].strip())
-PY
+python3 "$HERE/dp_realtime.py" report "$RESULTS" "$JSON" "$(uptime)" "$RATES"

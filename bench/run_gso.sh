@@ -74,39 +74,9 @@ for rate in ${RATES//,/ }; do
         $N timeout $((SECS + 20)) iperf3 -c $NET.2 -p 5201 -t $SECS -J >"$out.iperf" 2>&1
         [[ $shaper != htb ]] && $N "$PSPXDP" status $DEV -j >"$out.s1"
         shaper_down $shaper
-        python3 - "$out" "$shaper" "$rate" >>"$ROWS" <<'PY'
-import json, os, sys
-out, shaper, rate = sys.argv[1:4]
-row = {"shaper": shaper, "rate": rate}
-try:
-    with open(f"{out}.iperf") as f:
-        ip = json.load(f)["end"]
-    row["mbit"] = ip["sum_received"]["bits_per_second"] / 1e6
-    row["retr"] = ip["sum_sent"].get("retransmits", 0)
-    rtts = [s["sender"]["mean_rtt"] for s in ip["streams"] if "mean_rtt" in s.get("sender", {})]
-    if rtts:
-        row["rtt_ms"] = rtts[0] / 1000
-except (OSError, ValueError, KeyError):
-    pass
-if os.path.exists(f"{out}.s1"):
-    with open(f"{out}.s0") as f0, open(f"{out}.s1") as f1:
-        c0, c1 = (next(x for x in json.load(f)["classes"] if x["class"] == "1:1") for f in (f0, f1))
-    for k in ("drop_limit", "drop_aqm", "drop_overflow", "tc_packets", "tc_frames"):
-        row[k] = c1[k] - c0[k]
-print(json.dumps(row))
-PY
+        python3 "$HERE/gso_bench.py" row "$out" "$shaper" "$rate" >>"$ROWS"
     done
 done
 
-python3 - "$ROWS" "$SECS" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"\nOne local TCP flow (cubic, ECN off, GSO on) for {sys.argv[2]} s through a class with limit 10ms (real time)")
-print(f"{'rate':7} {'shaper':6} {'Mbit/s':>7} {'retr':>6} {'rtt ms':>7} {'limit':>6} {'aqm':>6} {'frames/pkt':>10}")
-for r in rows:
-    f = lambda k, fmt: (fmt % r[k]) if k in r else "-"
-    fpp = "%10.1f" % (r["tc_frames"] / r["tc_packets"]) if r.get("tc_packets") else "%10s" % "-"
-    print(f"{r['rate']:7} {r['shaper']:6} {f('mbit', '%7.1f')} {f('retr', '%6d')} {f('rtt_ms', '%7.2f')} "
-          f"{f('drop_limit', '%6d')} {f('drop_aqm', '%6d')} {fpp}")
-PY
+python3 "$HERE/gso_bench.py" report "$ROWS" "$SECS"
 echo "(load: $(cut -d' ' -f1-3 /proc/loadavg))"

@@ -110,20 +110,6 @@ struct {
     __type(value, struct pspxdp_class_entry);
 } classes SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct pspxdp_tc_counters);
-} tc_stats SEC(".maps");
-
-static __always_inline void count(__u32 counter) {
-    __u32 zero = 0;
-    struct pspxdp_tc_counters *c = bpf_map_lookup_elem(&tc_stats, &zero);
-
-    PSPXDP_COUNT(c, counter, PSPXDP_TC_NR_COUNTERS);
-}
-
 #include "match.h"
 #include "parse.h"
 

@@ -15,16 +15,20 @@
  * keeps the variable-length walks (IHL, IPv6 extension headers) simple for
  * the verifier.
  *
- * The includer defines count(__u32 tc_counter) before including this file. */
+ * The classifier's tc_stats counters and count() are defined here, with
+ * the parser that counts most of their reasons. */
 #ifndef PSPXDP_BPF_PARSE_H
 #define PSPXDP_BPF_PARSE_H
 
+#include "counters.h"
 #include "pspxdp/shared.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
+
+PSPXDP_PERCPU_COUNTERS(count, tc_stats, struct pspxdp_tc_counters, PSPXDP_TC_NR_COUNTERS)
 
 #define PSPXDP_VLAN_MAX 2   /* QinQ: outer 802.1ad + inner 802.1Q */
 #define PSPXDP_V6_EXT_MAX 6 /* extension headers walked before giving up */

@@ -13,6 +13,7 @@
  * of the pacer veths themselves (IPv6 ND/MLD) is avoided at the source: set-up
  * disables IPv6 on both (docs/design.md §9.2); anything that still arrives
  * untagged is dropped by the daemon as unknown_class. */
+#include "counters.h"
 #include "pspxdp/shared.h"
 #include <bpf/bpf_helpers.h>
 #include <linux/bpf.h>
@@ -24,19 +25,7 @@ struct {
     __type(value, __u32);
 } xsks_map SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct pspxdp_xdp_counters);
-} xdp_stats SEC(".maps");
-
-static __always_inline void count(__u32 counter) {
-    __u32 zero = 0;
-    struct pspxdp_xdp_counters *c = bpf_map_lookup_elem(&xdp_stats, &zero);
-
-    PSPXDP_COUNT(c, counter, PSPXDP_XDP_NR_COUNTERS);
-}
+PSPXDP_PERCPU_COUNTERS(count, xdp_stats, struct pspxdp_xdp_counters, PSPXDP_XDP_NR_COUNTERS)
 
 SEC("xdp")
 int pspxdp_redirect(struct xdp_md *ctx) {

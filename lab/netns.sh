@@ -14,6 +14,9 @@ BUILD_DIR=${BUILD_DIR:-$PSP_ROOT/build}
 PSPXDP=${PSPXDP:-$BUILD_DIR/user/pspxdp}
 TRAFFIC=${TRAFFIC:-$BUILD_DIR/lab/psp_traffic}
 DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
+# The tests' Python (tests/lab/*.py, bench/*.py) leaves no __pycache__ in the
+# checkout: test_lab_quick holds git status to what it was.
+export PYTHONDONTWRITEBYTECODE=1
 
 # psp_netns NS: a namespace with lo up and IPv6 off (no ND/MLD frames),
 # deleted by psp_end. Returns non-zero with a message on stderr if it cannot.
@@ -183,13 +186,11 @@ psp_listening() { psp_in_ns "$1" ss -Hln "--$2" "sport = :$3" 2>/dev/null | grep
 # set); c("1:1") is a class's object in it. E.g.
 #   psp_wait_for 5 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 psp_status_is() {
-    ${N:-} "$PSPXDP" status "$1" -j 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-def c(name):
-    return next(x for x in d["classes"] if x["class"] == name)
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$2" 2>/dev/null
+    ${N:-} "$PSPXDP" status "$1" -j 2>/dev/null | python3 "$PSP_ROOT/lab/status_is.py" "$2" 2>/dev/null
 }
+
+# psp_json_is FILE PYTHON_EXPRESSION: the same for a status -j saved in FILE.
+psp_json_is() { python3 "$PSP_ROOT/lab/status_is.py" "$2" "$1" 2>/dev/null; }
 
 # psp_settled DEV [CLASS]: the daemon has published what TC handed CLASS
 # (every served class if none): every frame taken from the sockets (or lost

@@ -38,13 +38,7 @@ for c in $("$BIN" --help | awk '/^Commands:/ {on = 1; next} on && !NF {exit} on 
     psp_check "man page covers pspxdp $c" grep -q "^\.SS \"pspxdp $c " "$MAN"
 done
 psp_check "man page covers daemon (internal) too" grep -q '^\.SS "pspxdp daemon ' "$MAN"
-psp_check "man page states the exit status rule (0, 1, 2)" python3 -c '
-import re, sys
-text = open(sys.argv[1]).read()
-part = text.split("EXIT STATUS", 1)[1].split("SEE ALSO", 1)[0]
-sys.exit(0 if all(re.search(rf"^\s+{n}\s+\S", part, re.M) for n in "012")
-         and "usage error" in part and "the system failed" in part
-         and "nothing to do" in part else 1)' "$MANTEXT"
+psp_check "man page states the exit status rule (0, 1, 2)" python3 "$SRC/tests/man_exit_status.py" "$MANTEXT"
 
 psp_check "bash completion installed" test -s "$COMPLETION"
 # complete WORDS...: what bash offers after the words (the last one being typed).
@@ -97,7 +91,7 @@ if command -v systemd-analyze >/dev/null; then
     SCORE=$(systemd-analyze security --offline=true "$DEST/pspxdp@eth0.service" 2>&1 |
         sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) .*/\1/p')
     psp_check "systemd-analyze security: exposure ${SCORE:-?} (9.6 UNSAFE before) below 3.0" \
-        python3 -c "import sys; sys.exit(0 if 0 < float('${SCORE:-0}') < 3.0 else 1)"
+        awk -v s="${SCORE:-0}" 'BEGIN { exit !(0 < s && s < 3.0) }'
 else
     echo "skip - systemd-analyze not installed: verify and security not checked"
 fi

@@ -288,7 +288,7 @@ struct pspxdp_class_entry {
     X(planned_idle_bytes, "byte times of those idles (wire time without gap frames)")              \
     X(late_wakeups, "planned idles the daemon woke from after a paced frame's due time")           \
     X(late_ns, "by this much in all, ns (the only lateness that costs precision)")                 \
-    X(late_max_ns, "the latest of them, ns")                                                       \
+    X(late_max_ns, "the longest of them, ns")                                                      \
     X(clockless, "1: clockless mode (no gap frames, frames released at their real-time due "       \
                  "time); 0: byte clock")                                                           \
     X(clock_forced, "1: the clock mode was forced (--clock byte/none); 0: chosen from DEV's "      \
@@ -488,7 +488,7 @@ struct pspxdp_filter_stats {
 #define PSPXDP_LATENESS_BUCKETS 23
 struct pspxdp_lateness {
     __u64 sum_ns; /* all samples added up */
-    __u64 max_ns; /* the latest */
+    __u64 max_ns; /* the longest sample */
     __u64 bucket[PSPXDP_LATENESS_BUCKETS];
 };
 

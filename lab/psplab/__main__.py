@@ -6,54 +6,18 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
-from typing import NoReturn, TypeVar
 
-from . import experiments, report
+from . import cluster, experiments, report
+from .cli import Parser, guarded, number_in, rate
 from .context import RunContext
 from .net import Lab
 from .units import parse_rate_bps
 
 HERE = Path(__file__).resolve().parent.parent  # lab/
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line naming the offending word, exit 2
-        print(f"lab: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def rate(text: str) -> str:
-    """A tc rate as the CLI reads it, kept as written (tc and pspxdp get it)."""
-    try:
-        parse_rate_bps(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return text
-
-
-Number = TypeVar("Number", int, float)
-
-
-def number_in(kind: Callable[[str], Number], lo: Number, hi: Number) -> Callable[[str], Number]:
-    """An argparse type: kind(text) within lo..hi."""
-
-    def convert(text: str) -> Number:
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f'"{text}": expected a number, {lo:g}..{hi:g}') from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f'"{text}": expected {lo:g}..{hi:g}')
-        return v
-    return convert
 
 
 def experiment_list(text: str) -> list[str]:
@@ -108,35 +72,8 @@ def to_json(o: object) -> object:
     return str(o)
 
 
-def guarded(who: str, body: Callable[[], None], cleanup: Callable[[], None], alarm_s: int) -> int:
-    """Runs body, stopped as by ^C on SIGTERM or after alarm_s (SIGALRM); a
-    failure is reported with its traceback; cleanup runs whatever happened,
-    with SIGTERM and SIGINT ignored. Returns 0, 130 (stopped) or 1 (failed)."""
-    def on_signal(sig: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {sig}")
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(alarm_s)
-    rc = 0
-    try:
-        body()
-    except KeyboardInterrupt as e:
-        print(f"{who}: stopped ({e})", file=sys.stderr)
-        rc = 130
-    except Exception as e:  # noqa: BLE001 - report, clean up, fail
-        traceback.print_exc()
-        print(f"{who}: failed: {e}", file=sys.stderr)
-        rc = 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        cleanup()
-    return rc
-
-
 def main() -> int:
     if sys.argv[1:2] == ["cluster"]:  # the cluster lab: its own options (lab/psplab/cluster.py)
-        from . import cluster
         return cluster.main(sys.argv[2:])
     a = parse_args()
     if a.check_args:  # lab.sh: arguments first, then the prerequisites

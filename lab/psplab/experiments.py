@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 from . import measure, shapers
 from .context import RunContext
+from .flow import Flow
 from .report import BYTE_CLOCK_NOTE, REAL_TIME_NOTE, Results, Table, as_dicts, mbit, num, pyplot
-from .run import Flow, FlowRow, TcpRow, flow_rows, run_tcp, run_udp
+from .run import FlowRow, TcpRow, flow_rows, run_tcp, run_udp
 from .units import fmt_rate, parse_rate_bps
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,6 +52,16 @@ def load_json(path: str) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
+def wait_until(what: str, ready: Callable[[], bool], seconds: float = 10) -> None:
+    """Polls ready() every 50 ms until it holds: a wait for a condition,
+    never a fixed time. RuntimeError naming what after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not within {seconds:g} s")
+        time.sleep(0.05)
+
+
 class Ns:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -70,6 +80,17 @@ class Ns:
     def mac(self, dev: str) -> str:
         address: str = json.loads(self.run("ip", "-j", "link", "show", dev))[0]["address"]
         return address
+
+    def udp_bound(self, ports: Sequence[int]) -> bool:
+        """Every one of ports has a UDP socket bound to it here."""
+        lines = self.run("ss", "-Hlun", check=False).splitlines()
+        bound = {int(w[3].rsplit(":", 1)[1]) for w in (line.split() for line in lines)
+                 if len(w) > 3 and w[3].rsplit(":", 1)[-1].isdigit()}
+        return set(ports) <= bound
+
+    def packet_sockets(self, pid: int) -> int:
+        """The AF_PACKET sockets process pid holds here."""
+        return self.run("ss", "-Hp", "-0", check=False).count(f"pid={pid},")
 
 
 class Lab:
@@ -163,8 +184,13 @@ class Lab:
         cmd = self.l.cmd(f"{self.build}/lab/psp_delay", "--in", self.lin, "--out", self.lout,
                          "--dst-mac", self.delay_dst_mac(), "--delay-ms", delay_ms,
                          "--seconds", seconds, "--rt-priority", 50)
-        self.delay = (self.spawn(cmd, out_path), out_path)
-        time.sleep(0.2)
+        p = self.spawn(cmd, out_path)
+        self.delay = (p, out_path)
+        # Forwarding once it has its two AF_PACKET sockets (in, out).
+        wait_until("the delay line's two packet sockets",
+                   lambda: p.poll() is not None or self.l.packet_sockets(p.pid) >= 2)
+        if p.poll() is not None:
+            raise RuntimeError(f"the delay line exited ({p.returncode}) before it forwarded")
 
     def delay_dst_mac(self) -> str:
         """Where the delay line sends the ACKs: S's return veth."""

@@ -10,32 +10,11 @@ from typing import Any
 from . import measure
 from .cluster_capture import frames, replay, tbf_queue
 from .context import RunContext
+from .flow import Flow
 from .measure import Capture, CaptureReading, CpuReading, Report
-from .net import load_json
+from .net import load_json, wait_until
 from .shapers import ONE_FRAME_BUCKET, Shaper, ShaperCounters
 from .units import parse_rate_bps
-
-
-@dataclass
-class Flow:
-    name: str
-    dst: str
-    port: int
-    rate: str          # the target (tc syntax)
-    offered: str       # what the sender offers
-    start: float = 0.0  # on/off schedule, seconds from the sender's start
-    stop: float = 0.0   # 0: until the end
-
-    @property
-    def rate_bps(self) -> int:
-        return parse_rate_bps(self.rate)
-
-    def selector(self, proto: str = "udp") -> str:
-        return f"dst {self.dst} proto {proto} dport {self.port}"
-
-    def spec(self) -> str:
-        s = f"{self.dst}:{self.port}:{self.offered}"
-        return s + (f":{self.start}:{self.stop}" if self.stop else "")
 
 
 @dataclass
@@ -134,7 +113,7 @@ def run_udp(ctx: RunContext, shaper: Shaper, flows: list[Flow], seconds: float, 
         ports = sorted({f.port for f in flows})
         sink = lab.spawn(lab.d.cmd("nice", "-n", "-10", ctx.traffic, "sink", ",".join(map(str, ports)),
                                    "--seconds", f"{total + 2:.1f}"), out_path=base + ".sink.json")
-        time.sleep(0.3)
+        wait_until(f"the sink bound UDP ports {ports}", lambda: lab.d.udp_bound(ports))
         # One sender process per receiver (at most 6 flows each): a single
         # process could not offer ~1 Gbit/s on this 2-core machine. The
         # load generators run at nice -10 (the capture too): on a machine

@@ -13,13 +13,10 @@ time, docs/design.md §4).
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .context import RunContext
+from .flow import Flow
 from .net import Lab, Ns, sh
-
-if TYPE_CHECKING:  # run.py imports this module
-    from .run import Flow
 
 # tc rounds a bucket to its clock ticks: at 1 Gbit/s 2000 B is the smallest
 # bucket that holds a full 1514-B frame (1514 or 1600 become 1500: every
@@ -135,10 +132,10 @@ class Shaper:
     def __init__(self, lab: Lab, line_rate: str) -> None:
         self.lab, self.line_rate = lab, line_rate
 
-    def describe(self, flows: "Sequence[Flow]") -> str:
+    def describe(self, flows: Sequence[Flow]) -> str:
         raise NotImplementedError
 
-    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
+    def setup(self, flows: Sequence[Flow], proto: str = "udp") -> None:
         raise NotImplementedError
 
     def counters(self) -> ShaperCounters:
@@ -159,7 +156,7 @@ class TcShaper(Shaper):
     def tc(self, *args: str | int) -> None:
         self.lab.s.run("tc", *args)
 
-    def describe(self, flows: "Sequence[Flow]") -> str:
+    def describe(self, flows: Sequence[Flow]) -> str:
         wire = (f"root tbf rate {self.line_rate} burst {WIRE_BUCKET} limit {WIRE_QUEUE} "
                 f"(the wire at M)")
         if self.kind == "none":
@@ -169,7 +166,7 @@ class TcShaper(Shaper):
             return f"{wire} + tbf rate {self.rate or flows[0].rate} burst {b} limit {SHAPER_QUEUE}"
         return f"{wire} + htb, one class per flow (rate = ceil = target, default burst), u32 on dport"
 
-    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
+    def setup(self, flows: Sequence[Flow], proto: str = "udp") -> None:
         dev = self.lab.dev
         self.tc("qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate", self.line_rate,
                 "burst", WIRE_BUCKET, "limit", WIRE_QUEUE)
@@ -209,14 +206,14 @@ class PspxdpShaper(Shaper):
         self.rt_priority = rt_priority
         self.cids: list[tuple[str, str]] = []  # (class id, flow name)
 
-    def describe(self, flows: "Sequence[Flow]") -> str:
+    def describe(self, flows: Sequence[Flow]) -> str:
         rt = (f"; daemon SCHED_FIFO {self.rt_priority} (chrt -a -f -p)" if self.rt_priority else
               "; daemon as attach schedules it (SCHED_DEADLINE)")
         mode = " ".join(self.extra) if self.extra else "--clock byte --gap-horizon inf"
         return (f"pspxdp attach --line-rate {self.line_rate} {mode}, one paced class per flow, "
                 f"filter on dport{rt}")
 
-    def setup(self, flows: "Sequence[Flow]", proto: str = "udp") -> None:
+    def setup(self, flows: Sequence[Flow], proto: str = "udp") -> None:
         self.lab.pspxdp_devs.append((self.lab.s, self.lab.dev))
         self.p.attach(self.line_rate, self.extra)
         for i, f in enumerate(flows, 1):

@@ -120,7 +120,7 @@ class PrivateNetns {
 // first. Removes both.
 class AttachedHere {
   public:
-    explicit AttachedHere(std::string dev) : paths_(pspxdp::setup::paths_for(dev)) {
+    explicit AttachedHere(std::string dev) : paths_(pspxdp::common::paths_for(dev).value()) {
         sh("ip link add " + dev + " type veth peer name " + dev + "p");
         pspxdp::setup::AttachState st;
         st.dev = dev;

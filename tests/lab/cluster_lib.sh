@@ -28,6 +28,8 @@ CL_GROUP=g$$
 CL_BUDGET=300mbit CL_BUDGET_BPS=300000000
 CL_ETCD_PIDS=(0 0 0)
 CL_AGENTS=()
+# JSON fields and time checks: tests/lab/cluster_checks.py.
+CL() { python3 "$PSP_ROOT/tests/lab/cluster_checks.py" "$@"; }
 CL_ENDPOINTS="http://$CL_NET.10:$CL_PORT,http://$CL_NET.10:$((CL_PORT + 1)),http://$CL_NET.10:$((CL_PORT + 2))"
 
 # cl_etcd_member K [new|existing]: member K (0..2) on $CL_NET.10, client
@@ -64,10 +66,7 @@ cl_etcd_healthy() {
 # or "id": its own member id).
 cl_etcd_status() {
     psp_in_ns $CL_ETCD_NS curl -s -m 1 -X POST -d '{}' \
-        "http://$CL_NET.10:$((CL_PORT + $1))/v3/maintenance/status" 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-print(d["header"]["member_id"] if sys.argv[1] == "id" else d["leader"])' "$2" 2>/dev/null
+        "http://$CL_NET.10:$((CL_PORT + $1))/v3/maintenance/status" 2>/dev/null | CL etcd-status "$2" 2>/dev/null
 }
 cl_etcd_follower() { # K: member K is up and not the leader
     local id
@@ -184,19 +183,13 @@ cl_begin() { # psp_begin, with cl_end before psp_end on exit
 
 # cl_state I EXPR: true when EXPR holds for s, host I's agent state (status -j's groups[0]).
 cl_state() {
-    cl_ns "$1" "$PSPXDP" status ${CL_P}d$1$$ -j 2>/dev/null | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-s = d["groups"][0]
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$2" 2>/dev/null
+    cl_ns "$1" "$PSPXDP" status ${CL_P}d$1$$ -j 2>/dev/null | CL state "$2" 2>/dev/null
 }
 cl_applied() { cl_state "$1" "s['applied_bps'] == $2 and s['phase'] == 'member'"; }
 
 # cl_rate I: the rate host I's class is configured with now (the daemon's view).
 cl_rate() {
-    cl_ns "$1" "$PSPXDP" class show ${CL_P}d$1$$ -j | python3 -c '
-import json, sys
-print(next(c["rate_bps"] for c in json.load(sys.stdin)["classes"] if c["class"] == "1:1"))'
+    cl_ns "$1" "$PSPXDP" class show ${CL_P}d$1$$ -j | CL rate
 }
 
 cl_cut() { ip -n ${CL_P}h$1$$ link set ${CL_P}c$1$$ down; }
@@ -214,13 +207,11 @@ cl_now_ns() { date +%s%N; }
 # cl_within A_NS B_NS MAX_S: B - A <= MAX_S seconds (and B given); prints it.
 cl_within() {
     [[ -n $2 ]] || { echo "     (no such change)"; return 1; }
-    python3 -c 'import sys; d = (int(sys.argv[2]) - int(sys.argv[1])) / 1e9
-print(f"     {d:.3f} s"); sys.exit(0 if d <= float(sys.argv[3]) else 1)' "$1" "$2" "$3"
+    CL within "$1" "$2" "$3"
 }
 cl_after() { # A_NS B_NS MIN_S: B - A >= MIN_S seconds
     [[ -n $2 ]] || { echo "     (no such change)"; return 1; }
-    python3 -c 'import sys; d = (int(sys.argv[2]) - int(sys.argv[1])) / 1e9
-print(f"     {d:.3f} s"); sys.exit(0 if d >= float(sys.argv[3]) else 1)' "$1" "$2" "$3"
+    CL after "$1" "$2" "$3"
 }
 # cl_check_logs: the invariant checker over every host's rate log.
 cl_check_logs() {
@@ -234,7 +225,7 @@ cl_revision() {
     for k in 0 1 2; do
         psp_in_ns $CL_ETCD_NS curl -s -m 2 -X POST -d '{"key":"AA=="}' \
             "http://$CL_NET.10:$((CL_PORT + k))/v3/kv/range" 2>/dev/null |
-            python3 -c 'import json, sys; print(json.load(sys.stdin)["header"]["revision"])' 2>/dev/null &&
+            CL revision 2>/dev/null &&
             return 0
     done
     return 1

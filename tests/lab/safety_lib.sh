@@ -7,7 +7,7 @@
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$HERE/../../lab/netns.sh"
-psp_require "$(basename "$0")" "$PSPXDP" -- ip tc nsenter timeout python3
+psp_require "$(basename "$0")" "$PSPXDP" -- ip tc nsenter timeout python3 jq
 psp_begin safety
 
 # fails CMD... : the command exits non-zero (its stderr in $TMP/err, stdout in $TMP/out)

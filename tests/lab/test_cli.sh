@@ -19,6 +19,7 @@ ROOT_MODE=
 # The read-only part opens the pin root to others: closed again whatever happens.
 trap '[[ -n $ROOT_MODE ]] && chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp 2>/dev/null; psp_end' EXIT
 P() { $N "$PSPXDP" "$@"; }
+CLI() { python3 "$HERE/cli_checks.py" "$@"; }
 psp_check "attach" P attach $DEV --line-rate 1gbit
 psp_check "class add 1:1 300mbit limit 64kb ce_threshold 2ms" P class add $DEV 1:1 300mbit limit 64kb ce_threshold 2ms
 psp_check "class add 1:2 normal" P class add $DEV 1:2 normal
@@ -149,7 +150,7 @@ TABLE
 for name in "$DEV" nosuch0 'we"ird\name' 'a/b' "$(printf 'x\377y')"; do
     $N "$PSPXDP" status "$name" -j >"$TMP/status" 2>/dev/null
     psp_check "status -j prints one JSON object for \"$name\"" \
-        python3 -c "import json,sys; d=json.load(open(sys.argv[1], encoding='utf-8', errors='replace')); assert isinstance(d, dict) and 'attached' in d" "$TMP/status"
+        CLI status-object "$TMP/status"
 done
 
 # DEV may be left out when exactly one device is attached (others' tests
@@ -165,68 +166,12 @@ fi
 "$PSPXDP" stats --keys >"$TMP/keys"
 P stats $DEV -j --interval 100ms >"$TMP/stats.json"
 P status $DEV -j >"$TMP/status.json"
-cat >"$TMP/keys.py" <<'PY'
-import json, sys, re
-doc = {}
-for line in open(sys.argv[1]):
-    m = re.match(r"\| (\S+) \| `([^`]+)` \|", line)
-    if m: doc.setdefault(m.group(1), set()).add(m.group(2))
-stats, status = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
-bad = []
-def same(what, got, want):
-    if set(got) != want: bad.append(f"{what}: undocumented {sorted(set(got) - want)}, missing {sorted(want - set(got))}")
-same("stats", stats, doc["top"])
-same("status", status, doc["top"] | doc["status"] - {"error"})
-assert stats["classes"], "no classes"
-for c in stats["classes"]: same("classes[] " + c["class"], c, doc["classes[]"])
-for o in ("daemon", "tc", "xdp"): same(o, stats[o], doc[o])
-# Raw numbers, units in the keys.
-c = {c["class"]: c for c in stats["classes"]}["1:1"]
-if c["rate_bps"] != 300000000 or c["limit_bytes"] != 65536 or c["ce_threshold_ns"] != 2000000: bad.append(f"1:1 config {c}")
-if c["tc_packets"] != int(sys.argv[4]): bad.append(f"1:1 tc_packets {c['tc_packets']} != {sys.argv[4]} sent")
-if not isinstance(c["measured_rate_bps"], int): bad.append("measured_rate_bps not a number")
-print("\n".join(bad)); sys.exit(1 if bad else 0)
-PY
 psp_check "stats -j / status -j keys are exactly the documented ones, raw numbers" \
-    python3 "$TMP/keys.py" "$TMP/keys" "$TMP/stats.json" "$TMP/status.json" "$SENT"
+    CLI keys "$TMP/keys" "$TMP/stats.json" "$TMP/status.json" "$SENT"
 psp_check "text and JSON name a counter alike" bash -c "$N $PSPXDP stats $DEV -d --interval 0 | grep -q ' tc_packets $SENT '"
 
 # ---- bpftool: every pinned map shows named fields, design §1.8's
-cat >"$TMP/maps.py" <<'PY'
-import json, re, subprocess, sys, os
-pins, readme = sys.argv[1], sys.argv[2]
-rows = {}
-text = open(readme).read()
-table = text.split("<!-- pinned maps -->")[1].split("<!-- end of pinned maps -->")[0]
-for line in table.splitlines():
-    cols = [c.strip() for c in line.strip().strip("|").split("|")]
-    if len(cols) != 5 or not cols[0].startswith("`"): continue
-    for name in re.findall(r"`([^`]+)`", cols[0]):
-        rows[name] = (set(re.findall(r"`([^`]+)`", cols[3])), set(re.findall(r"`([^`]+)`", cols[4])))
-bad = []
-for m in sorted(os.listdir(pins)):
-    if m not in rows: bad.append(f"{m}: no row in design §1.8's map table"); continue
-    if m == "xsks_map": continue  # the kernel does not return sockets
-    out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", f"{pins}/{m}"], capture_output=True, text=True)
-    entries = json.loads(out.stdout or "[]")
-    if not entries: bad.append(f"{m}: empty, cannot see its fields"); continue
-    e = entries[0].get("formatted")
-    if not e: bad.append(f"{m}: no BTF (bpftool prints hex bytes only)"); continue
-    key = e["key"]
-    value = e["value"] if "value" in e else e["values"][0]["value"]
-    want_key, want_value = rows[m]
-    if isinstance(key, dict) and set(key) != want_key: bad.append(f"{m}: key fields {sorted(key)} != design {sorted(want_key)}")
-    if isinstance(value, dict) and set(value) != want_value: bad.append(f"{m}: value fields {sorted(value)} != design {sorted(want_value)}")
-    for k in ("key", "value"):
-        v = key if k == "key" else value
-        if isinstance(v, dict):
-            for f, x in v.items():
-                if isinstance(x, dict) and set(x) == {"minor", "major"}: continue
-                if f in ("kind", "state") and not str(x).startswith("PSPXDP_"): bad.append(f"{m}: {f} is {x}, not an enum name")
-    if m == "class_config" and (not isinstance(key, dict) or set(key) != {"minor", "major"}): bad.append("class_config key is not {minor, major}")
-print("\n".join(bad)); sys.exit(1 if bad else 0)
-PY
-psp_check "bpftool dumps every pinned map with design §1.8's field names" python3 "$TMP/maps.py" "$PINS" "$DESIGN"
+psp_check "bpftool dumps every pinned map with design §1.8's field names" CLI maps "$PINS" "$DESIGN"
 
 # ---- atomic apply: one bad line at the end changes nothing
 { cat "$TMP/saved"; echo "class 1:5 20mbit"; echo "class 1:6 bogus"; } >"$TMP/late_bad.conf"
@@ -243,12 +188,7 @@ P save $DEV >"$TMP/after"
 psp_check "back to byte for byte the same" cmp -s "$TMP/saved" "$TMP/after"
 
 # ---- 10,000 classes and 10,000 filters in one apply
-python3 - "$TMP/big.conf" <<'PY'
-import sys
-l = ["line-rate 1Gbit"] + ["class 1:%x 10kbit" % i for i in range(1, 10001)] + ["class 1:ffff normal", "default 1:ffff"]
-l += ["filter dst 10.%d.%d.%d/32 classid 1:%x" % (100 + i // 65536, i // 256 % 256, i % 256, i) for i in range(1, 10001)]
-open(sys.argv[1], "w").write("\n".join(l) + "\n")
-PY
+CLI big-conf "$TMP/big.conf"
 # How long it takes is this machine's (printed); what is asserted is the
 # work: all of it there, written as one change (config_gen bumped once).
 GEN=$(gen)
@@ -270,7 +210,7 @@ wait
 psp_check "20 concurrent class adds: exactly 6 fit the line rate" \
     bash -c "[ \$(grep -cx 0 $TMP/par) -eq 6 ] && [ \$(grep -cx 2 $TMP/par) -eq 14 ]"
 psp_check "paced sum is within the line rate" bash -c "
-    $N $PSPXDP show $DEV -j | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"paced_bps\"] <= d[\"line_rate_bps\"], d[\"paced_bps\"]'"
+    $N $PSPXDP show $DEV -j | python3 $HERE/cli_checks.py paced-within"
 $N "$PSPXDP" apply -q $DEV "$TMP/saved"
 
 # ---- the framing ceiling follows DEV's MTU: 986.5 Mbit/s is above what one

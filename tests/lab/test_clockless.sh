@@ -39,12 +39,9 @@ $N "$PSPXDP" status $DEV -j >"$TMP/forced.json"
 psp_check "clockless: detach" $N "$PSPXDP" detach $DEV
 
 psp_verdict python3 "$VERDICT" clockless "$TMP/auto" "$TMP/byte" $RATE_BPS
-# shellcheck disable=SC2016 # (python, not shell)
-status_keys='import json, sys; s = json.load(open(sys.argv[1]))
-print(s["clock"], s["clock_reason"].replace(" ", "_"), *(s["daemon"][k] for k in sys.argv[2:]))'
-read -r clock why <<<"$(python3 -c "$status_keys" "$TMP/auto.s1")"
-read -r bclock bwhy <<<"$(python3 -c "$status_keys" "$TMP/byte.s1")"
-read -r fclock fwhy fcl fforced <<<"$(python3 -c "$status_keys" "$TMP/forced.json" clockless clock_forced)"
+read -r clock why <<<"$(python3 "$VERDICT" clock "$TMP/auto.s1")"
+read -r bclock bwhy <<<"$(python3 "$VERDICT" clock "$TMP/byte.s1")"
+read -r fclock fwhy fcl fforced <<<"$(python3 "$VERDICT" clock "$TMP/forced.json" clockless clock_forced)"
 psp_check "auto on veth: clockless, from the driver ($clock: $why)" \
     bash -c "[[ '$clock' == clockless && '$why' == auto:_driver_veth* ]]"
 psp_check "status text: the clock line names it" \

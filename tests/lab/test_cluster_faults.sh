@@ -51,12 +51,9 @@ cl_join 3 --floor 50mbit
 psp_check "a host joins: 100 Mbit/s each" \
     psp_wait_for 15 eval 'cl_applied 1 $M100 && cl_applied 2 $M100 && cl_applied 3 $M100'
 cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" | sed 's/^/     /'
-psp_check "group show -j: settled, 3 live, 300 Mbit/s allocated" python3 -c '
-import json, sys
-d = json.loads(sys.argv[1])
-sys.exit(0 if d["settled"] and d["allocated_bps"] == 300000000 and
-         sum(m["live"] == "yes" for m in d["members"]) == 3 else 1)' \
-    "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
+cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j >"$TMP/group.json"
+psp_check "group show -j: settled, 3 live, 300 Mbit/s allocated" psp_json_is "$TMP/group.json" \
+    'd["settled"] and d["allocated_bps"] == 300000000 and sum(m["live"] == "yes" for m in d["members"]) == 3'
 
 # Refusals: one line, exit 2, nothing changed.
 out=$(cl_ns 1 "$PSPXDP" group join ${CL_P}d1$$ --etcd "$CL_ENDPOINTS" --group other$$ --budget 1gbit \
@@ -72,10 +69,8 @@ rc=$?
 echo "     $out"
 psp_check "floors above the budget: refused through etcd, one line" \
     test $rc -eq 2 -a -n "$(grep 'does not fit' <<<"$out")"
-psp_check "refused: the group's roster unchanged" python3 -c '
-import json, sys
-sys.exit(0 if len(json.loads(sys.argv[1])["members"]) == 3 else 1)' \
-    "$(cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j)"
+cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j >"$TMP/group.json"
+psp_check "refused: the group's roster unchanged" psp_json_is "$TMP/group.json" 'len(d["members"]) == 3'
 
 # Self-starvation: an etcd reached through DEV whose port a filter sends to
 # the group's class. The class is held at 0 while the agent joins, so every
@@ -153,12 +148,11 @@ new_leader() { # a survivor answers with a leader, and a write goes through
 }
 psp_check "leader killed: a new leader elected" psp_wait_for 15 new_leader
 t_elected=$(cl_now_ns)
-elected_s=$(python3 -c 'import sys; print(f"{(int(sys.argv[2]) - int(sys.argv[1])) / 1e9:.3f}")' $t_kill $t_elected)
+elected_s=$(CL seconds $t_kill $t_elected)
 echo "     new leader seen ${elected_s} s after the kill (bound for no floor drop: ${CL_ELECTION_BOUND_S} s)"
 psp_check "leader killed: the leases stay safe for 1.5 TTL" psp_wait_for 15 renewed_since $t_elected
 lowered=$(($(cl_lines 1) + $(cl_lines 2) + $(cl_lines 3) - before))
-if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' \
-    "$elected_s" "$CL_ELECTION_BOUND_S"; then
+if awk -v e="$elected_s" -v b="$CL_ELECTION_BOUND_S" 'BEGIN { exit !(e <= b) }'; then
     psp_check "elected within ${CL_ELECTION_BOUND_S} s: no rate changed" test $lowered -eq 0 ||
         for i in 1 2 3; do awk -v t=$t_kill '$1 > t' "$TMP/h$i.rates" | sed "s/^/     h$i: /"; grep -a 'etcd\|rate\|watchdog' "$TMP/h$i.log" | tail -5 | sed "s/^/     h$i: /"; done
 else
@@ -268,9 +262,7 @@ psp_check "no agent or watchdog of this test left" psp_wait_for 5 eval '[[ -z $(
 for i in 1 2 3; do echo "     host $i: $(cl_lines $i) rate changes"; done
 # etcd's load: every write bumps the revision once (keep-alives do not).
 rev1=$(cl_revision)
-python3 -c 'import sys; w = int(sys.argv[2]) - int(sys.argv[1]); s = max(1, int(sys.argv[3]))
-print(f"     etcd writes: {w} in {s} s with 3 hosts and every fault above: {w / s / 3:.2f}/s per host")' \
-    "${rev0:-0}" "${rev1:-0}" $((SECONDS - t0))
+CL writes "${rev0:-0}" "${rev1:-0}" $((SECONDS - t0))
 psp_check "the invariant checker: 0 violations over every host's log" cl_check_logs 1 2 3
 psp_check "the checker can fail: the same logs against 200 Mbit/s" \
     eval '! CL_BUDGET=200mbit cl_check_logs 1 2 3 >/dev/null'

@@ -38,43 +38,7 @@ psp_wait_for 10 psp_status_is $DEV 'c("1:1")["rx_frames"] + d["daemon"]["socket_
 kill -INT $PSP_CAPTURE_PID; wait $PSP_CAPTURE_PID 2>/dev/null
 $N "$PSPXDP" status $DEV -j >"$TMP/status.json"
 
-python3 - "$TMP" >"$TMP/verdict" <<'PY'
-import json, struct, sys
-tmp = sys.argv[1]
-st = json.load(open(f"{tmp}/status.json"))
-c = [c for c in st["classes"] if c["class"] == "1:1"][0]
-d = st["daemon"]
-# The capture: classic pcap, Ethernet.
-raw = open(f"{tmp}/cap.pcap", "rb").read()
-magic = struct.unpack("<I", raw[:4])[0]
-endian = "<" if magic in (0xa1b2c3d4, 0xa1b23c4d) else ">"
-pos, frames, bad, longest, pauses, long_frames = 24, 0, [], 0, 0, 0
-peer_mac = None
-while pos + 16 <= len(raw):
-    _, _, incl, orig = struct.unpack(endian + "IIII", raw[pos:pos + 16])
-    pkt = raw[pos + 16:pos + 16 + incl]
-    pos += 16 + incl
-    frames += 1
-    longest = max(longest, orig)
-    long_frames += orig > 1514
-    dst, ethertype = pkt[:6], struct.unpack(">H", pkt[12:14])[0]
-    if dst == bytes.fromhex("0180c2000001") and ethertype == 0x8808:
-        pauses += 1
-        continue
-    if peer_mac is None and ethertype == 0x0800:
-        peer_mac = dst
-    if dst != peer_mac or ethertype not in (0x0800, 0x0806):
-        bad.append(pkt[:16].hex())
-print(f"segments: TC {c['tc_packets']} packets -> {c['tc_frames']} frames; pacer took "
-      f"{c['rx_frames']}, sent {c['tx_frames']}; unknown tags {d['unknown_class']}, "
-      f"invalid {c['drop_invalid']}, kernel drops {d['socket_ring_full'] + d['socket_fill_empty']}")
-print(f"capture: {frames} frames ({pauses} PAUSE), longest {longest} B ({long_frames} over 1514 B; "
-      f"TC passed {c['tc_passed']} packets unpaced), {len(bad)} not "
-      f"addressed to the receiver{': ' + ', '.join(bad[:3]) if bad else ''}")
-print("RESULT", c["tc_packets"], c["tc_frames"], c["rx_frames"], d["unknown_class"],
-      c["drop_invalid"], d["socket_ring_full"] + d["socket_fill_empty"], frames, len(bad), longest,
-      long_frames, c["tc_passed"])
-PY
+python3 "$HERE/dp_handover.py" "$TMP" >"$TMP/verdict"
 sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
 read -r _ packets segs rx unknown invalid kdrops captured bad longest long_frames passed <<<"$(grep RESULT "$TMP/verdict")"
 psp_check "GSO: TC saw $packets packets carrying $segs segments" test "$segs" -gt "$packets"

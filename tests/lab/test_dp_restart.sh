@@ -31,15 +31,7 @@ psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state
 # pair. (The receiving end counts every PAUSE gap frame as dropped: not
 # comparable, and a 15 Mbit/s stream cannot overrun it.)
 link_drops() {
-    $N ip -s -j link show | python3 -c '
-import json, sys
-total = 0
-for line in sys.stdin.read().split("\n"):
-    if not line.strip(): continue
-    for l in json.loads(line):
-        s = l.get("stats64", {})
-        total += s.get("rx", {}).get("dropped", 0) + s.get("tx", {}).get("dropped", 0)
-print(total)'
+    $N ip -s -j link show | python3 "$HERE/dp_restart.py" link-drops
 }
 drops0=$(link_drops)
 $D nstat -n >/dev/null 2>&1
@@ -69,30 +61,7 @@ $N "$PSPXDP" status $DEV -j >"$TMP/status.json"
 $D nstat -az UdpRcvbufErrors UdpInErrors >"$TMP/nstat.txt" 2>/dev/null
 drops1=$(link_drops)
 
-python3 - "$TMP" $((drops1 - drops0)) >"$TMP/verdict" <<'PY'
-import json, sys
-tmp, veth = sys.argv[1], int(sys.argv[2])
-st = json.load(open(f"{tmp}/status.json"))
-sent = json.load(open(f"{tmp}/send.json"))["sent"]
-received = json.load(open(f"{tmp}/sink.json"))["5002"]["datagrams"]
-nstat = {}
-for line in open(f"{tmp}/nstat.txt"):
-    p = line.split()
-    if len(p) >= 2 and p[0].startswith("Udp"): nstat[p[0]] = int(p[1])
-rcv = nstat.get("UdpRcvbufErrors", 0) + nstat.get("UdpInErrors", 0)
-c = [c for c in st["classes"] if c["class"] == "1:1"][0]
-d = st["daemon"]
-drops = {k: c[k] for k in c if k.startswith("drop_") and k != "drops"}
-kernel = {k: d[k] for k in ("socket_ring_full", "socket_fill_empty", "died_in_rings",
-                             "unknown_class")}
-kernel["xdp_no_socket"] = st["xdp"]["no_socket"]
-accounted = received + rcv + sum(drops.values()) + sum(kernel.values()) + veth
-print(f"sent {sent} received {received} receiver drops {rcv} veth drops {veth}")
-print(f"class 1:1 drops {drops}")
-print(f"daemon {kernel} restarts {d['restarts']}")
-print(f"accounted {accounted}, unaccounted {sent - accounted}")
-print(f"RESULT {sent} {accounted} {d['restarts']} {c['drop_died']} {d['died_in_rings']} {d['accounting_failures']}")
-PY
+python3 "$HERE/dp_restart.py" verdict "$TMP" $((drops1 - drops0)) >"$TMP/verdict"
 sed 's/^/     /' "$TMP/verdict" | grep -v RESULT
 read -r _ sent accounted restarts died died_rings acct <<<"$(grep RESULT "$TMP/verdict")"
 psp_check "every datagram sent is received or counted ($sent sent, $accounted accounted)" \

@@ -56,10 +56,8 @@ window_retry runs why
 [[ -z $LOADED ]] || window_skip "$LOADED"
 
 psp_verdict python3 "$VERDICT" horizon "$TMP/h-inf" "$TMP/h-50us" $RATE_BPS
-# shellcheck disable=SC2016 # (python, not shell)
-status_keys='import json, sys; s = json.load(open(sys.argv[1])); print(s["clock"], *(s["daemon"][k] for k in sys.argv[2:]))'
-read -r clock cl forced hz <<<"$(python3 -c "$status_keys" "$TMP/h-50us.s1" clockless clock_forced gap_horizon_ns)"
-read -r _ hz_inf <<<"$(python3 -c "$status_keys" "$TMP/h-inf.s1" gap_horizon_ns)"
+read -r clock _ cl forced hz <<<"$(python3 "$VERDICT" clock "$TMP/h-50us.s1" clockless clock_forced gap_horizon_ns)"
+read -r _ _ hz_inf <<<"$(python3 "$VERDICT" clock "$TMP/h-inf.s1" gap_horizon_ns)"
 psp_check "status -j: byte clock, forced, horizon 50000 ns ($clock, forced $forced, $hz)" \
     test "$clock" = byte -a "$forced" = 1 -a "$hz" = 50000 -a "$cl" = 0
 psp_check "status -j with inf: gap_horizon_ns 2^64-1 ($hz_inf)" test "$hz_inf" = 18446744073709551615

@@ -9,7 +9,9 @@
 #   its 100 ms heartbeat, i.e. timing - or where a class got no frame through
 #   while the daemon reported itself late - starved of CPU, its rings
 #   overflowing, counted in "lost" - is reported, not judged; with no class
-#   judged at all the test is skipped, exit 77, with those figures)
+#   judged at all the set runs again, at most LAB_QUICK_RUNS times (default
+#   3) and not past 480 s, and then fails with those figures: a machine too
+#   loaded to judge anything is a failure, not a skip)
 #   - while the class stayed backlogged (its sender kept up, see below): the
 #     measured mean within 0.01 % of the class rate, max burstiness at the
 #     window's mean <= 3 MTU (it adds the lateness difference of the window's
@@ -31,99 +33,46 @@ RESULTS=$(cd "${BUILD_DIR:-$HERE/../../build}" && pwd)/results
 mkdir -p "$RESULTS"
 mapfile -t EARLIER < <(ls "$RESULTS")
 TREE=$(git -C "$HERE/../.." status --porcelain 2>&1)
-bash "$HERE/../../lab/lab.sh" --json --keep "$KEEP/raw" >"$OUT"
-rc=$?
-[[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
-NOW=$(git -C "$HERE/../.." status --porcelain 2>&1)
-psp_check "the checkout as it was (git status --porcelain unchanged)" test "$NOW" == "$TREE" ||
-    diff <(echo "$TREE") <(echo "$NOW")
-if psp_check "lab.sh ran (exit $rc)" test $rc -eq 0; then
-    psp_verdict /usr/bin/python3 - "$OUT" "$RESULTS" "$KEEP/judged" <<'PY'
-import glob, json, sys
-d = json.load(open(sys.argv[1]))
-judged = 0  # pspxdp classes whose byte-clock figures were judged
-loaded = []  # why the others were not: the machine's load, with its figure
-def check(what, ok):
-    print(("ok   - " if ok else "FAIL - ") + what)
-rows = d.get("side_by_side", [])
-for scen in dict.fromkeys(r["scenario"] for r in rows):
-    sr = [r for r in rows if r["scenario"] == scen]
-    shapers = sorted({r["shaper"] for r in sr})
-    check(f"{scen}: every shaper ran ({', '.join(shapers)})", "pspxdp" in shapers and "none" in shapers)
-    for r in sr:
-        if r["flow"] == sr[0]["flow"] and r["clock"] == "real":
-            check(f"{scen}, {r['shaper']}: capture complete ({r['capture_drops']} dropped by tcpdump, "
-                  f"{r['wire_drops']} on the wire)", r["capture_drops"] == 0 and r["wire_drops"] == 0)
-        if r["shaper"] != "pspxdp" or r["clock"] != "byte":
-            continue
-        c = f"{scen}, pspxdp class {r['flow']} ({r['target_bps']/1e6:.0f} Mbit/s), byte clock"
-        # A class whose sender offered its rate must get frames through: one
-        # starved by another class's backlog (its socket's fill ring left
-        # empty) is the pacer's fault, counted in "lost".
-        # A daemon starved of CPU (it reports the wire idle while classes
-        # were backlogged: late) also leaves fill rings empty and rings
-        # full: counted in "lost", the machine's load, not judged.
-        offered = r["offered_bps"] or 0
-        late = r["daemon_late_pct"] or 0
-        through = (f"{r['frames']} frames through; sender offered {offered/1e6:.0f} Mbit/s, "
-                   f"pspxdp lost {r['lost']}, daemon late {late:.1f} % of the window")
-        if not r["frames"] and late > 0:
-            loaded.append(f"{c}: {through}")
-            print(f"skip - {c}: {through}: the daemon was starved of CPU, not judged")
-            continue
-        check(f"{c}: frames through ({through})", r["frames"] > 0 or offered < r["target_bps"])
-        if not r["frames"]:
-            continue
-        if r["unpaced"]:
-            # Fail-open after a stall past the heartbeat (100 ms: steal time
-            # or load on this VM) is timing, which no test here asserts; the
-            # capture may then hold unpaced bursts: not judged.
-            print(f"skip - {c}: {r['unpaced']} frames passed unpaced (the daemon stalled past its "
-                  f"heartbeat on this busy machine): byte-clock figures not judged")
-            loaded.append(f"{c}: {r['unpaced']} frames passed unpaced")
-            continue
-        judged += 1
-        check(f"{c}: max burstiness at the class rate {r['burst_target_mtu']:.2f} MTU <= 2",
-              r["burst_target_mtu"] is not None and r["burst_target_mtu"] <= 2.0)
-        # The mean is the pacer's only while the class stays backlogged: a
-        # sender that cannot offer the load on a busy machine empties it, and
-        # the idle time counts in the mean (lab/psplab/run.py decides).
-        if not r["backlogged"]:
-            print(f"skip - {c}: mean not judged, the class ran empty (its slowest interval "
-                  f"{(r['rate1_min_bps'] or 0)/1e6:.3f} Mbit/s: the sender could not offer the load)")
-            continue
-        check(f"{c}: mean {r['mean_bps']/1e6:.4f} Mbit/s within 0.01 % ({r['error_pct']:+.4f} %)",
-              abs(r["error_pct"]) <= 0.01)
-        check(f"{c}: max burstiness at the window's mean {r['burst_mean_mtu']:.2f} MTU <= 3",
-              r["burst_mean_mtu"] is not None and r["burst_mean_mtu"] <= 3.0)
-tcp = d.get("tcp", [])
-check(f"TCP: {len(tcp)} runs through the bottleneck, each measured",
-      len(tcp) >= 6 and all(r["throughput_bps"] for r in tcp))
-check(f"TCP: the delay line made the RTT >= 20 ms ({tcp[0].get('rtt_ms') if tcp else None} ms)",
-      bool(tcp) and (tcp[0].get("rtt_ms") or 0) >= 20)
-check(f"results under the scratch folder {sys.argv[2]} by default ({d.get('out')})", d.get("out") == sys.argv[2])
-pngs = glob.glob(f"{sys.argv[2]}/*/*.png")
-check(f"results written: {len(pngs)} plots, README.md per experiment",
-      len(pngs) >= 2 and len(glob.glob(f"{sys.argv[2]}/*/README.md")) >= 2)
-print(f"     {judged} pspxdp class(es) judged")
-open(sys.argv[3], "w").write(f"{judged}\n" + "; ".join(loaded))
-PY
-fi
+RUNS=${LAB_QUICK_RUNS:-3}
+T0=$SECONDS
+judged=0 loaded="" took=0 ran=0
+# This run's results (folders that were not there before; a folder of the
+# same date and experiment was overwritten, and stays).
+remove_results() {
+    local dir
+    for dir in "$RESULTS"/*/; do
+        dir=${dir%/}
+        [[ " ${EARLIER[*]} " == *" ${dir##*/} "* ]] || rm -rf "$dir"
+    done
+}
+for ((run = 1; run <= RUNS; run++)); do
+    # Not a run that would end past the ctest timeout (600 s).
+    ((run > 1 && SECONDS - T0 + took > 480)) && break
+    t_run=$SECONDS
+    rm -rf "$KEEP/raw"
+    bash "$HERE/../../lab/lab.sh" --json --keep "$KEEP/raw" >"$OUT"
+    rc=$?
+    took=$((SECONDS - t_run)) ran=$run
+    [[ $rc -eq 77 ]] && { rm -rf "$KEEP"; exit 77; }
+    NOW=$(git -C "$HERE/../.." status --porcelain 2>&1)
+    psp_check "run $run: the checkout as it was (git status --porcelain unchanged)" test "$NOW" == "$TREE" ||
+        diff <(echo "$TREE") <(echo "$NOW")
+    psp_check "run $run: lab.sh ran (exit $rc)" test $rc -eq 0 || break
+    psp_verdict /usr/bin/python3 "$HERE/verdict_lab_quick.py" "$OUT" "$RESULTS" "$KEEP/judged"
+    ((PSP_FAILS)) && break
+    { read -r judged; read -r why; } <"$KEEP/judged"
+    ((${judged:-0} > 0)) && break
+    loaded+="${loaded:+; }run $run: ${why:-no pspxdp class judged}"
+    echo "     run $run judged no pspxdp class (the machine's load): ${why:-no figures}"
+    remove_results
+done
 if ((PSP_FAILS)); then
     echo "results and raw files (captures, logs) kept in $KEEP"
     psp_finish
     exit
 fi
-{ read -r judged; read -r loaded; } <"$KEEP/judged"
 rm -rf "$KEEP"
-# This run's results (folders that were not there before; a folder of the
-# same date and experiment was overwritten, and stays).
-for dir in "$RESULTS"/*/; do
-    dir=${dir%/}
-    [[ " ${EARLIER[*]} " == *" ${dir##*/} "* ]] || rm -rf "$dir"
-done
-if ((${judged:-0} == 0)); then
-    echo "skipped: machine too loaded (${loaded:-no pspxdp class judged})"
-    exit 77
-fi
+remove_results
+psp_check "a pspxdp class judged in $ran run(s) (at most $RUNS)${loaded:+; too loaded to judge: $loaded}" \
+    test "${judged:-0}" -gt 0
 psp_finish

@@ -21,15 +21,16 @@
 # the daemon stalled past its heartbeat where the pacer's ceiling is judged:
 # the machine was too loaded).
 set -u
-source "$(cd "$(dirname "$0")" && pwd)/../../lab/netns.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../../lab/netns.sh"
 psp_require test_lab_resilience "$PSPXDP" "$TRAFFIC" -- ip tc iperf3 ping python3 nsenter timeout
 
 psp_lab_begin res 10.78.0 # DEV: the sender's end of the wire, what pspxdp paces
 LOADED= # what this machine's load left unjudged (a daemon stalled past its heartbeat)
 IP_S=10.78.0.1 IP_D=10.78.0.2
 status_json() { $N "$PSPXDP" status $DEV -j 2>/dev/null; }
-# jq-less JSON field: jget FILE PYTHON-EXPRESSION-ON-d
-jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# JSON fields, the receiver, the figures: tests/lab/resilience.py.
+R() { python3 "$HERE/resilience.py" "$@"; }
 
 # What pspxdp may touch, as text: compared before attach and after detach.
 # Only DEV's pins and run files: other devices may be attached meanwhile.
@@ -63,7 +64,7 @@ psp_check "classes 1:1 and 1:2 served" \
 
 # --- ping through the paced path (default class 1:ffff, a normal class)
 status_json >"$TMP/s0"
-ffff_frames() { jget "$1" "[c['tx_frames'] for c in d['classes'] if c['class']=='1:ffff'][0]"; }
+ffff_frames() { R class "$1" 1:ffff tx_frames; }
 $N timeout 15 ping -c 20 -i 0.05 -W 2 $IP_D >"$TMP/ping1" 2>&1
 # The daemon publishes its class counters every 100 ms.
 psp_wait_for 10 psp_status_is $DEV "c('1:ffff')['tx_frames'] >= $(ffff_frames "$TMP/s0") + 20"
@@ -88,38 +89,7 @@ psp_check "1:1 settled: the daemon published what TC handed it" psp_wait_for 10 
 status_json >"$TMP/t1"
 $N ip -s -j link show >"$TMP/l1"
 psp_check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
-python3 - "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" $TCP_RATE >"$TMP/tcp.out" <<'PY'
-import json, sys
-ip, t0, t1, l0, l1 = (json.load(open(f)) for f in sys.argv[1:6])
-rate = int(sys.argv[6])
-recv = ip["end"]["sum_received"]["bits_per_second"]
-retr = ip["end"]["sum_sent"].get("retransmits", 0)
-mss = 1448  # TCP payload per 1514-byte frame (timestamps on)
-# The class rate counts L2 bytes + FCS: a full frame is 1518 B for 1448 B of
-# payload, so goodput at exactly the class rate is rate * 1448 / 1518.
-l2 = recv * 1518 / mss
-c0 = [c for c in t0["classes"] if c["class"] == "1:1"][0]
-c1 = [c for c in t1["classes"] if c["class"] == "1:1"][0]
-def drops_of(c):
-    return sum(v for k, v in c.items() if k.startswith("drop_"))
-drops = drops_of(c1) - drops_of(c0)
-frames = c1["tx_frames"] - c0["tx_frames"]
-kern = (t1["daemon"] or {}).get("socket_ring_full", 0) - (t0["daemon"] or {}).get("socket_ring_full", 0)
-passed = c1["tc_passed"] - c0["tc_passed"]  # went around the pacer (fail-open)
-def d(k, f=lambda x: x):
-    return f(t1)[k] - f(t0)[k]
-tc_err = d("redirect_err", lambda x: x["tc"]) + d("no_slot", lambda x: x["tc"])
-stale = d("pacer_dead", lambda x: x["tc"])  # passed because the heartbeat was stale
-xdp_nosock = d("no_socket", lambda x: x["xdp"])
-# Drops between TC and the sockets, counted by the kernel on the pacer veths.
-def veth_drops(links):
-    a, b = t1["pacer_veth"]
-    st = {l["ifname"]: l["stats64"] for l in links}
-    return st[a]["tx"]["dropped"] + st[b]["rx"]["dropped"] if a in st and b in st else 0
-veth = veth_drops(l1) - veth_drops(l0)
-rtt = ip["end"]["streams"][0]["sender"].get("mean_rtt", 0) / 1000  # ms: TCP's view of the queue
-print(f"{recv:.0f} {l2:.0f} {drops} {frames} {retr} {kern} {passed} {tc_err} {xdp_nosock} {veth} {rtt:.1f} {stale}")
-PY
+R tcp "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" $TCP_RATE >"$TMP/tcp.out"
 read -r tcp_goodput tcp_l2 tcp_drops tcp_frames tcp_retr tcp_kern tcp_passed tcp_tcerr tcp_nosock \
     tcp_veth tcp_rtt tcp_stale <"$TMP/tcp.out"
 echo "     TCP via 1:1 (200 Mbit/s): goodput $((tcp_goodput / 1000000)) Mbit/s =" \
@@ -145,19 +115,7 @@ fi
 # --- kill -9 mid-stream, then attach again
 # A UDP stream at 3x its class's rate: paced, the receiver sees 5 Mbit/s; after
 # the kill it passes untouched (15 Mbit/s); after re-attach it is paced again.
-cat >"$TMP/recv_ts.py" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-s.bind(("0.0.0.0", int(sys.argv[1]))); s.settimeout(0.2)
-out, end = [], time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    try: n = len(s.recv(2048))
-    except socket.timeout: continue
-    out.append(f"{time.monotonic():.6f} {n}\n")
-open(sys.argv[3], "w").writelines(out)
-PY
-$D timeout 30 python3 "$TMP/recv_ts.py" 5002 12 "$TMP/arrivals" &
+$D timeout 30 python3 "$HERE/udp.py" recv 5002 12 "$TMP/arrivals" >/dev/null &
 RECV_PID=$!
 PIDS+=($RECV_PID)
 psp_check "receiver bound to port 5002" psp_wait_for 10 psp_listening $DST udp 5002
@@ -165,11 +123,11 @@ $N timeout 20 "$TRAFFIC" send $IP_D 5002 --rate 15mbit --size 200 --seconds 10 >
 SEND_PID=$!
 PIDS+=($SEND_PID)
 sleep 2 # traffic, not a wait: the paced rate before the kill is measured over 1 s of it
-passed_12() { jget "$1" "[c['tc_passed'] for c in d['classes'] if c['class']=='1:2'][0]"; }
+passed_12() { R class "$1" 1:2 tc_passed; }
 status_json >"$TMP/k0"
 DPID=$(psp_daemon_pid $DEV)
 psp_check "daemon pid known ($DPID)" test -n "$DPID"
-T_KILL=$(python3 -c "import os, sys, time; t = time.monotonic(); os.kill(int(sys.argv[1]), 9); print(f'{t:.6f}')" "$DPID")
+T_KILL=$(R kill "$DPID")
 psp_check "daemon is dead after kill -9" psp_wait_for 5 psp_gone "$DPID"
 # Fail-open, from TC's own count: once the heartbeat is stale (100 ms), TC
 # passes 1:2's frames untouched. Its status needs no daemon.
@@ -178,10 +136,10 @@ psp_check "TC passes 1:2 untouched after the kill (fail-open)" \
 sleep 2 # traffic, not a wait: the unpaced rate after the kill is measured over 1 s of it
 $N "$PSPXDP" status $DEV >"$TMP/status-dead" 2>&1
 psp_check "status after the kill: daemon not running" grep -q "daemon: not running" "$TMP/status-dead"
-T_REATTACH=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
+T_REATTACH=$(R now)
 $N "$PSPXDP" attach $DEV --line-rate 1gbit >"$TMP/reattach" 2>&1
 reattach_rc=$?
-T_REATTACHED=$(python3 -c "import time; print(f'{time.monotonic():.6f}')")
+T_REATTACHED=$(R now)
 sed 's/^/     re-attach: /' "$TMP/reattach"
 psp_check "attach after kill -9 succeeds" test $reattach_rc -eq 0
 status_json >"$TMP/r0"
@@ -192,10 +150,7 @@ psp_check "status after re-attach: alive" bash -c "$N $PSPXDP status $DEV | grep
 pid_before=$(psp_daemon_pid $DEV)
 psp_check "second attach while alive: nothing to do (exit 0), the same daemon" bash -c \
     "$N $PSPXDP attach $DEV 2>&1 | grep -q 'nothing to do' && [[ \$(cat /run/pspxdp/$DEV.pid) == $pid_before ]]"
-psp_check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" python3 -c "
-import json; d = json.load(open('$TMP/s-re'))
-c = {c['class']: c for c in d['classes'] if c['kind'] in ('paced', 'normal')}
-assert c['1:1']['rate_bps'] == 200000000 and c['1:2']['rate_bps'] == 5000000, c"
+psp_check "classes kept across the crash (1:1 200mbit, 1:2 5mbit)" R kept "$TMP/s-re"
 psp_check "filters kept across the crash" bash -c "$N $PSPXDP filter show $DEV | grep -q 5201 && $N $PSPXDP filter show $DEV | grep -q 5002"
 # No duplicates: one pacer veth pair, one XDP program, one TC filter, one clsact.
 npsp=$($N ip -br link | grep -c '^psp')
@@ -208,34 +163,12 @@ psp_check "one XDP program" test "$nxdp" -eq 1
 psp_check "one TC filter" test "$nflt" -eq 1
 psp_check "one clsact qdisc" test "$nclsact" -eq 1
 
-python3 - "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" $UDP_RATE >"$TMP/kill.out" <<'PY'
-import sys
-rows = [l.split() for l in open(sys.argv[1])]
-ts = [float(t) for t, _ in rows]
-ln = [int(n) for _, n in rows]
-kill, re0, re1, rate = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-def l2_bps(a, b):  # L2 bits (+FCS, as the class counts them) arriving in [a, b)
-    bits = sum((max(n + 42, 60) + 4) * 8 for t, n in zip(ts, ln) if a <= t < b)
-    return bits / (b - a)
-# The largest arrival gap from 0.5 s before the kill to 1.5 s after it, and
-# when the stream was back: the first arrival after that gap.
-win = [t for t in ts if kill - 0.5 <= t <= kill + 1.5]
-gap, resumed = 0.0, None
-for a, b in zip(win, win[1:]):
-    if b - a > gap: gap, resumed = b - a, b
-after_kill = [t for t in ts if t > kill]
-first_after = after_kill[0] - kill if after_kill else 99
-resume_ms = (resumed - kill) * 1000 if resumed and resumed > kill else first_after * 1000
-paced_before = l2_bps(kill - 1.2, kill - 0.2)
-unpaced = l2_bps(kill + 0.5, min(kill + 1.5, re0))
-paced_after = l2_bps(re1 + 0.5, re1 + 2.5)
-print(f"{gap*1000:.1f} {resume_ms:.1f} {paced_before:.0f} {unpaced:.0f} {paced_after:.0f} {len(ts)}")
-PY
+R arrivals "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" $UDP_RATE >"$TMP/kill.out"
 read -r gap_ms resume_ms paced_before unpaced paced_after narr <"$TMP/kill.out"
 echo "     kill -9: largest arrival gap ${gap_ms} ms, stream back ${resume_ms} ms after the kill"
 echo "     1:2 (5 Mbit/s, offered 15): paced before $((paced_before / 1000)) kbit/s," \
     "after the kill $((unpaced / 1000)) kbit/s, after re-attach $((paced_after / 1000)) kbit/s" \
-    "($narr datagrams; re-attach took $(python3 -c "print(f'{($T_REATTACHED - $T_REATTACH)*1000:.0f}')") ms)"
+    "($narr datagrams; re-attach took $(R ms "$T_REATTACH" "$T_REATTACHED") ms)"
 # The arrival gap and the rates are real-time figures (printed above): how
 # soon the stream is back and how fast it flows are the scheduler's on a
 # loaded machine. Asserted: fail-open happened (TC's count, above), and the
@@ -245,7 +178,7 @@ echo "     1:2 (5 Mbit/s, offered 15): paced before $((paced_before / 1000)) kbi
 # daemon stalled past its heartbeat (TC's pacer_dead: the machine's load).
 judge_paced() {
     local stale passed
-    stale=$(($(jget "$3" "d['tc']['pacer_dead']") - $(jget "$2" "d['tc']['pacer_dead']")))
+    stale=$(($(R tc "$3" pacer_dead) - $(R tc "$2" pacer_dead)))
     passed=$(($(passed_12 "$3") - $(passed_12 "$2")))
     if ((stale != 0)); then
         LOADED+=" $1: $stale frames passed on a stale heartbeat;"

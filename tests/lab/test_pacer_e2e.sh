@@ -12,24 +12,7 @@ psp_require test_pacer_e2e "$PSPXDP" -- ip tc python3 nsenter timeout
 psp_lab_begin e2e 10.199.0
 ip -n $SRC link add dpdown0 type veth peer name dpdown1
 
-cat >"$TMP/recv.py" <<'PY'
-import socket, sys, time
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", int(sys.argv[1]))); s.settimeout(0.3)
-ts, end = [], time.time() + float(sys.argv[2])
-while time.time() < end:
-    try: d = s.recv(65536)
-    except socket.timeout: continue
-    ts.append((time.monotonic(), len(d)))
-rate = 0
-if len(ts) > 2:
-    rate = sum(max(l + 42, 60) + 4 for _, l in ts[1:]) * 8 / (ts[-1][0] - ts[0][0])
-print(len(ts), int(rate))
-PY
-cat >"$TMP/send.py" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-for i in range(int(sys.argv[2])): s.sendto(b"x" * int(sys.argv[3]), (sys.argv[1], 5001))
-PY
+UDP=(python3 "$PSP_ROOT/tests/lab/udp.py")
 
 # --- refused attaches change nothing
 psp_check "attach of a missing device fails" bash -c "! $N $PSPXDP attach nosuch0 2>/dev/null"
@@ -49,9 +32,9 @@ psp_check "filter udp dport 5001" $N "$PSPXDP" filter add $DEV proto udp dport 5
 psp_check "class 1:1 served" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served"'
 
 # --- 600 x 1000 B at 10 Mbit/s: ~0.5 s, nothing lost, never faster than the class
-$D timeout 10 python3 "$TMP/recv.py" 5001 2.5 >"$TMP/r1" &
+$D timeout 10 "${UDP[@]}" recv 5001 2.5 >"$TMP/r1" &
 psp_check "receiver bound to port 5001" psp_wait_for 10 psp_listening $DST udp 5001
-$N timeout 5 python3 "$TMP/send.py" 10.199.0.2 600 1000
+$N timeout 5 "${UDP[@]}" send 10.199.0.2 5001 600 1000
 wait $!
 read -r got rate <"$TMP/r1"
 echo "     10mbit: received $got, rate $rate bit/s"
@@ -62,11 +45,9 @@ psp_check "all 600 datagrams arrived" test "$got" -eq 600
 # not floored.
 psp_check "rate <= 10 Mbit/s + 3 %" test "$rate" -lt 10300000
 $N "$PSPXDP" status $DEV -j >"$TMP/s1"
-psp_check "pacer counted 600 frames on 1:1" python3 -c "
-import json; d = json.load(open('$TMP/s1'))
-c = [c for c in d['classes'] if c['class'] == '1:1'][0]
-drops = sum(v for k, v in c.items() if k.startswith('drop_'))
-assert c['tx_frames'] == 600 and drops == 0 and c['backlog_frames'] == 0, c"
+psp_check "pacer counted 600 frames on 1:1" psp_json_is "$TMP/s1" \
+    '(c("1:1")["tx_frames"] == 600 and c("1:1")["backlog_frames"] == 0
+      and sum(v for k, v in c("1:1").items() if k.startswith("drop_")) == 0)'
 
 # --- delete a class with a backlog: drained, not lost
 # daemon_counter NAME: one of the daemon's counters, now.
@@ -74,10 +55,10 @@ daemon_counter() { $N "$PSPXDP" status $DEV -j | python3 -c 'import json,sys; pr
 RELOADS=$(daemon_counter config_reloads)
 psp_check "rate change to 2mbit" $N "$PSPXDP" class set $DEV 1:1 2mbit flows off
 psp_check "  ... the daemon took it" psp_wait_for 10 psp_status_is $DEV "d['daemon']['config_reloads'] > $RELOADS"
-$D timeout 10 python3 "$TMP/recv.py" 5001 4 >"$TMP/r2" &
+$D timeout 10 "${UDP[@]}" recv 5001 4 >"$TMP/r2" &
 RECV=$!
 psp_check "receiver bound to port 5001" psp_wait_for 10 psp_listening $DST udp 5001
-$N timeout 5 python3 "$TMP/send.py" 10.199.0.2 300 1000
+$N timeout 5 "${UDP[@]}" send 10.199.0.2 5001 300 1000
 psp_check "1:1 has a backlog" psp_wait_for 10 psp_status_is $DEV 'c("1:1")["backlog_frames"] > 0'
 $N "$PSPXDP" filter del $DEV proto udp dport 5001
 psp_check "class del with backlog" $N "$PSPXDP" class del $DEV 1:1
@@ -92,9 +73,8 @@ CHECKS=$(daemon_counter accounting_checks)
 psp_check "the daemon checked its UMEM accounting after the drain" \
     psp_wait_for 10 psp_status_is $DEV "d['daemon']['accounting_checks'] > $CHECKS"
 $N "$PSPXDP" status $DEV -j >"$TMP/s2"
-psp_check "UMEM accounting balanced" python3 -c "
-import json; d = json.load(open('$TMP/s2'))['daemon']
-assert d['accounting_failures'] == 0 and d['rx_frames'] > 0, d"
+psp_check "UMEM accounting balanced" psp_json_is "$TMP/s2" \
+    'd["daemon"]["accounting_failures"] == 0 and d["daemon"]["rx_frames"] > 0'
 
 # --- more classes than sockets: classes are not sockets, every one is served
 SOCKETS=$($N "$PSPXDP" status $DEV -j | python3 -c 'import json,sys; print(json.load(sys.stdin)["queues"])')

@@ -16,34 +16,18 @@ PSP_DEVS+=("$DEV")
 psp_make_wire $S $D $DEV $PEER 10.79.0 || exit 1
 N="nsenter --net=/run/netns/$S" # for psp_status_is
 P() { psp_in_ns $S "$PSPXDP" "$@"; }
-cat >"$TMP/udp.py" <<'PY'
-import socket, sys, time
-# udp.py recv PORT SECONDS | send ADDR PORT COUNT SIZE
-if sys.argv[1] == "recv":
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", int(sys.argv[2]))); s.settimeout(0.2)
-    n, end = 0, time.time() + float(sys.argv[3])
-    while time.time() < end:
-        try: s.recv(65536); n += 1
-        except socket.timeout: pass
-    print(n)
-else:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for i in range(int(sys.argv[4])):
-        # Spaced 5 ms apart: a 10 Mbit/s class takes that without a backlog (traffic, not a wait).
-        s.sendto(b"x" * int(sys.argv[5]), (sys.argv[2], int(sys.argv[3]))); time.sleep(0.005)
-PY
 # through COUNT SIZE: datagrams of SIZE bytes to port 5001 (class 1:1); prints how many arrived
 through() {
-    psp_in_ns $D timeout 10 python3 "$TMP/udp.py" recv 5001 2 >"$TMP/got" & local r=$!
+    psp_in_ns $D timeout 10 python3 "$PSP_ROOT/tests/lab/udp.py" recv 5001 2 >"$TMP/got" & local r=$!
     psp_wait_for 10 psp_listening $D udp 5001 || echo "     (the receiver did not bind port 5001)"
-    psp_in_ns $S timeout 5 python3 "$TMP/udp.py" send 10.79.0.2 5001 "$1" "$2"
-    wait $r; cat "$TMP/got"
+    # Spaced 5 ms apart: a 10 Mbit/s class takes that without a backlog.
+    psp_in_ns $S timeout 5 python3 "$PSP_ROOT/tests/lab/udp.py" send 10.79.0.2 5001 "$1" "$2" 0.005
+    wait $r; read -r got _ <"$TMP/got"; echo "$got"
 }
 tx_frames() { # the pacer's tx_frames of class 1:1
-    P status $DEV -j 2>/dev/null | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-print(sum(c.get('tx_frames', 0) for c in d['classes'] if c['class'] == '1:1'))" 2>/dev/null || echo -1
+    local n
+    n=$(P status $DEV -j 2>/dev/null | jq '[.classes[] | select(.class == "1:1") | .tx_frames // 0] | add // 0' 2>/dev/null)
+    echo "${n:--1}"
 }
 set_mtu() { ip -n $S link set $DEV mtu $1; ip -n $D link set $PEER mtu $1; }
 pacer_mtu() { psp_in_ns $S ip -o link show "psp$(ifindex $S $DEV)$1" 2>/dev/null | grep -o 'mtu [0-9]*' | cut -d' ' -f2; }

@@ -37,11 +37,8 @@ psp_check "the log names the reservation" \
 psp_check "idle: status published" psp_wait_for 10 published
 P status $DEV -j >"$TMP/idle.json"
 P status $DEV >"$TMP/idle.txt"
-psp_check "idle: lost_wire_ns 0, lost_wire_ppm 0, lost_wire_share 0" python3 -c '
-import json, sys
-s = json.load(open(sys.argv[1]))
-d = s["daemon"]
-sys.exit(0 if d["lost_wire_ns"] == 0 and d["lost_wire_ppm"] == 0 and s["lost_wire_share"] == 0 else 1)' "$TMP/idle.json"
+psp_check "idle: lost_wire_ns 0, lost_wire_ppm 0, lost_wire_share 0" psp_json_is "$TMP/idle.json" \
+    'd["daemon"]["lost_wire_ns"] == 0 and d["daemon"]["lost_wire_ppm"] == 0 and d["lost_wire_share"] == 0'
 psp_check "idle: status text says none lost" \
     grep -q "lost 0.00 % of the wire's time in the last second" "$TMP/idle.txt"
 psp_check "detach" P detach $DEV

@@ -26,15 +26,7 @@ psp_lab_begin i7 $NET
 printf 'line-rate 1gbit\nclass 1:1 100mbit\nclass 1:ffff normal\n' >"$TMP/dev.conf"
 
 # systemd's side of sd_notify: a datagram socket; each message one line.
-python3 -c '
-import socket, sys
-with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-    s.bind(sys.argv[1])
-    with open(sys.argv[2], "a") as out:
-        while True:
-            out.write(s.recv(4096).decode().replace("\n", " ") + "\n")
-            out.flush()
-' "$TMP/notify" "$TMP/notify.log" &
+python3 "$HERE/notify_socket.py" "$TMP/notify" "$TMP/notify.log" &
 PIDS+=($!)
 psp_check "notification socket ready" psp_wait_for 5 test -S "$TMP/notify" || exit 1
 : >"$TMP/notify.log"

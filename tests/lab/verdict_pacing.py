@@ -25,6 +25,9 @@ real-time figure gets it put back (underrun_bytes).
       "FAIL - WHAT" lines (window.sh's window_checks counts them), and figures
       clockless AUTO BYTE RATE_BPS   horizon INF H50 RATE_BPS
       tcp TMP                        tenk TMP CLASSES RATE_BPS JUDGE(0|1)
+  verdict_pacing.py clock STATUS_JSON [KEY...]
+      one line: the status's clock, its clock_reason (spaces as _), and the
+      daemon's KEYs
   verdict_pacing.py behind PREFILL_JSON STEADY_JSON CLASSES RATE_BPS SECONDS
       why the classes were not all backlogged SECONDS into the steady offer
       (the sender fell short by more than the prefill), empty if they were
@@ -33,14 +36,8 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
-Json = dict[str, Any]
-
-
-def load(path: str) -> Any:
-    with open(path) as f:
-        return json.load(f)
+from verdict import Json, check, figure, load
 
 
 def classes(status: Json) -> dict[str, Json]:
@@ -93,22 +90,14 @@ class Window:
         return why
 
 
-def check(ok: bool, what: str) -> None:
-    print(f"{'ok   - ' if ok else 'FAIL - '}{what}")
-
-
-def figure(line: str) -> None:
-    print(f"     {line}")
-
-
 def wire_counts(name: str, w: Window, a: Json, ids: list[str]) -> None:
     """What the capture saw is what the daemon sent in the window (judged
     windows have no drop): every frame, the gap frames, the class's frames."""
     gaps, wire, tx = w.daemon("gap_frames"), w.daemon("wire_frames"), w.cls(ids, "tx_frames")
     got = sum(f["frames"] for f in a["flows"] if f["name"] != "other")
-    check(a["frames"] == wire + gaps and a["gap_frames"] == gaps and got == tx and tx > 0,
-          f"{name}: the wire carried what the daemon counted: {a['frames']} frames "
-          f"(daemon {wire} + {gaps} gap), {a['gap_frames']} PAUSE, class {got} (daemon {tx})")
+    check(f"{name}: the wire carried what the daemon counted: {a['frames']} frames "
+          f"(daemon {wire} + {gaps} gap), {a['gap_frames']} PAUSE, class {got} (daemon {tx})",
+          a["frames"] == wire + gaps and a["gap_frames"] == gaps and got == tx and tx > 0)
 
 
 def rate_err_pct(f: Json, rate_bps: int) -> float:
@@ -130,15 +119,15 @@ def clockless(auto: str, byte: str, rate_bps: int) -> None:
         figure(f"{name.rsplit('/', 1)[-1]}: clock {w.s1['clock']} ({w.s1['clock_reason']}); capture "
               f"{a['frames']} frames, {a['gap_frames']} PAUSE; daemon {w.daemon('gap_frames')} gap "
               f"frames, {w.daemon('underruns')} underruns, {w.daemon('late_wakeups')} late wake-ups "
-              f"(latest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
+              f"(longest {d['late_max_ns'] / 1e3:.0f} us); real time (not judged: timing, see "
               f"bench/run_horizon.sh): {f['frames']} frames, {rate_err_pct(f, rate_bps):+.3f} %, "
               f"burst {f['max_burst_at_target_mtu'] or 0:.2f} MTU")
         wire_counts(name.rsplit('/', 1)[-1], w, a, ["1:1"])
     a, w = load(f"{auto}.json"), Window(auto)
-    check(a["gap_frames"] == 0 and w.daemon("gap_frames") == 0,
-          f"clockless: no PAUSE frame on the wire (capture {a['gap_frames']}, daemon {w.daemon('gap_frames')})")
+    check(f"clockless: no PAUSE frame on the wire (capture {a['gap_frames']}, daemon {w.daemon('gap_frames')})",
+          a["gap_frames"] == 0 and w.daemon("gap_frames") == 0)
     a, w = load(f"{byte}.json"), Window(byte)
-    check(a["gap_frames"] > 0, f"--clock byte: gap frames again ({a['gap_frames']} PAUSE)")
+    check(f"--clock byte: gap frames again ({a['gap_frames']} PAUSE)", a["gap_frames"] > 0)
 
 
 def horizon(inf: str, h50: str, rate_bps: int) -> None:
@@ -154,15 +143,15 @@ def horizon(inf: str, h50: str, rate_bps: int) -> None:
               f"({'byte clock' if h == 'inf' else 'hybrid clock: timing, not judged; bench/run_horizon.sh'})")
         wire_counts(f"H={h}", w, a, ["1:1"])
         if h == "inf":
-            check(share >= 0.80, f"H=inf: PAUSE share {share:.4f} >= 0.80 (the paper's rule fills the wire)")
+            check(f"H=inf: PAUSE share {share:.4f} >= 0.80 (the paper's rule fills the wire)", share >= 0.80)
             # The byte clock is the daemon's: an underrun's time is cut out
             # of both (design 3.7), so the class is exact on it.
             err, burst = rate_err_pct(f, rate_bps), f["max_burst_at_target_mtu"]
-            check(abs(err) <= 0.01 and burst is not None and burst <= 2.0,
-                  f"H=inf: byte clock: rate within 0.01 % ({err:+.4f} %), burstiness "
-                  f"{'?' if burst is None else f'{burst:.3f}'} <= 2 MTU")
+            check(f"H=inf: byte clock: rate within 0.01 % ({err:+.4f} %), burstiness "
+                  f"{'?' if burst is None else f'{burst:.3f}'} <= 2 MTU",
+                  abs(err) <= 0.01 and burst is not None and burst <= 2.0)
         else:
-            check(share <= 0.10, f"H=50us: PAUSE share {share:.4f} <= 0.10")
+            check(f"H=50us: PAUSE share {share:.4f} <= 0.10", share <= 0.10)
 
 
 TCP_ROWS = {"ecn": ["1:1"], "no-ecn": ["1:1"], "ecn-4": ["1:1"],
@@ -214,7 +203,7 @@ def tcp(tmp: str) -> None:
                       (bmax <= 4 * thr, f"backlog bounded near the threshold (max {bmax:.0f} KB, "
                        f"threshold {thr:.0f} KB)")]
     for ok, what in checks:
-        check(ok, f"ECN, one flow: {what}")
+        check(f"ECN, one flow: {what}", ok)
 
 
 def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
@@ -269,14 +258,14 @@ def tenk(tmp: str, n: int, rate: int, judge: bool) -> None:
           f"{d['wire_frames']} frames + {d['gap_frames']} gaps, TC passed {passed} unpaced; UMEM "
           f"accounting failures {d['accounting_failures']}")
     if judge:
-        check(not missing, f"every class in the capture ({n - len(missing)} of {n} with >= 3 frames)")
-        check(not bad, f"every class on the byte clock: frame to frame at its rate and, backlogged "
+        check(f"every class in the capture ({n - len(missing)} of {n} with >= 3 frames)", not missing)
+        check(f"every class on the byte clock: frame to frame at its rate and, backlogged "
               f"throughout, on average within 0.01 % (worst {worst_err:.5f} %); burstiness <= 2 MTU "
-              f"(worst {worst_burst:.3f}) at {rate} bit/s")
-    check(tc == rx + kernel and d["rx_frames"] == rx + d["unknown_class"]
+              f"(worst {worst_burst:.3f}) at {rate} bit/s", not bad)
+    check("nothing lost uncounted (TC -> pacer -> DEV)", tc == rx + kernel and d["rx_frames"] == rx + d["unknown_class"]
           and rx == tx + sum(drops.values()) + backlog
           and run.dev_packets + run.dev_dropped == d["wire_frames"] + d["gap_frames"] + passed
-          and d["accounting_failures"] == 0, "nothing lost uncounted (TC -> pacer -> DEV)")
+          and d["accounting_failures"] == 0)
 
 
 def behind(prefill_json: str, steady_json: str, n: int, rate: int, secs: int) -> str:
@@ -325,6 +314,10 @@ def main(argv: list[str]) -> int:
         return 0
     if cmd == "tenk" and len(argv) == 6:
         tenk(argv[2], int(argv[3]), int(argv[4]), argv[5] == "1")
+        return 0
+    if cmd == "clock" and len(argv) >= 3:
+        st = load(argv[2])
+        print(st["clock"], st["clock_reason"].replace(" ", "_"), *(st["daemon"][k] for k in argv[3:]))
         return 0
     if cmd == "behind" and len(argv) == 7:
         print(behind(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6])))

@@ -5,12 +5,17 @@ on its way from the senders to the sinks, and the balance between two.
   account.py snap DEV SRC_NS DST_NS > snap.json
   account.py balance before.json after.json sent.json... -- sink.json
       prints the balance; exit 1 if frames went missing uncounted
+  account.py drain-seconds    stdin: status -j; how long the pacer may take
+      to drain: its longest backlog in time at its class's rate, + 5 s
+  account.py classes          stdin: status -j; each class's state and
+      counts, and the daemon's losses, one line each (why it did not drain)
 
 Counted drops are read from the pins by their BTF names (bpftool): the
 pacer's per-class drop_* counters, the daemon's device-wide ones
 (died_in_rings, socket_ring_full, ...), XDP's no_socket, plus the pacer
 veths' and the receiver's kernel counters."""
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -124,9 +129,26 @@ def balance(before: str, after: str, senders: list[str], sinks: list[str]) -> in
     return missing
 
 
+def drain_seconds(d: dict[str, Any]) -> int:
+    seconds = [c["backlog_bytes"] * 8 / c["rate_bps"] for c in d["classes"] if c.get("rate_bps")]
+    return 5 + math.ceil(float(max([*seconds, 0])))
+
+
+def classes(d: dict[str, Any]) -> None:
+    for c in d["classes"]:
+        print("     ", c["class"], c["state"], "backlog", c["backlog_frames"], "rx", c["rx_frames"], "tc",
+              c["tc_frames"], "passed", c["tc_passed"])
+    print("     ", {k: d["daemon"][k] for k in ("rx_frames", "socket_ring_full", "socket_fill_empty",
+                                                 "died_in_rings")}, d["xdp"])
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "snap":
         print(json.dumps(snap(*sys.argv[2:5])))
+    elif sys.argv[1] == "drain-seconds":
+        print(drain_seconds(json.load(sys.stdin)))
+    elif sys.argv[1] == "classes":
+        classes(json.load(sys.stdin))
     else:
         args = sys.argv[2:]
         cut = args.index("--")

@@ -16,7 +16,7 @@
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-psp_require soak "$PSPXDP" "$TRAFFIC" -- ip nsenter python3 bpftool timeout
+psp_require soak "$PSPXDP" "$TRAFFIC" -- ip nsenter python3 bpftool timeout jq
 SECONDS_TOTAL=${SOAK_SECONDS:-600}
 SCALE=${SOAK_SCALE:-1}
 ((SECONDS_TOTAL >= 30)) || { echo "SOAK_SECONDS must be >= 30"; exit 2; }
@@ -105,17 +105,9 @@ phase() {
     # daemon reports it holds: the longest backlog in time at its class's
     # rate, plus 5 s for a daemon sharing its core (it publishes every 100 ms).
     local t_sent=$SECONDS drain_s
-    drain_s=$(P status $DEV -j | python3 -c '
-import json, math, sys
-d = json.load(sys.stdin)
-print(5 + math.ceil(max([c["backlog_bytes"] * 8 / c["rate_bps"] for c in d["classes"] if c.get("rate_bps")] + [0])))')
+    drain_s=$(P status $DEV -j | python3 "$HERE/account.py" drain-seconds)
     psp_check "$name: the pacer drained (within ${drain_s:-5} s: its backlog at its rates + 5 s)" \
-        psp_wait_for "${drain_s:-5}" psp_settled $DEV || P status $DEV -j | python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-for c in d["classes"]:
-    print("     ", c["class"], c["state"], "backlog", c["backlog_frames"], "rx", c["rx_frames"], "tc", c["tc_frames"], "passed", c["tc_passed"])
-print("     ", {k: d["daemon"][k] for k in ("rx_frames", "socket_ring_full", "socket_fill_empty", "died_in_rings")}, d["xdp"])'
+        psp_wait_for "${drain_s:-5}" psp_settled $DEV || P status $DEV -j | python3 "$HERE/account.py" classes
     psp_check "$name: the sink has read everything" \
         psp_wait_for 5 eval "! $D ss -Hlun | awk '\$2 > 0' | grep -q ."
     kill -TERM $sink # timeout passes it on to the sink
@@ -127,9 +119,8 @@ print("     ", {k: d["daemon"][k] for k in ("rx_frames", "socket_ring_full", "so
     local ok=$?
     echo "     $name: $(cat "$TMP/$name.balance")"
     psp_check "$name: drops uncounted 0" test $ok -eq 0
-    psp_check "$name: UMEM accounting balanced (no accounting failure)" python3 -c "
-import json; b = json.load(open('$TMP/$name.balance'))
-assert b['accounting_failures'] == 0, b"
+    psp_check "$name: UMEM accounting balanced (no accounting failure)" \
+        test "$(jq .accounting_failures "$TMP/$name.balance")" = 0
     if [[ -z $kill ]]; then
         echo "     $name: daemon RSS $rss0 kB after the first fifth, $rss1 kB at the end"
         psp_check "$name: RSS flat (grew < 1 MiB + 5 %)" test $((rss1 - rss0)) -lt $((1024 + rss0 / 20))

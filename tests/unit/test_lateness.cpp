@@ -1,10 +1,10 @@
-// The release-lateness histogram (daemon/lateness.hpp): its fixed buckets,
+// The release-lateness histogram (common/lateness.hpp): its fixed buckets,
 // and percentiles computed as Prometheus' histogram_quantile() does.
 #include <catch2/catch.hpp>
 
-#include "daemon/lateness.hpp"
+#include "common/lateness.hpp"
 
-using namespace pspxdp::daemon;
+using namespace pspxdp::common;
 
 TEST_CASE("lateness buckets are 1-2-5 per decade from 100 ns to 1 s, upper bound inclusive",
           "[lateness]") {

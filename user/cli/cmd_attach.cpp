@@ -45,16 +45,12 @@ Option clock_option() {
 }
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
 Option burst_option() {
-    return opt(OptType::String, "burst", 0, "SIZE",
-               "clockless: the burst bound of classes that set none (class ... burst): bytes "
-               "(4500, 4.5kb) or largest frames (3mtu)")
-        .by_default(format_burst(daemon::DaemonConfig{}.burst));
+    return opt(OptType::Burst, "burst", 0, "SIZE",
+               "clockless: the burst bound of classes that set none (class ... burst)")
+        .by_default(daemon::DaemonConfig{}.burst);
 }
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
-    auto burst = parse_burst(args.text("burst"));
-    if (!burst) return refuse("--" + burst.error());
-    if (!burst->set()) return refuse("--burst " + args.text("burst") + ": zero (give a size)");
-    cfg.burst = *burst;
+    cfg.burst = args.burst("burst");
     return daemon::set_clock_options(cfg, args.number("gap-horizon"),
                                      daemon::WireClock(args.choice("clock")),
                                      args.flag("clockless"));
@@ -120,7 +116,7 @@ static int run(const Args &args) {
             Framing f;
             f.mtu_bytes = link->mtu;
             if (dcfg.burst.bytes < f.mtu_unit_bytes())
-                return fail_input("attach: --burst " + args.text("burst") +
+                return fail_input("attach: --burst " + format_burst(dcfg.burst) +
                                   " is below one largest frame (" +
                                   std::to_string(f.mtu_unit_bytes()) + " bytes at MTU " +
                                   std::to_string(link->mtu) + " of " + dev + ")");

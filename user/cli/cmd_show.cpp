@@ -203,7 +203,7 @@ std::vector<KeyDoc> key_docs() {
          "their median lateness, ns, from the histogram's buckets as histogram_quantile() "
          "computes it; null: none"},
         {"status", "lateness_p99_ns", "their 99th percentile, ns; null: none"},
-        {"status", "lateness_max_ns", "the latest of them, ns; null: none"},
+        {"status", "lateness_max_ns", "the longest of them, ns; null: none"},
         {"status", "groups",
          "cluster mode: an object per group agent on DEV's classes: group, classid, host, phase, "
          "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "

@@ -58,13 +58,11 @@ int run_horizon_table(const Args &args, bool json) {
     if (!args.flag("perfect-timers") && !args.has("lateness") && args.has("sleep-timer"))
         return fail_input("simulate: --sleep-timer needs --lateness FILE");
 
-    auto burst = parse_burst(args.text("burst"));
-    if (!burst) return fail_input("simulate: --" + burst.error());
-    if (!burst->set()) return fail_input("simulate: --burst " + args.text("burst") + ": zero");
+    const BurstSize burst = args.burst("burst");
     Framing framing;
-    const uint64_t burst_bytes = burst->resolve(framing.mtu_unit_bytes());
+    const uint64_t burst_bytes = burst.resolve(framing.mtu_unit_bytes());
     if (burst_bytes < framing.mtu_unit_bytes())
-        return fail_input("simulate: --burst " + args.text("burst") +
+        return fail_input("simulate: --burst " + format_burst(burst) +
                           " is below one largest frame (" +
                           std::to_string(framing.mtu_unit_bytes()) + " bytes)");
 
@@ -77,7 +75,7 @@ int run_horizon_table(const Args &args, bool json) {
              {"spin % core", "spin_share"},
              {"rate error", "worst_rate_error_pct"},
              {"burst @rate", "worst_burst_mtu"},
-             {"late/s", "late_wakeups_per_s"},
+             {"late wakeups/s", "late_wakeups_per_s"},
              {"late max us", "late_max_us"},
              {"normal got", "normal_bps"}});
     const std::string only = args.text("scenario");
@@ -102,9 +100,10 @@ int run_horizon_table(const Args &args, bool json) {
             t.number(fixed(r.spin_share * 100, 1), r.spin_share);
             t.number(fixed(r.worst_rate_error_pct, 4) + "%", r.worst_rate_error_pct);
             t.number(fixed(r.worst_burst_mtu, 2) + " MTU", r.worst_burst_mtu);
-            const double late_s = r.seconds > 0 ? double(r.counters.late_wakeups) / r.seconds : 0;
+            const double late_wakeups_per_s =
+                r.seconds > 0 ? double(r.counters.late_wakeups) / r.seconds : 0;
             const double late_max_us = double(r.counters.late_max_bytes) * 8e6 / line;
-            t.number(fixed(late_s, 1), late_s);
+            t.number(fixed(late_wakeups_per_s, 1), late_wakeups_per_s);
             t.number(fixed(late_max_us, 0), late_max_us);
             if (r.normal_bps > 0)
                 t.number(measured_rate(r.normal_bps, 1), r.normal_bps);
@@ -121,7 +120,7 @@ int run_horizon_table(const Args &args, bool json) {
             "rate (hybrid clock on the model NIC's start times; clockless: real time, frames\n"
             "leave when decided, burst bound %s); late: wake-ups past a paced frame's due\n"
             "time (beyond H; clockless: past its slack), caught up within the bound.\n\n",
-            fixed(seconds, 1).c_str(), timers.c_str(), args.text("burst").c_str());
+            fixed(seconds, 1).c_str(), timers.c_str(), format_burst(burst).c_str());
     t.print(stdout, json);
     return 0;
 }
@@ -217,9 +216,8 @@ const Command kSimulate = {
         opt(OptType::String, "sleep-timer", 0, "NAME", "which table of FILE a sleep follows")
             .by_default(std::string("clock_nanosleep")),
         flag("perfect-timers", 0, "no wake-up lateness at all"),
-        opt(OptType::String, "burst", 0, "SIZE",
-            "the clockless rows' burst bound: bytes (4500, 4.5kb) or largest frames (3mtu)")
-            .by_default(std::string(format_burst(BurstSize{0, kDefaultBurstMtus}))),
+        opt(OptType::Burst, "burst", 0, "SIZE", "the clockless rows' burst bound")
+            .by_default(BurstSize{0, kDefaultBurstMtus}),
         flag("json", 'j', "print JSON"),
     },
     0,

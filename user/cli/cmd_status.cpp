@@ -5,10 +5,10 @@
 #include "cli/output.hpp"
 #include "cli/show.hpp"
 #include "common/clock.hpp"
+#include "common/lateness.hpp"
 #include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
-#include "daemon/lateness.hpp"
 #include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
@@ -69,7 +69,7 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev
     }
     line += ", late wake-ups " + std::to_string(d.late_wakeups);
     if (d.late_wakeups)
-        line += " (latest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
+        line += " (longest " + format_duration(d.late_max_ns / 1000 * 1000) + ", " +
                 fixed(double(d.late_ns) / 1e6, 3) + " ms in all)";
     // Lost while behind real time (a busy host, a late wake-up), over the
     // daemon's last second: what tells a user the pacer cannot hold.
@@ -80,7 +80,7 @@ void print_clock(Printer &p, const std::string &dev, const Snapshot &s, bool dev
     p.newline();
 }
 
-// status: one line on the release-lateness histogram (daemon/lateness.hpp):
+// status: one line on the release-lateness histogram (common/lateness.hpp):
 // how late the daemon resumed from its planned waits, p50/p99/max.
 void print_lateness(Printer &p, const Snapshot &s) {
     const auto &k = s.counters;
@@ -90,15 +90,15 @@ void print_lateness(Printer &p, const Snapshot &s) {
         for (const char *key : keys) p.null(key);
         return;
     }
-    const uint64_t n = daemon::lateness_count(k.lateness);
+    const uint64_t n = common::lateness_count(k.lateness);
     p.u64("lateness_wakeups", n, "release lateness: %s wake-ups");
     if (!n) {
         for (const char *key : keys) p.null(key);
         p.newline();
         return;
     }
-    const uint64_t v[] = {daemon::lateness_quantile_ns(k.lateness, 0.5),
-                          daemon::lateness_quantile_ns(k.lateness, 0.99), k.lateness.max_ns};
+    const uint64_t v[] = {common::lateness_quantile_ns(k.lateness, 0.5),
+                          common::lateness_quantile_ns(k.lateness, 0.99), k.lateness.max_ns};
     const char *label[] = {", p50 %s", ", p99 %s", ", max %s"};
     for (int i = 0; i < 3; ++i)
         p.value(keys[i], v[i], fixed(double(v[i]) / 1e3, 1) + " us", label[i]);

@@ -35,6 +35,9 @@ Option Option::by_default(ClassId v) const {
 Option Option::by_default(std::string v) const {
     return changed(*this, [&](Option &o) { o.fallback = std::move(v); });
 }
+Option Option::by_default(BurstSize v) const {
+    return changed(*this, [&](Option &o) { o.fallback = v; });
+}
 Option Option::within(uint64_t low, uint64_t high) const {
     return changed(*this, [&](Option &o) { o.lo = low, o.hi = high; });
 }
@@ -156,6 +159,12 @@ Result<OptValue> parse_option_value(const Option &o, std::string_view text) {
         for (const char *c : o.choices)
             if (text == c) return OptValue{std::string(text)};
         return refuse(word + " is not one of " + choice_list(o, ", ", " or "));
+    case OptType::Burst: {
+        auto b = parse_burst(text);
+        if (!b) return refuse(b.error());
+        if (!b->set()) return refuse(word + " is zero (give a size)");
+        return OptValue{*b};
+    }
     case OptType::Factor: {
         double d = 0;
         auto [end, ec] =
@@ -214,6 +223,8 @@ std::string format_default(const Option &o) {
                 return format_classid(v);
             else if constexpr (std::is_same_v<V, std::string>)
                 return v;
+            else if constexpr (std::is_same_v<V, BurstSize>)
+                return format_burst(v);
             else
                 return "";
         },
@@ -282,6 +293,12 @@ size_t Args::choice(std::string_view name) const {
     const auto *word = std::get_if<std::string>(&value_of(name, OptType::Choice));
     for (size_t i = 0; word && i < o.choices.size(); ++i)
         if (*word == o.choices[i]) return i;
+    throw std::logic_error("option --" + std::string(name) + " has no value and no default");
+}
+
+BurstSize Args::burst(std::string_view name) const {
+    const OptValue &v = value_of(name, OptType::Burst);
+    if (auto *b = std::get_if<BurstSize>(&v)) return *b;
     throw std::logic_error("option --" + std::string(name) + " has no value and no default");
 }
 
@@ -412,6 +429,7 @@ constexpr TypeNote kTypeNotes[] = {
     {OptType::Integer, "N", "a whole number"},
     {OptType::Factor, "X", "a decimal number: 0.5, 2"},
     {OptType::ClassId, "CLASSID", "major:minor in hex, as tc: 1:a, 1:ffff"},
+    {OptType::Burst, "SIZE", "a burst: bytes (4500, 4.5kb) or largest frames (3mtu)"},
 };
 
 // The notes of the types cmd's options use (a TimeOrInf is also a TIME); all

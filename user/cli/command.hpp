@@ -34,9 +34,12 @@ enum class OptType {
     Factor,    // a decimal number above 0 ("0.5", "2"): a multiplier
     ClassId,   // tc major:minor
     Choice,    // one of the words of Option::choices
+    Burst,     // a burst size (core/units.hpp BurstSize): bytes ("4500", "4.5kb") or largest
+               // frames ("3mtu"); zero refused
 };
 
-using OptValue = std::variant<std::monostate, bool, std::string, uint64_t, ClassId, double>;
+using OptValue =
+    std::variant<std::monostate, bool, std::string, uint64_t, ClassId, double, BurstSize>;
 
 // What a TimeOrInf option holds for "inf".
 inline constexpr uint64_t kTimeInf = UINT64_MAX;
@@ -64,6 +67,7 @@ struct Option {
     Option by_default(uint64_t v) const; // a Factor's is v as a decimal
     Option by_default(ClassId v) const;
     Option by_default(std::string v) const;
+    Option by_default(BurstSize v) const;
     Option within(uint64_t low, uint64_t high) const;
     Option default_is(const char *note) const;
     Option bare_unit(uint64_t ns) const;
@@ -115,6 +119,7 @@ struct Args {
     bool flag(std::string_view name) const;
     std::string text(std::string_view name) const;
     size_t choice(std::string_view name) const; // the index of the word in Option::choices
+    BurstSize burst(std::string_view name) const;
     // Every value given of a repeatable option, in order (none given: empty).
     std::vector<uint64_t> numbers(std::string_view name) const;
     std::vector<std::string> texts(std::string_view name) const;

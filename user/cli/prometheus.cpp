@@ -9,8 +9,8 @@
 // class, while the exposition format wants every sample of one metric
 // together under its HELP and TYPE, so this walks metric by metric.
 #include "cli/show.hpp"
+#include "common/lateness.hpp"
 #include "core/units.hpp"
-#include "daemon/lateness.hpp"
 #include "daemon/wire_clock.hpp"
 
 #include <algorithm>
@@ -89,7 +89,7 @@ void line(std::string &out, const std::string &name, const std::string &labels,
     out += name + "{" + labels + "} " + v + "\n";
 }
 
-// The daemon's release-lateness histogram (daemon/lateness.hpp) as a
+// The daemon's release-lateness histogram (common/lateness.hpp) as a
 // Prometheus histogram: cumulative buckets with le in seconds, _sum, _count;
 // and its max as a gauge.
 void lateness_histogram(std::string &out, const std::string &dl, const pspxdp_lateness &h) {
@@ -104,7 +104,7 @@ void lateness_histogram(std::string &out, const std::string &dl, const pspxdp_la
         std::string le = "+Inf";
         if (i + 1 < PSPXDP_LATENESS_BUCKETS) {
             char b[32];
-            std::snprintf(b, sizeof b, "%g", double(daemon::lateness_bound_ns(i)) / 1e9);
+            std::snprintf(b, sizeof b, "%g", double(common::lateness_bound_ns(i)) / 1e9);
             le = b;
         }
         line(out, f.metric + "_bucket", dl + ",le=\"" + le + "\"", std::to_string(cumulative));
@@ -112,7 +112,7 @@ void lateness_histogram(std::string &out, const std::string &dl, const pspxdp_la
     line(out, f.metric + "_sum", dl, sample(kNs, h.sum_ns));
     line(out, f.metric + "_count", dl, std::to_string(cumulative));
     const Family m{"pspxdp_release_lateness_max_seconds", true};
-    head(out, m, "the latest of those wake-ups");
+    head(out, m, "the longest of those lateness samples");
     line(out, m.metric, dl, sample(kNs, h.max_ns));
 }
 

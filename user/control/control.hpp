@@ -57,8 +57,6 @@ inline uint64_t total_drops(const pspxdp_class_counters &c) {
            c.drop_invalid;
 }
 
-// The pin directory of a device, e.g. "/sys/fs/bpf/pspxdp/eth0".
-std::string pin_dir(const std::string &dev);
 // Devices with a pin directory, sorted.
 std::vector<std::string> attached_devices();
 

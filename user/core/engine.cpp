@@ -13,6 +13,9 @@ namespace {
 
 using u128 = unsigned __int128;
 
+// resync_or_wait's answer when next() decides on after the resync.
+constexpr std::nullopt_t kGoOnDeciding = std::nullopt;
+
 } // namespace
 
 // ---------------------------------------------------------------- classes
@@ -479,8 +482,7 @@ Decision Engine::next(uint64_t now_ns) {
             cached_wire_ = wire_position(now_ns);
         }
         if (cached_wire_ > g_ || g_ - cached_wire_ >= ahead_limit_) {
-            Decision d = resync_or_wait(now_ns);
-            if (d.action == Action::Wait) return d;
+            if (std::optional<Decision> wait = resync_or_wait(now_ns)) return *wait;
         }
     }
     idle_ = false;
@@ -562,12 +564,12 @@ void Engine::late_release(uint64_t now_ns) {
 
 // The wire position is past G (the wire idled) or G is a window ahead of it
 // (clockless: G is ahead at all).
-Decision Engine::resync_or_wait(uint64_t now_ns) {
+std::optional<Decision> Engine::resync_or_wait(uint64_t now_ns) {
     const uint64_t wire = cached_wire_;
     if (wire > g_) {
         if (planned_ || cfg_.clockless) {
             resume(now_ns);
-            return Decision{Action::Frame, 0, 0, 0}; // go on deciding
+            return kGoOnDeciding;
         }
         // The wire ran dry: everything sent so far has left and more time
         // passed. Cut that time out of the byte clock rather than paying
@@ -580,7 +582,7 @@ Decision Engine::resync_or_wait(uint64_t now_ns) {
             counters_.underrun_bytes += wire - g_;
         }
         anchor(now_ns);
-        return Decision{Action::Frame, 0, 0, 0}; // go on deciding
+        return kGoOnDeciding;
     }
     // Until the window has room for one more byte; a paced frame is queued
     // on the wire as long as what is ahead of it lasts.

@@ -116,6 +116,7 @@
 #include "core/result.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace pspxdp {
@@ -356,7 +357,9 @@ class Engine {
     [[gnu::always_inline]] inline void make_eligible(uint32_t cls);
     [[gnu::always_inline]] inline Decision emit_frame(uint32_t cls);
     void restore_frac(Class &c);
-    [[gnu::noinline]] Decision resync_or_wait(uint64_t now_ns);
+    // A Wait, or kGoOnDeciding: the clock was resynced and next() decides
+    // on (a Decision never carries that to a caller).
+    [[gnu::noinline]] std::optional<Decision> resync_or_wait(uint64_t now_ns);
     [[gnu::noinline]] uint32_t pick_eligible();
     [[gnu::noinline]] void restart_fresh(uint32_t cls);
     [[gnu::noinline]] void relag(uint32_t cls);

@@ -36,6 +36,7 @@ struct BurstSize {
     bool set() const { return bytes || mtus; }
     // In bytes, a largest frame being largest_bytes; 0 if not set.
     uint64_t resolve(uint64_t largest_bytes) const { return bytes ? bytes : mtus * largest_bytes; }
+    bool operator==(const BurstSize &) const = default;
 };
 Result<BurstSize> parse_burst(std::string_view text);
 // "3mtu", "4500b": parses back to the same size.

@@ -1,6 +1,7 @@
 // What happens to a frame between the pacer's sockets and the wire: each
-// class's FIFO of UMEM frames, and every way a frame leaves it, counted in
-// the class's pacer_stats slot.
+// class's queue of UMEM frames (per-flow queues served by DRR, or one FIFO
+// with flows off), and every way a frame leaves it, counted in the class's
+// pacer_stats slot.
 //
 //   receive   tag -> class; queued on its flow (flow_queues.hpp); at the
 //             class limit the head of the fattest flow goes (drop_limit).
@@ -61,9 +62,9 @@ class ClassQueues final : public datapath::XskPlane::TxObserver, datapath::AqmVe
     // Everything queued, at shutdown.
     uint64_t drop_all_queued();
 
-    // Frames in the FIFOs, over all classes.
+    // Frames queued, over all classes.
     uint64_t queued_frames() const;
-    // "" when every frame is counted where it is: the FIFOs hold what the
+    // "" when every frame is counted where it is: the queues hold what the
     // plane says is Held, and pacer_stats' backlogs add up to Held + the
     // frames on the TX ring the kernel has not taken.
     std::string check_backlogs() const;

@@ -275,8 +275,6 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
     return a;
 }
 
-void request_stop() { g_stop = 1; }
-
 int run(const DaemonConfig &cfg) {
     set_log_device(cfg.dev);
     g_stop = 0;
@@ -296,7 +294,12 @@ int run(const DaemonConfig &cfg) {
     // would call it "exe".
     prctl(PR_SET_NAME, "pspxdp");
 
-    auto paths = setup::paths_for(cfg.dev);
+    auto checked = common::paths_for(cfg.dev);
+    if (!checked) {
+        logf("cannot start: %s", checked.error().c_str());
+        return 1;
+    }
+    const setup::Paths &paths = *checked;
     if (cfg.write_pidfile && !claim_pidfile(paths)) return 1;
     Reloader reloader(cfg, paths);
     set_scheduling(cfg); // after the Reloader's thread: it runs normal

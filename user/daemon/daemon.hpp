@@ -4,12 +4,17 @@
 //   daemon.cpp        this entry point: signals, pidfile, runs the loop
 //   loop.cpp          the loop: receive, schedule, kick, timers, sleep, shutdown
 //   class_table.cpp   the classes by slot, following class_config
-//   class_queues.cpp  each class's FIFO: limits, ECN, overflow, drops, sent
+//   class_queues.cpp  each class's queue (per-flow DRR and CoDel, or one FIFO with
+//                     flows off): limits, ECN, overflow, drops, sent
 //   pacer_maps.cpp    the mmapped maps: heartbeat, counters, a dead daemon's leftovers
+//   wait_plan.cpp     how a backlogged wait is spent: sleep, nap or spin, until when
+//   lost_wire.cpp     the wire time lost by running late, as a share and a log line
 //   wire_clock.cpp    which clock paces the wire (byte clock, clockless), the gap horizon
 //   watch.cpp         DEV gone, renamed, moved or its MTU changed: stop or restart
 //   log.cpp           the log
 //
+// The release-lateness histogram the loop records is common/lateness.cpp
+// (status and the exporter read it too).
 // The daemon as a process (pidfile, spawn, stop) is setup/process.cpp: the
 // attach library starts and stops it.
 #pragma once
@@ -99,8 +104,5 @@ std::vector<std::string> to_args(const DaemonConfig &cfg);
 // to stderr, one line per event. SIGHUP re-reads cfg.config_file (counted in
 // file_reloads / file_reload_failures) and never stops the pacer.
 int run(const DaemonConfig &cfg);
-
-// Asks a running loop (same process, e.g. a signal handler or a test) to stop.
-void request_stop();
 
 } // namespace pspxdp::daemon

@@ -60,8 +60,9 @@ Loop::~Loop() {
 
 Result<void> Loop::init(const DaemonConfig &cfg) {
     cfg_ = cfg;
-    auto paths = setup::paths_for(cfg.dev);
-    auto st = setup::read_state(paths);
+    auto paths = common::paths_for(cfg.dev);
+    if (!paths) return paths.failure();
+    auto st = setup::read_state(*paths);
     if (!st) return err(st.error());
     st_ = *st;
     if (!st_.tc_attached || !st_.xdp_attached)
@@ -74,7 +75,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     uint64_t line = cfg.line_rate_bps ? cfg.line_rate_bps : st_.line_rate_bps;
     if (!line) return err("no line rate (state file and --line-rate both empty)");
 
-    auto maps = PacerMaps::open(paths);
+    auto maps = PacerMaps::open(*paths);
     if (!maps) return err(maps.error());
     maps_.emplace(std::move(maps.value()));
     // Before any socket exists: what a killed predecessor left is countable
@@ -171,7 +172,7 @@ bool Loop::schedule(uint64_t now) {
     // frame for an empty class, a configuration change): asking again
     // would only re-plan the same idle.
     if (engine_wait_ && now < wake_ns_ && engine_->inputs() == wait_inputs_) return false;
-    // Release lateness (lateness.hpp): a wake-up from the engine's wait for a
+    // Release lateness (common/lateness.hpp): a wake-up from the engine's wait for a
     // paced frame, against its plan (clockless: the frame's due time).
     if (engine_wait_ && now >= wake_ns_ && slack_ns_ != UINT64_MAX)
         maps_->lateness().record(now - wake_ns_);

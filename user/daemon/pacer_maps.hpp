@@ -10,10 +10,10 @@
 #pragma once
 
 #include "common/fd.hpp"
+#include "common/lateness.hpp"
 #include "common/paths.hpp"
 #include "common/pins.hpp"
 #include "core/result.hpp"
-#include "daemon/lateness.hpp"
 #include "pspxdp/shared.h"
 
 #include <cstddef>
@@ -41,7 +41,7 @@ class PacerMaps {
     const pspxdp_class_counters &slot(uint32_t s) const { return slots_[s]; }
     pspxdp_daemon_stats &daemon() { return *daemon_; }
     // The release-lateness histogram, recorded in place.
-    Lateness &lateness() { return lateness_; }
+    common::Lateness &lateness() { return lateness_; }
     const pspxdp_pacer_state &state() const { return *state_; }
 
     uint64_t config_gen() const { return __atomic_load_n(&state_->config_gen, __ATOMIC_ACQUIRE); }
@@ -88,7 +88,7 @@ class PacerMaps {
     pspxdp_pacer_state *state_;
     pspxdp_class_counters *slots_;
     pspxdp_daemon_stats *daemon_;
-    Lateness lateness_;
+    common::Lateness lateness_;
 };
 
 } // namespace pspxdp::daemon

@@ -444,7 +444,6 @@ static SocketStats stats_of(xsk_socket *xsk) {
 }
 
 SocketStats XskPlane::rx_stats(uint32_t q) const { return stats_of(rx_[q].xsk); }
-SocketStats XskPlane::tx_stats() const { return stats_of(tx_->xsk); }
 
 Accounting XskPlane::check_accounting() const {
     Accounting a;

@@ -203,7 +203,6 @@ class XskPlane {
     uint64_t frames_unsent() const { return frames_unsent_; }
 
     SocketStats rx_stats(uint32_t q) const;
-    SocketStats tx_stats() const;
     const PlaneCounters &counters() const { return counters_; }
     int last_kick_errno() const { return last_kick_errno_; }
 

@@ -18,7 +18,6 @@
 #include <bpf/libbpf.h>
 #include <cerrno>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
@@ -104,15 +103,6 @@ Result<void> write_pacer_state(const Paths &p, uint32_t ifindex, uint64_t line_r
 }
 
 } // namespace
-
-Paths paths_for(const std::string &dev) {
-    auto p = common::paths_for(dev);
-    if (!p) {
-        std::fprintf(stderr, "pspxdp: internal error: %s\n", p.error().c_str());
-        std::abort();
-    }
-    return *p;
-}
 
 uint32_t max_pacer_mtu() {
     const long page = sysconf(_SC_PAGESIZE);
@@ -237,7 +227,9 @@ static void kill_point(const char *step) {
 }
 
 Result<AttachState> build(const AttachRequest &req) {
-    Paths p = paths_for(req.dev);
+    auto paths = common::paths_for(req.dev);
+    if (!paths) return paths.failure();
+    const Paths &p = *paths;
     auto dev = get_link(req.dev);
     if (!dev) return dev.failure();
     AttachState s;

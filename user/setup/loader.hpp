@@ -22,11 +22,6 @@ namespace pspxdp::setup {
 using common::DevLock;
 using common::ensure_run_dir;
 
-// The paths of a device whose name the caller has checked already (every
-// command checks it first, with common::paths_for). An invalid name here is
-// a bug: it aborts rather than build a path from it.
-Paths paths_for(const std::string &dev);
-
 // The largest MTU of DEV the pacer veth can carry: native XDP on a veth
 // needs each frame in one page, so the kernel refuses XDP when the peer's MTU
 // exceeds SKB_WITH_OVERHEAD(PAGE_SIZE - XDP_PACKET_HEADROOM) - ETH_HLEN

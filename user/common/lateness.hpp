@@ -1,7 +1,8 @@
 // The release-lateness histogram (shared.h: struct pspxdp_lateness, the
 // pinned map `lateness`): fixed log-spaced buckets, 1-2-5 per decade from
 // 100 ns to 1 s, counted by the daemon (Lateness::record, one store per
-// sample into the mapped map) and read by status and the Prometheus output.
+// sample into the mapped map) and read by status and the Prometheus output
+// (which is why it lives in common/, not daemon/).
 // Fixed buckets, not an adaptive sketch: Prometheus histograms must keep
 // their `le` bounds from scrape to scrape, and one increment is all the hot
 // loop can afford.
@@ -11,7 +12,7 @@
 
 #include <cstdint>
 
-namespace pspxdp::daemon {
+namespace pspxdp::common {
 
 // The upper bound of bucket i in ns, i < PSPXDP_LATENESS_BUCKETS - 1 (the
 // last bucket has none: +Inf).
@@ -41,4 +42,4 @@ uint64_t lateness_count(const pspxdp_lateness &h);
 // the +Inf bucket). 0 without samples.
 uint64_t lateness_quantile_ns(const pspxdp_lateness &h, double q);
 
-} // namespace pspxdp::daemon
+} // namespace pspxdp::common

@@ -1,9 +1,9 @@
-#include "daemon/lateness.hpp"
+#include "common/lateness.hpp"
 
 #include <algorithm>
 #include <array>
 
-namespace pspxdp::daemon {
+namespace pspxdp::common {
 
 namespace {
 
@@ -56,4 +56,4 @@ uint64_t lateness_quantile_ns(const pspxdp_lateness &h, double q) {
     return h.max_ns;
 }
 
-} // namespace pspxdp::daemon
+} // namespace pspxdp::common

@@ -142,7 +142,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     logged_ = maps_->state();
     if (!table_->reconcile(mono_ns())) return err("cannot read class_config");
     table_->free_orphans();
-    auto entries = ClassEntries::open(paths);
+    auto entries = ClassEntries::open(*paths);
     if (!entries) return err(entries.error());
     entries_.emplace(std::move(entries.value()));
     entries_->publish(*table_, *maps_, mono_ns());

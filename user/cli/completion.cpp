@@ -1,6 +1,7 @@
 #include "cli/completion.hpp"
 
 #include "cli/command.hpp"
+#include "control/filter_spec.hpp"
 
 #include <string>
 #include <string_view>
@@ -43,7 +44,7 @@ void print_bash_completion(FILE *out) {
                  "        COMPREPLY=($(compgen -W '%s--help --version' -- \"$cur\"))\n"
                  "        return\n"
                  "    fi\n"
-                 "    local opts='' first='' dev=0 file=0\n"
+                 "    local opts='' first='' words='' dev=0 file=0\n"
                  "    case ${COMP_WORDS[1]} in\n",
                  names.c_str());
     for (const Command *c : commands()) {
@@ -57,6 +58,22 @@ void print_bash_completion(FILE *out) {
         if (std::string w = first_words(usage); !w.empty())
             std::fprintf(out, "        first='%s'\n", w.c_str());
         if (usage.find("DEV") != std::string_view::npos) std::fprintf(out, "        dev=1\n");
+        if (std::string_view(c->name) == "filter") {
+            // The match words, and after cgroup the cgroups under the cgroup2 mount.
+            std::string words;
+            for (std::string_view w : control::filter_words())
+                words += (words.empty() ? "" : " ") + std::string(w);
+            std::fprintf(out, "        words='%s'\n", words.c_str());
+            std::fprintf(out, "%s",
+                         "        if [[ $prev == cgroup ]]; then\n"
+                         "            local m; m=$(awk '/ - cgroup2 /{print $5; exit}' "
+                         "/proc/self/mountinfo)\n"
+                         "            COMPREPLY=($(cd \"$m\" 2>/dev/null && compgen -d -- "
+                         "\"${cur#/}\" | sed 's|^|/|'))\n"
+                         "            return\n"
+                         "        fi\n");
+        }
+        if (std::string_view(c->name) == "change") std::fprintf(out, "        words='line-rate prio-direct'\n");
         if (usage.find("FILE") != std::string_view::npos) std::fprintf(out, "        file=1\n");
         // The value after an option: its words (a choice), a file name, or
         // nothing to offer (a rate, a size: the user types it).
@@ -93,6 +110,7 @@ void print_bash_completion(FILE *out) {
                  "        ((dev)) && COMPREPLY=($(compgen -W \"$(ls /sys/class/net 2>/dev/null)\" "
                  "-- \"$cur\"))\n"
                  "        ((file)) && COMPREPLY+=($(compgen -f -- \"$cur\"))\n"
+                 "        [[ -n $words ]] && COMPREPLY+=($(compgen -W \"$words\" -- \"$cur\"))\n"
                  "    fi\n"
                  "}\n"
                  "complete -F _pspxdp pspxdp\n");

@@ -120,9 +120,8 @@ class Matcher {
         ctx.mark = mark;
         ctx.priority = priority;
         LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(),
-                    .data_size_in = uint32_t(pkt.size()), .ctx_in = &ctx,
-                    .ctx_size_in = sizeof(ctx), .ctx_out = &ctx, .ctx_size_out = sizeof(ctx),
-                    .repeat = 1);
+                    .data_size_in = uint32_t(pkt.size()), .ctx_in = &ctx, .ctx_out = &ctx,
+                    .ctx_size_in = sizeof(ctx), .ctx_size_out = sizeof(ctx), .repeat = 1);
         int rc = bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.pspxdp_classify), &opts);
         INFO("test_run: " << std::strerror(errno));
         REQUIRE(rc == 0);
@@ -130,9 +129,11 @@ class Matcher {
     }
     // Classes in class_config (what prio-direct looks up).
     void classes(std::initializer_list<uint32_t> ids) {
+        uint32_t slot = 0;
         for (uint32_t id : ids) {
             pspxdp_class_config cfg{};
             cfg.kind = PSPXDP_CLASS_NORMAL;
+            cfg.slot = ++slot; // as the control plane gives them out
             REQUIRE(bpf_map_update_elem(bpf_map__fd(skel_->maps.class_config), &id, &cfg,
                                         BPF_ANY) == 0);
         }
@@ -925,6 +926,9 @@ TEST_CASE("filters: mark with and without a mask; skb->priority picks a class be
     });
     const Bytes u53 = udp4("1.1.1.1", "8.8.8.8", 9, 53), u54 = udp4("1.1.1.1", "8.8.8.8", 9, 54);
     const Bytes t80 = tcp4("1.1.1.1", "8.8.8.8", 9, 80);
+    V4 bad;
+    bad.version = 5;
+    const Bytes garbled = cat(eth(ETH_P_IP), ipv4(bad, udp(9, 54)));
     const uint64_t before = percpu_counter<pspxdp_tc_counters>(bpf_map__fd(m.skel_->maps.tc_stats),
                                                               PSPXDP_TC_PRIO_DIRECT);
     run_sender_cases(
@@ -941,7 +945,8 @@ TEST_CASE("filters: mark with and without a mask; skb->priority picks a class be
                {"mark 0x10 and dport 80: pref 10 beats 20", t80, 0x10, 0, "1:1"},
                {"dport 80 unmarked", t80, 0, 0, "1:4"},
                {"priority 1:a (a class): before every filter", t80, 0x10, 0x1000a, "1:a"},
-               {"priority 1:a on an unparsable frame", Bytes(eth(ETH_P_IP)), 0, 0x1000a, "1:a"},
+               {"priority 1:a on a garbled frame (IP version 5)", garbled, 0, 0x1000a, "1:a"},
+               {"a garbled frame without priority", garbled, 0x10, 0, "1:ffff"},
                {"priority 1:b (no such class): the filters", t80, 0, 0x1000b, "1:4"},
                {"priority 1:b, mark 0x10", u54, 0x10, 0x1000b, "1:1"},
                {"priority 2:a: another major than the default's", t80, 0, 0x2000a, "1:4"},
@@ -1033,7 +1038,7 @@ TEST_CASE("filters: the sending socket's cgroup and its ancestors", "[bpf][filte
     SECTION("refused: not a cgroup, nothing changed") {
         const auto before = read_filters(m.maps());
         REQUIRE(before);
-        for (const std::string path : {top + "/nosuch", top + "/a/cgroup.procs", std::string("..")}) {
+        for (const std::string &path : {top + "/nosuch", top + "/a/cgroup.procs", std::string("..")}) {
             auto r = add_filter(m.maps(), Matcher::spec("cgroup " + path + " classid 1:1"));
             INFO(path << ": " << r.error());
             CHECK_FALSE(r);
@@ -1065,8 +1070,9 @@ TEST_CASE("cli: mark, cgroup and prio-direct words; refusals exit 2 and change n
         ~Rm() { rmdir(d.c_str()); }
     } rm{mount->dir + top};
 
-    for (const std::string add : {"mark 0x10/0xff classid 1:1", "pref 3 mark 42 proto udp classid 1:2",
-                                  "cgroup " + mount->dir + top + " proto tcp dport 873 classid 1:2"}) {
+    for (const std::string &add : std::vector<std::string>{
+             "mark 0x10/0xff classid 1:1", "pref 3 mark 42 proto udp classid 1:2",
+             "cgroup " + mount->dir + top + " proto tcp dport 873 classid 1:2"}) {
         auto r = cli("filter add " + dev + " " + add);
         INFO(add << ": " << r.err);
         REQUIRE(r.code == 0);

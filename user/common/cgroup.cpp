@@ -66,16 +66,14 @@ std::string full_path(const Cgroup2Mount &m, const std::string &rel) {
 // The cgroup id of a cgroup2 directory: its file handle (libbpf's
 // get_cgroup_id does the same); the inode number where handles are refused.
 uint64_t id_of(const std::string &full) {
-    struct {
-        struct file_handle fh;
-        uint64_t id;
-    } h{};
-    h.fh.handle_bytes = sizeof(uint64_t);
+    alignas(struct file_handle) unsigned char buf[sizeof(struct file_handle) + sizeof(uint64_t)] = {};
+    auto *fh = reinterpret_cast<struct file_handle *>(buf);
+    fh->handle_bytes = sizeof(uint64_t);
     int mount_id = 0;
-    if (name_to_handle_at(AT_FDCWD, full.c_str(), &h.fh, &mount_id, 0) == 0 &&
-        h.fh.handle_bytes == sizeof(uint64_t)) {
+    if (name_to_handle_at(AT_FDCWD, full.c_str(), fh, &mount_id, 0) == 0 &&
+        fh->handle_bytes == sizeof(uint64_t)) {
         uint64_t id = 0;
-        std::memcpy(&id, h.fh.f_handle, sizeof(id));
+        std::memcpy(&id, buf + sizeof(struct file_handle), sizeof(id));
         return id;
     }
     struct stat st {};

@@ -226,10 +226,10 @@ int main(int argc, char **argv) {
         {"v6 unmatched", packet(6, "2001:db9::1", "2001:dba::1", IPPROTO_TCP, 40000, 2)},
     };
     if (senders) {
-        probes.push_back({"mark (sender #0)",
-                          packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 2), 1000});
-        probes.push_back({"cgroup /a + udp dport (#1)",
-                          packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 20000)});
+        probes.push_back(
+            {"mark (sender #0)", packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 2), 1000});
+        probes.push_back(
+            {"cgroup /a + udp dport (#1)", packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 20000)});
     }
 
     std::printf("ns per packet (BPF_PROG_TEST_RUN, repeat %d, median of %d)%s\n", repeat, rounds,
@@ -241,8 +241,7 @@ int main(int argc, char **argv) {
         std::vector<FilterSpec> specs;
         const unsigned nsend = senders ? n / 5 : 0;
         for (unsigned i = 0; i < n; ++i) {
-            const std::string line =
-                i < nsend ? sender_line(i, cgroups) : filter_line(i - nsend);
+            const std::string line = i < nsend ? sender_line(i, cgroups) : filter_line(i - nsend);
             auto s = parse_filter(split_words(line));
             if (!s) {
                 std::fprintf(stderr, "bench_classifier: %s: %s\n", line.c_str(), s.error().c_str());

@@ -299,9 +299,10 @@ struct pspxdp_daemon_stats {
     X(PACER_DEAD, pacer_dead, "heartbeat stale or no pacer ifindex: passed unpaced")               \
     X(NO_SLOT, no_slot, "class not served by the daemon: passed unpaced")                          \
     X(REDIRECT_ERR, redirect_err, "the hand-over to the pacer failed: passed unpaced")             \
-    X(STATS_FULL, stats_full, "class_stats full: the class was not counted")                      \
-    X(PRIO_DIRECT, prio_direct, "classified by skb->priority (SO_PRIORITY major:minor naming an "  \
-                                "existing class), before the filters")
+    X(STATS_FULL, stats_full, "class_stats full: the class was not counted")                       \
+    X(PRIO_DIRECT, prio_direct,                                                                    \
+      "classified by skb->priority (SO_PRIORITY major:minor naming an "                            \
+      "existing class), before the filters")
 #define PSPXDP_TC_COUNTER_ENUM(up, name, help) PSPXDP_TC_##up,
 enum pspxdp_tc_counter { PSPXDP_TC_COUNTERS(PSPXDP_TC_COUNTER_ENUM) PSPXDP_TC_NR_COUNTERS };
 #define PSPXDP_NAMED_COUNTER_FIELD(up, name, help) __u64 name;
@@ -461,7 +462,7 @@ struct pspxdp_filter {
     __u16 dport_min;
     __u16 dport_max;
     __u32 pad2;
-    __u64 cgroup_id;                        /* the cgroup's id when the filter was added */
+    __u64 cgroup_id;                          /* the cgroup's id when the filter was added */
     char cgroup_path[PSPXDP_CGROUP_PATH_MAX]; /* under the cgroup2 mount, "/a/b", NUL ended */
 };
 

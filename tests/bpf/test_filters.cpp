@@ -872,7 +872,8 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
     }
 }
 
-// ---------------------------------------------------------------- who sends: mark, priority, cgroup
+// ---------------------------------------------------------------- who sends: mark, priority,
+// cgroup
 
 namespace {
 
@@ -930,7 +931,7 @@ TEST_CASE("filters: mark with and without a mask; skb->priority picks a class be
     bad.version = 5;
     const Bytes garbled = cat(eth(ETH_P_IP), ipv4(bad, udp(9, 54)));
     const uint64_t before = percpu_counter<pspxdp_tc_counters>(bpf_map__fd(m.skel_->maps.tc_stats),
-                                                              PSPXDP_TC_PRIO_DIRECT);
+                                                               PSPXDP_TC_PRIO_DIRECT);
     run_sender_cases(
         m, {
                {"mark 0x10 exactly", u54, 0x10, 0, "1:1"},
@@ -1018,13 +1019,13 @@ TEST_CASE("filters: the sending socket's cgroup and its ancestors", "[bpf][filte
     REQUIRE(infos);
     for (const auto &i : *infos) CHECK_FALSE(i.cgroup_gone);
     for (const auto &i : *infos)
-        if (i.filter.spec.cgroup && i.filter.spec.pref == 30) CHECK(i.filter.spec.cgroup->path == top);
+        if (i.filter.spec.cgroup && i.filter.spec.pref == 30)
+            CHECK(i.filter.spec.cgroup->path == top);
     rmdir((dirs.base + "/a/b").c_str());
     infos = read_filter_infos(m.maps(), false);
     REQUIRE(infos);
     for (const auto &i : *infos)
-        if (i.filter.spec.cgroup)
-            CHECK(i.cgroup_gone == (i.filter.spec.cgroup->path == b));
+        if (i.filter.spec.cgroup) CHECK(i.cgroup_gone == (i.filter.spec.cgroup->path == b));
     // Made again: a new cgroup (new id), so the old filter still says gone.
     REQUIRE(mkdir((dirs.base + "/a/b").c_str(), 0755) == 0);
     infos = read_filter_infos(m.maps(), false);
@@ -1038,7 +1039,8 @@ TEST_CASE("filters: the sending socket's cgroup and its ancestors", "[bpf][filte
     SECTION("refused: not a cgroup, nothing changed") {
         const auto before = read_filters(m.maps());
         REQUIRE(before);
-        for (const std::string &path : {top + "/nosuch", top + "/a/cgroup.procs", std::string("..")}) {
+        for (const std::string &path :
+             {top + "/nosuch", top + "/a/cgroup.procs", std::string("..")}) {
             auto r = add_filter(m.maps(), Matcher::spec("cgroup " + path + " classid 1:1"));
             INFO(path << ": " << r.error());
             CHECK_FALSE(r);
@@ -1079,7 +1081,8 @@ TEST_CASE("cli: mark, cgroup and prio-direct words; refusals exit 2 and change n
     }
     const std::string shown = "pref 3 proto udp mark 0x2a classid 1:2\n"
                               "pref 49152 mark 0x10/0xff classid 1:1\n"
-                              "pref 49152 proto tcp dport 873 cgroup " + top + " classid 1:2\n";
+                              "pref 49152 proto tcp dport 873 cgroup " +
+                              top + " classid 1:2\n";
     CHECK(cli("filter show " + dev).out == shown);
     auto j = nlohmann::json::parse(cli("filter show -j " + dev).out);
     REQUIRE(j.size() == 3);

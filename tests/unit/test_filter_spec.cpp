@@ -138,7 +138,7 @@ TEST_CASE("filter words: refused input names the word, exit code 2", "[control][
         {"mark 1/0 classid 1:1", "mask 0 matches every packet"},
         {"mark 0x11/0xf0 classid 1:1", "value has bits outside the mask"},
         {"mark 1/ classid 1:1", "mark \"1/\""},
-        {"cgroup classid 1:1", "\"classid\" needs a value"},
+        {"cgroup classid 1:1", "unknown word \"1:1\""},
     };
     for (const Bad &b : bad) {
         auto r = parse(b.words);

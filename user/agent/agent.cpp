@@ -713,7 +713,8 @@ std::vector<Json> running_agents(const std::string &dev) {
         Json j = Json::parse(f, nullptr, false);
         if (j.is_discarded() || !j.contains("pid") || !j.contains("start_time")) continue;
         pid_t pid = j["pid"].get<pid_t>();
-        if (kill(pid, 0) != 0 || common::process_start_time(pid) != j["start_time"].get<uint64_t>()) continue;
+        if (kill(pid, 0) != 0 || common::process_start_time(pid) != j["start_time"].get<uint64_t>())
+            continue;
         out.push_back(std::move(j));
     }
     closedir(d);

@@ -73,8 +73,8 @@ int run(const Args &args) {
     common::RunRecord rec;
     std::string dev_name;
     {
-        auto dev = control::open_device(ndev ? &args.positional[0] : nullptr,
-                                        control::Access::Change);
+        auto dev =
+            control::open_device(ndev ? &args.positional[0] : nullptr, control::Access::Change);
         if (!dev) return fail(dev);
         dev_name = dev->name();
         sweep(dev.value(), *mount);

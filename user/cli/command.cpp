@@ -453,9 +453,8 @@ int fail(const Error &e) { return fail(e.message, e.exit_code); }
 
 const std::vector<const Command *> &commands() {
     static const std::vector<const Command *> kAll = {
-        &kAttach, &kDetach, &kClass,  &kDefault, &kFilter,  &kShow,     &kStats,  &kStatus,
-        &kSave,   &kApply,  &kChange, &kRun,     &kGroup,   &kAnalyze, &kSimulate, &kDaemon,
-        &kExporter,
+        &kAttach, &kDetach, &kClass, &kDefault, &kFilter,  &kShow,     &kStats,  &kStatus,   &kSave,
+        &kApply,  &kChange, &kRun,   &kGroup,   &kAnalyze, &kSimulate, &kDaemon, &kExporter,
     };
     return kAll;
 }

@@ -73,7 +73,8 @@ void print_bash_completion(FILE *out) {
                          "            return\n"
                          "        fi\n");
         }
-        if (std::string_view(c->name) == "change") std::fprintf(out, "        words='line-rate prio-direct'\n");
+        if (std::string_view(c->name) == "change")
+            std::fprintf(out, "        words='line-rate prio-direct'\n");
         if (usage.find("FILE") != std::string_view::npos) std::fprintf(out, "        file=1\n");
         // The value after an option: its words (a choice), a file name, or
         // nothing to offer (a rate, a size: the user types it).

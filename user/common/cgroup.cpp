@@ -5,9 +5,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -66,7 +66,8 @@ std::string full_path(const Cgroup2Mount &m, const std::string &rel) {
 // The cgroup id of a cgroup2 directory: its file handle (libbpf's
 // get_cgroup_id does the same); the inode number where handles are refused.
 uint64_t id_of(const std::string &full) {
-    alignas(struct file_handle) unsigned char buf[sizeof(struct file_handle) + sizeof(uint64_t)] = {};
+    alignas(
+        struct file_handle) unsigned char buf[sizeof(struct file_handle) + sizeof(uint64_t)] = {};
     auto *fh = reinterpret_cast<struct file_handle *>(buf);
     fh->handle_bytes = sizeof(uint64_t);
     int mount_id = 0;
@@ -251,8 +252,8 @@ Result<RunRecord> create_run(const Cgroup2Mount &m, const std::string &dev, uint
     {
         const std::string rec = runs_dir(dev) + "/" + r.name;
         std::ofstream f(rec);
-        f << "cgroup " << r.cgroup << "\norigin " << r.origin << "\npref " << r.pref
-          << "\nclass " << r.class_created << "\n";
+        f << "cgroup " << r.cgroup << "\norigin " << r.origin << "\npref " << r.pref << "\nclass "
+          << r.class_created << "\n";
         if (!f.flush()) return err("writing " + rec + ": " + errno_text(errno));
     }
     if (auto d = mkdir_p(full_path(m, r.cgroup), 0755); !d) {
@@ -278,7 +279,8 @@ std::vector<RunRecord> list_runs(const Cgroup2Mount &m, const std::string &dev) 
             if (key == "cgroup") r.cgroup = value;
             if (key == "origin") r.origin = value;
             if (key == "pref") r.pref = uint32_t(std::strtoul(value.c_str(), nullptr, 10));
-            if (key == "class") r.class_created = uint32_t(std::strtoul(value.c_str(), nullptr, 10));
+            if (key == "class")
+                r.class_created = uint32_t(std::strtoul(value.c_str(), nullptr, 10));
         }
         if (r.cgroup.empty()) r.cgroup = dev_cgroup(dev) + "/" + r.name;
         seen.insert(r.name);
@@ -300,9 +302,9 @@ Result<void> remove_run(const Cgroup2Mount &m, const std::string &dev, const Run
     if (access((to + "/cgroup.procs").c_str(), W_OK) != 0) to = m.dir;
     if (auto e = empty_and_remove(full_path(m, r.cgroup), to); !e) return e;
     unlink((runs_dir(dev) + "/" + r.name).c_str());
-    rmdir(runs_dir(dev).c_str());                     // only when empty
-    rmdir(full_path(m, dev_cgroup(dev)).c_str());     // only when empty
-    rmdir(full_path(m, "/pspxdp").c_str());           // only when empty
+    rmdir(runs_dir(dev).c_str());                 // only when empty
+    rmdir(full_path(m, dev_cgroup(dev)).c_str()); // only when empty
+    rmdir(full_path(m, "/pspxdp").c_str());       // only when empty
     return {};
 }
 

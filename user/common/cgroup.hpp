@@ -62,12 +62,12 @@ namespace pspxdp::common {
 // run exists without one. A run whose process is gone (killed -9) is stale:
 // the next `pspxdp run` on DEV sweeps it, and detach removes every run.
 struct RunRecord {
-    std::string name;   // "run-PID-START"
-    pid_t pid = 0;      // of pspxdp run
-    uint64_t start = 0; // its start time (process_start_time)
-    std::string cgroup; // "/pspxdp/DEV/run-PID-START" under the mount
-    std::string origin; // the cgroup pspxdp run was in
-    uint32_t pref = 0;  // its filter's
+    std::string name;           // "run-PID-START"
+    pid_t pid = 0;              // of pspxdp run
+    uint64_t start = 0;         // its start time (process_start_time)
+    std::string cgroup;         // "/pspxdp/DEV/run-PID-START" under the mount
+    std::string origin;         // the cgroup pspxdp run was in
+    uint32_t pref = 0;          // its filter's
     uint32_t class_created = 0; // the class it created (--rate), 0: none
     bool owner_alive() const;
 };

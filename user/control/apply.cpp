@@ -44,8 +44,7 @@ std::string ApplySummary::text() const {
     add(filters_deleted, "filter deleted", "filters deleted");
     if (default_changed) out += (out.empty() ? "" : ", ") + std::string("default class changed");
     if (line_rate_changed) out += (out.empty() ? "" : ", ") + std::string("line rate changed");
-    if (prio_direct_changed)
-        out += (out.empty() ? "" : ", ") + std::string("prio-direct changed");
+    if (prio_direct_changed) out += (out.empty() ? "" : ", ") + std::string("prio-direct changed");
     return out;
 }
 

@@ -349,8 +349,8 @@ Result<std::vector<FilterInfo>> read_filter_infos(const FilterMaps &m, bool with
         if (f.spec.cgroup) {
             if (!mount)
                 if (auto mt = common::cgroup2_mount()) mount = *mt;
-            info.cgroup_gone = !mount || common::cgroup_id_now(*mount, f.spec.cgroup->path) !=
-                                             f.spec.cgroup->id;
+            info.cgroup_gone =
+                !mount || common::cgroup_id_now(*mount, f.spec.cgroup->path) != f.spec.cgroup->id;
         }
         if (with_stats) {
             if (bpf_map_lookup_elem(m.stats, &f.id, per_cpu.data()) != 0)

@@ -30,6 +30,7 @@ cleanup_cgroups() {
 trap 'cleanup_cgroups; psp_end' EXIT
 mkdir -p "$CG$TOP/svc/child" "$CG$TOP/other"
 P() { $N "$PSPXDP" "$@"; }
+quiet() { "$@" >/dev/null; } # a sender's JSON report is not needed here
 
 # in_cgroup REL CMD...: CMD in SRC's network namespace and the cgroup REL.
 in_cgroup() {
@@ -72,10 +73,9 @@ for _ in range(int(sys.argv[2])):
 PY
 
 psp_check "attach" P attach $DEV --line-rate 1gbit
-psp_check "classes 1:1 (cgroup) 100mbit, 1:2 (child tcp) 100mbit, 1:7 (priority) 50mbit, 1:ffff normal" \
+psp_check "classes 1:1 (cgroup) 100mbit, 1:2 (child tcp) 100mbit, 1:7 (priority) 50mbit" \
     bash -c "$N $PSPXDP class add $DEV 1:1 100mbit && $N $PSPXDP class add $DEV 1:2 100mbit &&
-             $N $PSPXDP class add $DEV 1:7 50mbit && $N $PSPXDP class add $DEV 1:ffff normal &&
-             $N $PSPXDP default $DEV 1:ffff"
+             $N $PSPXDP class add $DEV 1:7 50mbit"
 psp_check "filter: cgroup $TOP/svc -> 1:1" P filter add $DEV cgroup $TOP/svc classid 1:1
 psp_check "filter: cgroup $TOP/svc/child proto tcp dport 873 -> 1:2 (pref 5)" \
     P filter add $DEV pref 5 cgroup $CG$TOP/svc/child proto tcp dport 873 classid 1:2
@@ -97,11 +97,11 @@ classified() { # CLASS: tc_packets + tc_passed
 
 # ---- a process in the cgroup: UDP
 D0=$(classified 1:ffff)
-psp_check "a UDP sender in $TOP/svc sent 300 datagrams" in_cgroup $TOP/svc "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 200 --count 300
+psp_check "a UDP sender in $TOP/svc sent 300 datagrams" quiet in_cgroup $TOP/svc "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 200 --count 300
 psp_check "its 300 datagrams went to 1:1 (TC), counted by the cgroup filter" \
     psp_wait_for 10 tc_of 1:1 300
 psp_check "cgroup filter matched 300" test "$(filter_stat 49152)" = 300
-psp_check "the same sender outside the cgroup: 200 datagrams" in_cgroup $TOP/other "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 200 --count 200
+psp_check "the same sender outside the cgroup: 200 datagrams" quiet in_cgroup $TOP/other "$TRAFFIC" send $NET.2 5001 --rate 10mbit --size 200 --count 200
 psp_check "... to the default class, none to 1:1" \
     psp_wait_for 10 tc_of 1:ffff $((D0 + 200))
 psp_check "1:1 still at 300" tc_of 1:1 300
@@ -137,14 +137,14 @@ runs_left() { # what runs of DEV left: cgroups, filters, records
     P filter show $DEV | grep -F "/pspxdp/$DEV/" || true
 }
 psp_check "pspxdp run --class 1:5 --rate 20mbit -- (300 datagrams): exit 0" \
-    P run $DEV --class 1:5 --rate 20mbit -- "$TRAFFIC" send $NET.2 5004 --rate 100mbit --size 1000 --count 300
+    quiet P run $DEV --class 1:5 --rate 20mbit -- "$TRAFFIC" send $NET.2 5004 --rate 100mbit --size 1000 --count 300
 nothing_left() { [[ -z $(runs_left) ]]; }
 psp_check "after it: no cgroup, filter or record left" nothing_left
 psp_check "... and class 1:5 is gone (the run created it)" bash -c "! $N $PSPXDP save $DEV | grep -q '^class 1:5 '"
 # The same with an existing class, to read its counters after: every frame paced in 1:5.
-psp_check "class 1:5 20mbit" P class add $DEV 1:5 20mbit
+psp_check "class 1:5 20mbit limit 1mb flows off (no frame dropped)" P class add $DEV 1:5 20mbit limit 1mb flows off
 psp_check "pspxdp run --class 1:5 -- (300 datagrams at 100mbit offered)" \
-    P run $DEV --class 1:5 -- "$TRAFFIC" send $NET.2 5004 --rate 100mbit --size 1000 --count 300
+    quiet P run $DEV --class 1:5 -- "$TRAFFIC" send $NET.2 5004 --rate 100mbit --size 1000 --count 300
 psp_check "TC handed all 300 to the pacer in 1:5" psp_wait_for 10 psp_status_is $DEV "c('1:5')['tc_packets'] == 300"
 psp_check "the pacer sent all 300 in 1:5 at its rate (tx_frames 300, no drop)" \
     psp_wait_for 20 psp_status_is $DEV "c('1:5')['tx_frames'] == 300 and sum(v for k, v in c('1:5').items() if k.startswith('drop_')) == 0"
@@ -163,9 +163,10 @@ psp_check "a run (sleep 60) has its cgroup and filter" \
 SLEEPER=$(cat $CG/pspxdp/$DEV/run-$RUN-*/cgroup.procs)
 PIDS+=($SLEEPER)
 kill -9 $RUN
+wait $RUN 2>/dev/null # its "Killed" note
 psp_wait_for 5 psp_gone $RUN
 psp_check "after kill -9 its cgroup and filter are still there (stale)" \
-    bash -c "ls -d $CG/pspxdp/$DEV/run-$RUN-* && $N $PSPXDP filter show $DEV | grep -q run-$RUN-"
+    bash -c "ls -d $CG/pspxdp/$DEV/run-$RUN-* >/dev/null && $N $PSPXDP filter show $DEV | grep -q run-$RUN-"
 psp_check "the next run sweeps it" P run $DEV --class 1:5 -- true
 psp_check "nothing of either run left" nothing_left
 psp_check "its command went back to the cgroup pspxdp run was in" \
@@ -178,6 +179,7 @@ psp_wait_for 10 bash -c "[[ -n \$(cat $CG/pspxdp/$DEV/run-$RUN-*/cgroup.procs 2>
 SLEEPER=$(cat $CG/pspxdp/$DEV/run-$RUN-*/cgroup.procs 2>/dev/null)
 PIDS+=($SLEEPER)
 kill -9 $RUN
+wait $RUN 2>/dev/null # its "Killed" note
 psp_wait_for 5 psp_gone $RUN
 psp_check "detach" P detach $DEV
 psp_check "detach removed the killed run's cgroup, record and pspxdp's cgroup subtree" \

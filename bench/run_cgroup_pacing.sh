@@ -31,7 +31,8 @@ SVC=/pspxdp-bench-svc-$$
 trap 'for p in $(cat $CG$SVC/cgroup.procs 2>/dev/null); do kill $p; done; rmdir $CG$SVC 2>/dev/null; psp_end' EXIT
 say() { echo "\$ $*"; "$@"; }
 
-say $N "$PSPXDP" attach $DEV --line-rate 1gbit >/dev/null || exit 1
+echo "\$ $N $PSPXDP attach $DEV --line-rate 1gbit"
+$N "$PSPXDP" attach $DEV --line-rate 1gbit >/dev/null || exit 1
 say mkdir $CG$SVC
 say $N "$PSPXDP" class add $DEV 1:1 100mbit
 say $N "$PSPXDP" filter add $DEV cgroup $SVC classid 1:1

@@ -23,7 +23,7 @@ while (($#)); do
 done
 source "$ROOT/lab/netns.sh"
 psp_require run_cgroup_pacing "$PSPXDP" "$TRAFFIC" -- python3
-CG=$(awk '/ - cgroup2 /{print $5; exit}' /proc/self/mountinfo)
+CG=$(psp_cgroup2)
 [[ -n $CG ]] || { echo "run_cgroup_pacing: no cgroup2 mount" >&2; exit 77; }
 NET=$(psp_random_net)
 psp_lab_begin snm $NET

@@ -759,6 +759,17 @@ CliRun cli(const std::string &args) {
     return r;
 }
 
+// A device the CLI acts on, PREFIX and our pid: in a private network
+// namespace, attached here (state file, lock), with the Matcher's maps pinned.
+struct CliDevice {
+    CliDevice(Matcher &m, const std::string &prefix)
+        : dev(prefix + std::to_string(getpid())), here(dev), pins(m.skel_->obj, dev) {}
+    std::string dev;
+    PrivateNetns ns; // entered before the device is made in it
+    AttachedHere here;
+    Pins pins;
+};
+
 } // namespace
 
 TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and changes nothing",
@@ -768,16 +779,9 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
         WARN("/sys/fs/bpf is not a bpffs mount: CLI test skipped");
         return;
     }
-    const std::string dev = "psf" + std::to_string(getpid());
-    PrivateNetns ns;
-    AttachedHere here(dev);
-    Pins pins(m.skel_->obj, dev);
-    for (uint32_t id : {PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)}) {
-        pspxdp_class_config cfg{};
-        cfg.kind = PSPXDP_CLASS_NORMAL;
-        REQUIRE(bpf_map_update_elem(bpf_map__fd(m.skel_->maps.class_config), &id, &cfg, BPF_ANY) ==
-                0);
-    }
+    CliDevice cd(m, "psf");
+    const std::string &dev = cd.dev;
+    m.classes({PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)});
     for (const char *add :
          {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1", "dport 80 classid 1:2",
           "src 2001:db8::/32 proto tcp dport 443 prio 5 flowid 1:2",
@@ -1060,10 +1064,8 @@ TEST_CASE("cli: mark, cgroup and prio-direct words; refusals exit 2 and change n
         WARN("no bpffs or no cgroup2 mount: CLI test skipped");
         return;
     }
-    const std::string dev = "psg" + std::to_string(getpid());
-    PrivateNetns ns;
-    AttachedHere here(dev);
-    Pins pins(m.skel_->obj, dev);
+    CliDevice cd(m, "psg");
+    const std::string &dev = cd.dev;
     m.classes({PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2), PSPXDP_CLASSID(1, 0xffff)});
     const std::string top = "/pspxdp-clitest-" + std::to_string(getpid());
     REQUIRE(mkdir((mount->dir + top).c_str(), 0755) == 0);

@@ -14,7 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_senders "$PSPXDP" "$TRAFFIC" -- python3
 
-CG=$(awk '$0 ~ / - cgroup2 / {print $5; exit}' /proc/self/mountinfo)
+CG=$(psp_cgroup2)
 [[ -n $CG ]] || { echo "test_senders: no cgroup2 mount (cgroup v1 only)" >&2; exit 77; }
 NET=$(psp_random_net)
 psp_lab_begin sn $NET

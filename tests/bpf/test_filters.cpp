@@ -1157,6 +1157,18 @@ TEST_CASE("cli: mark, cgroup and prio-direct words; refusals exit 2 and change n
         f << saved;
     }
     CHECK_THAT(cli("apply " + dev + " " + file).out, Catch::Contains("nothing to change"));
+    {
+        // The cgroup by its whole path: the same filter.
+        std::string whole = saved;
+        whole.replace(whole.find("cgroup " + top), 7 + top.size(), "cgroup " + mount->dir + top);
+        std::ofstream f(file);
+        f << whole;
+    }
+    CHECK_THAT(cli("apply " + dev + " " + file).out, Catch::Contains("nothing to change"));
+    {
+        std::ofstream f(file);
+        f << saved;
+    }
     // The cgroup removed: show says so, and apply(save) still changes nothing.
     rmdir((mount->dir + top).c_str());
     CHECK_THAT(cli("filter show " + dev).out,

@@ -119,7 +119,8 @@ Result<ApplySummary> Device::apply(const Config &c) {
     for (const auto &f : *cur_filters) have.insert(format_filter(f));
     for (const auto &f : c.filters) {
         new_filters.push_back(f.spec);
-        want.insert(format_filter(f.spec));
+        canonical_cgroup_path(new_filters.back()); // "/sys/fs/cgroup/x" is "/x"
+        want.insert(format_filter(new_filters.back()));
     }
     for (const auto &w : want) sum.filters_added += !have.count(w);
     for (const auto &h : have) sum.filters_deleted += !want.count(h);

@@ -302,17 +302,14 @@ std::optional<uint32_t> free_id(const std::set<uint32_t> &taken) {
     return id;
 }
 
-// The path of a cgroup given in words as stored ("/a/b" under the mount),
-// so words select stored filters; as typed when there is no cgroup2 mount
-// (then no stored filter has one).
+} // namespace
+
 void canonical_cgroup_path(FilterSpec &spec) {
     if (!spec.cgroup || spec.cgroup->id) return;
     auto m = common::cgroup2_mount();
     if (!m) return;
     if (auto rel = common::cgroup_rel_path(*m, spec.cgroup->path)) spec.cgroup->path = *rel;
 }
-
-} // namespace
 
 Result<void> resolve_filter_cgroup(FilterSpec &spec) {
     if (!spec.cgroup || spec.cgroup->id) return {};

@@ -49,6 +49,11 @@ Result<std::vector<FilterInfo>> read_filter_infos(const FilterMaps &m, bool with
 // when the path is not a cgroup; nothing to do for a filter without one or
 // with an id already.
 Result<void> resolve_filter_cgroup(FilterSpec &spec);
+// The path of a cgroup given in words as stored ("/a/b" under the mount),
+// without looking at the cgroup itself: so words compare with stored
+// filters. As typed when there is no cgroup2 mount (then no stored filter
+// has one).
+void canonical_cgroup_path(FilterSpec &spec);
 
 // Adds one filter after those of its pref. Refuses a duplicate (same fields
 // and pref) and an unknown class.

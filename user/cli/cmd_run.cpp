@@ -36,8 +36,14 @@ Result<void> undo_run(control::Device *dev, const common::Cgroup2Mount &m, const
         sel.spec.pref = r.pref;
         sel.has_fields = sel.has_pref = true;
         if (auto d = dev->filter_del(sel); !d && d.exit_code() != 2) notes += d.error();
-        if (r.class_created)
-            if (auto c = dev->class_del(r.class_created); !c && c.exit_code() != 2)
+        // The class it created, if still there (a class other filters took
+        // up meanwhile stays, named in the warning).
+        auto classes = dev->classes();
+        bool there = false;
+        if (classes)
+            for (const auto &c : *classes) there |= c.configured && c.classid == r.class_created;
+        if (there)
+            if (auto c = dev->class_del(r.class_created); !c)
                 notes += (notes.empty() ? "" : "; ") + c.error();
     }
     if (auto e = common::remove_run(m, name, r); !e)

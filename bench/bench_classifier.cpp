@@ -4,12 +4,21 @@
 // lookup per shape at most, so the rows with the same shapes should read the
 // same whatever the number of filters. Also times writing the filters.
 //
-//   sudo build/bench/bench_classifier [--repeat N] [--rounds N]
+//   sudo build/bench/bench_classifier [--repeat N] [--rounds N] [--senders]
+//
+// --senders: one filter in five matches who sends instead (docs/design.md
+// §1.3.1): skb->mark, or the socket's cgroup (at four levels: four more
+// shapes) with a UDP port; the benchmark runs from the deepest of those
+// cgroups (BPF_PROG_TEST_RUN's socket is the caller's), so every cgroup
+// shape costs its bpf_skb_ancestor_cgroup_id and lookup, and two more probes
+// hit a mark and a cgroup filter.
 //
 // The pacer is left dead (no heartbeat): each run parses, classifies, counts
 // and passes the packet, without the hand-over (that is the data path's
 // benchmark). Figures are medians of --rounds runs of --repeat packets each.
 #include "classifier.skel.h"
+#include "common/cgroup.hpp"
+#include "common/paths.hpp"
 #include "control/filter.hpp"
 #include "pspxdp/shared.h"
 
@@ -25,6 +34,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,16 +121,36 @@ std::string filter_line(unsigned i) {
     return pref + buf + cls;
 }
 
+// Sender filter s of --senders: a mark, or a cgroup (one of four levels) with a UDP port.
+std::string sender_line(unsigned s, const std::vector<std::string> &cgroups) {
+    const std::string pref = "pref " + std::to_string(10 + s % 64) + " ";
+    const std::string cls = " classid 1:" + std::to_string(1 + s % 16);
+    if (s % 2 == 0) return pref + "mark " + std::to_string(1000 + s / 2) + cls;
+    return pref + "cgroup " + cgroups[(s / 2) % cgroups.size()] + " proto udp dport " +
+           std::to_string(20000 + s / 2) + cls;
+}
+
 struct Probe {
     const char *name;
     Bytes pkt;
+    uint32_t mark = 0;
 };
 
-uint32_t median_ns(int prog_fd, const Bytes &pkt, int repeat, int rounds) {
+// Moves this process into the cgroup at full (cgroup.procs).
+bool join_cgroup(const std::string &full) {
+    std::ofstream f(full + "/cgroup.procs");
+    f << getpid() << std::flush;
+    return f.good();
+}
+
+uint32_t median_ns(int prog_fd, const Bytes &pkt, uint32_t mark, int repeat, int rounds) {
     std::vector<uint32_t> d;
     for (int r = 0; r < rounds; ++r) {
+        __sk_buff ctx{};
+        ctx.mark = mark;
         LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(),
-                    .data_size_in = uint32_t(pkt.size()), .repeat = repeat);
+                    .data_size_in = uint32_t(pkt.size()), .ctx_in = &ctx,
+                    .ctx_size_in = sizeof(ctx), .repeat = repeat);
         if (bpf_prog_test_run_opts(prog_fd, &opts) != 0) {
             std::perror("bpf_prog_test_run");
             std::exit(1);
@@ -138,11 +169,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char **argv) {
     int repeat = 200000, rounds = 5;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--repeat"))
-            repeat = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--rounds"))
-            rounds = std::atoi(argv[i + 1]);
+    bool senders = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--senders"))
+            senders = true;
+        else if (!std::strcmp(argv[i], "--repeat") && i + 1 < argc)
+            repeat = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = std::atoi(argv[++i]);
     }
     if (geteuid() != 0) {
         std::fprintf(stderr, "bench_classifier: needs root (BPF)\n");
@@ -161,23 +195,53 @@ int main(int argc, char **argv) {
     maps.stats = bpf_map__fd(skel->maps.filter_stats);
     const int prog = bpf_program__fd(skel->progs.pspxdp_classify);
 
+    // --senders: four nested cgroups, the benchmark in the deepest.
+    std::vector<std::string> cgroups;
+    std::string cg_base, cg_back;
+    std::optional<pspxdp::common::Cgroup2Mount> mount;
+    if (senders) {
+        auto m = pspxdp::common::cgroup2_mount();
+        if (!m) {
+            std::fprintf(stderr, "bench_classifier: --senders: %s\n", m.error().c_str());
+            return 1;
+        }
+        mount = *m;
+        cg_base = "/pspxdp-bench-" + std::to_string(getpid());
+        std::string p = cg_base;
+        for (const char *d : {"/a", "/b", "/c", "/d"}) cgroups.push_back(p += d);
+        cg_back = pspxdp::common::own_cgroup();
+        if (!pspxdp::common::mkdir_p(mount->dir + cgroups.back(), 0755) ||
+            !join_cgroup(mount->dir + cgroups.back())) {
+            std::fprintf(stderr, "bench_classifier: cannot make or join %s\n",
+                         (mount->dir + cgroups.back()).c_str());
+            return 1;
+        }
+    }
     // Each probe's target filter exists from 100 filters on (its index < 100).
-    const std::vector<Probe> probes = {
+    std::vector<Probe> probes = {
         {"v4 udp dst+dport range (#2)", packet(4, "9.9.9.9", "172.16.0.0", IPPROTO_UDP, 1, 5050)},
         {"v4 tcp src+dport (#9)", packet(4, "10.0.1.7", "9.9.9.9", IPPROTO_TCP, 40000, 2)},
         {"v6 udp src+sport (#12)", packet(6, "2001:db8:1::1", "2001:db9::1", IPPROTO_UDP, 2, 9)},
         {"v4 unmatched", packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 2)},
         {"v6 unmatched", packet(6, "2001:db9::1", "2001:dba::1", IPPROTO_TCP, 40000, 2)},
     };
+    if (senders) {
+        probes.push_back(
+            {"mark (sender #0)", packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 2), 1000});
+        probes.push_back(
+            {"cgroup /a + udp dport (#1)", packet(4, "9.9.9.9", "8.8.8.8", IPPROTO_UDP, 1, 20000)});
+    }
 
-    std::printf("ns per packet (BPF_PROG_TEST_RUN, repeat %d, median of %d)\n", repeat, rounds);
+    std::printf("ns per packet (BPF_PROG_TEST_RUN, repeat %d, median of %d)%s\n", repeat, rounds,
+                senders ? ", one filter in five a mark or a cgroup (--senders)" : "");
     std::printf("%8s %7s %8s %10s", "filters", "shapes", "entries", "write_s");
     for (const Probe &p : probes) std::printf(" | %-28s", p.name);
     std::printf("\n");
-    for (unsigned n : {0u, 1u, 100u, 1000u, 10000u}) {
+    for (unsigned n : {0u, 1u, 10u, 100u, 1000u, 10000u}) {
         std::vector<FilterSpec> specs;
+        const unsigned nsend = senders ? n / 5 : 0;
         for (unsigned i = 0; i < n; ++i) {
-            const std::string line = filter_line(i);
+            const std::string line = i < nsend ? sender_line(i, cgroups) : filter_line(i - nsend);
             auto s = parse_filter(split_words(line));
             if (!s) {
                 std::fprintf(stderr, "bench_classifier: %s: %s\n", line.c_str(), s.error().c_str());
@@ -196,7 +260,7 @@ int main(int argc, char **argv) {
         std::printf("%8u %7zu %8zu %10.3f", n, shape_table(entries).size(), entries.size(),
                     write_s);
         for (const Probe &p : probes)
-            std::printf(" | %28u", median_ns(prog, p.pkt, repeat, rounds));
+            std::printf(" | %28u", median_ns(prog, p.pkt, p.mark, repeat, rounds));
         std::printf("\n");
         std::fflush(stdout);
     }
@@ -217,5 +281,11 @@ int main(int argc, char **argv) {
     if (auto r = replace_filters(maps, {}); !r) return 1;
     std::printf("delete all 10001 filters (apply of nothing): %.3f s\n", seconds_since(t0));
     classifier_bpf::destroy(skel);
+    if (mount) {
+        join_cgroup(cg_back == "/" ? mount->dir : mount->dir + cg_back);
+        for (auto it = cgroups.rbegin(); it != cgroups.rend(); ++it)
+            rmdir((mount->dir + *it).c_str());
+        rmdir((mount->dir + cg_base).c_str());
+    }
     return 0;
 }

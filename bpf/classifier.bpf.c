@@ -4,7 +4,10 @@
  * Parses the packet (parse.h), picks a class, and hands the packet to the
  * pacer:
  *
- *   class = the best matching filter (match.h: lowest pref, then the one
+ *   class = skb->priority, when it is major:minor of an existing class and
+ *           major is the default class's (htb's rule; off with
+ *           PSPXDP_STATE_F_PRIO_DIRECT_OFF)
+ *         → the best matching filter (match.h: lowest pref, then the one
  *           added first) → pacer_state.default_classid
  *
  * A packet the parser cannot fully trust (truncated, garbled, too deep) goes
@@ -156,6 +159,20 @@ static __always_inline __u32 served_slot(__u32 classid) {
     return slot;
 }
 
+/* htb's direct use of skb->priority (an application's SO_PRIORITY): the
+ * class whose id it is, when that class exists and its major is the
+ * attachment's (the default class's); 0 otherwise. Majors 0 are never
+ * taken: priorities 0..7 (TC_PRIO_*, IP_TOS) are major 0. */
+static __always_inline __u32 prio_direct(struct __sk_buff *skb,
+                                         const struct pspxdp_pacer_state *st) {
+    __u32 prio = skb->priority;
+
+    if (st->flags & PSPXDP_STATE_F_PRIO_DIRECT_OFF) return 0;
+    if (!(prio >> 16) || (prio >> 16) != st->default_classid.major || !(prio & 0xffff)) return 0;
+    if (!bpf_map_lookup_elem(&class_config, &prio)) return 0;
+    return prio;
+}
+
 /* Tags the packet and redirects it into the pacer veth. Returns false, with
  * the packet untouched, when the pacer cannot take it. */
 static __always_inline bool hand_over(struct __sk_buff *skb, __u32 pacer_ifindex, __u32 slot,
@@ -191,9 +208,14 @@ int pspxdp_classify(struct __sk_buff *skb) {
     struct pspxdp_pacer_state *st = bpf_map_lookup_elem(&pacer_state, &zero);
     if (!st) return TC_ACT_OK;
 
-    int why = parse(skb, &f);
-    if (why != PARSE_OK) count(why);
-    classid = filter_match(&f, why, skb->len);
+    classid = prio_direct(skb, st);
+    if (classid) {
+        count(PSPXDP_TC_PRIO_DIRECT);
+    } else {
+        int why = parse(skb, &f);
+        if (why != PARSE_OK) count(why);
+        classid = filter_match(skb, &f, why, skb->len);
+    }
     if (!classid) classid = pspxdp_classid_raw(st->default_classid);
 
     /* Read before change_head: the skb's length and segments as TC saw them. */

@@ -10,6 +10,14 @@
  * shape can), and at the end of the set. Cost: at most one hash lookup per shape,
  * independent of the number of filters.
  *
+ * Two fields come from the skb, not from the parser: skb->mark (masked by
+ * the shape's mark mask, as any other field) and the sending socket's cgroup.
+ * A cgroup shape carries the level of its filters' cgroups: the packet's key
+ * gets the id of the socket cgroup's ancestor at that level
+ * (bpf_skb_ancestor_cgroup_id, 0 without a full socket or above the socket's
+ * own level, and no filter has id 0), so a filter on /a matches what sockets
+ * in /a and in every cgroup below it send, at one lookup per level in use.
+ *
  * The filter maps are defined here, next to the only code that reads them.
  * The includer includes parse.h first. */
 #ifndef PSPXDP_BPF_MATCH_H
@@ -59,13 +67,15 @@ struct {
     __type(value, struct pspxdp_filter_stats);
 } filter_stats SEC(".maps");
 
-/* A key as six words, so masking is six ANDs (shared.h asserts the layout). */
+/* A key as nine words, so masking is seven ANDs after the two words of the
+ * shape (shared.h asserts the layout). */
 union filter_words {
     struct pspxdp_filter_key k;
-    __u64 w[6];
+    __u64 w[9];
 };
 
 struct filter_walk {
+    struct __sk_buff *skb;  /* for the socket's cgroup ancestors */
     union filter_words pkt; /* pkt.k.shape: the packet's family and the fields it has */
     __u64 best_order;
     struct pspxdp_filter_entry best;
@@ -87,11 +97,16 @@ static long filter_walk_shape(__u32 i, void *ctx) {
     const union filter_words *m = (const void *)&s->mask;
     union filter_words key;
     key.w[0] = m->w[0]; /* the shape itself */
-    key.w[1] = w->pkt.w[1] & m->w[1];
+    key.w[1] = m->w[1];
     key.w[2] = w->pkt.w[2] & m->w[2];
     key.w[3] = w->pkt.w[3] & m->w[3];
     key.w[4] = w->pkt.w[4] & m->w[4];
     key.w[5] = w->pkt.w[5] & m->w[5];
+    key.w[6] = w->pkt.w[6] & m->w[6];
+    key.w[7] = w->pkt.w[7] & m->w[7];
+    key.k.cgroup_id = 0;
+    if (s->mask.shape.fields & PSPXDP_FF_CGROUP)
+        key.k.cgroup_id = bpf_skb_ancestor_cgroup_id(w->skb, s->mask.shape.cgroup_level);
     const struct pspxdp_filter_entry *e = bpf_map_lookup_elem(&filter_entries, &key.k);
     if (e && e->order < w->best_order) {
         w->best_order = e->order;
@@ -102,9 +117,10 @@ static long filter_walk_shape(__u32 i, void *ctx) {
 
 /* The class of the best filter matching the packet, or 0 (no filter). why is
  * parse()'s outcome: garbled or truncated packets match nothing; a non-IP
- * packet can still match a filter on its VLAN id alone. skb_len feeds the
- * winning filter's counters. */
-static __always_inline __u32 filter_match(const struct flow *f, int why, __u32 skb_len) {
+ * packet can still match a filter on its VLAN id, mark or cgroup alone.
+ * skb_len feeds the winning filter's counters. */
+static __always_inline __u32 filter_match(struct __sk_buff *skb, const struct flow *f, int why,
+                                          __u32 skb_len) {
     __u32 zero = 0;
 
     if (why != PARSE_OK && why != PSPXDP_TC_NON_IP) return 0;
@@ -114,6 +130,11 @@ static __always_inline __u32 filter_match(const struct flow *f, int why, __u32 s
     struct filter_walk w = {};
     w.best_order = PSPXDP_FILTER_ORDER_NONE;
     w.base = st->active_set ? PSPXDP_FILTER_SET_SLOTS : 0;
+    w.skb = skb;
+    /* Every packet has a mark; a socket's packets have a cgroup. */
+    w.pkt.k.shape.fields = PSPXDP_FF_MARK;
+    w.pkt.k.mark = skb->mark;
+    if (skb->sk) w.pkt.k.shape.fields |= PSPXDP_FF_CGROUP;
     if (f->has_vlan) {
         w.pkt.k.shape.fields |= PSPXDP_FF_VLAN;
         w.pkt.k.vlan = f->vlan;

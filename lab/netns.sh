@@ -271,3 +271,8 @@ psp_port_filters() {
         printf 'pref 10 proto udp dport %d classid %x:%x\n' $((port0 + i)) "$major" $((minor0 + i))
     done | ${N:-} "$PSPXDP" filter add "$dev" --file -
 }
+
+# psp_cgroup2: where the cgroup2 file system is mounted (from mountinfo,
+# never assumed: a hybrid host has it at /sys/fs/cgroup/unified); empty
+# when there is none (cgroup v1 only).
+psp_cgroup2() { awk '/ - cgroup2 /{print $5; exit}' /proc/self/mountinfo; }

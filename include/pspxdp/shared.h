@@ -145,6 +145,11 @@ struct pspxdp_pacer_state {
 /* attach: the clsact qdisc on DEV was created by pspxdp, so detach may
  * delete it (the pins say so even when the state file was removed). */
 #define PSPXDP_STATE_F_CLSACT_OURS (1u << 1)
+/* CLI (pspxdp change DEV prio-direct off): skb->priority does not pick a
+ * class. Clear (the default), a packet whose skb->priority is major:minor of
+ * an existing class, major the default class's, goes to that class before
+ * the filters are tried, as htb does (docs/design.md §1.3.1). */
+#define PSPXDP_STATE_F_PRIO_DIRECT_OFF (1u << 2)
 
 /* Is the daemon alive? The one test, for the TC program (fail-open) and for
  * every userspace reader (status, attach). The heartbeat is CLOCK_MONOTONIC,
@@ -321,7 +326,10 @@ struct pspxdp_daemon_stats {
     X(PACER_DEAD, pacer_dead, "heartbeat stale or no pacer ifindex: passed unpaced")               \
     X(NO_SLOT, no_slot, "class not served by the daemon: passed unpaced")                          \
     X(REDIRECT_ERR, redirect_err, "the hand-over to the pacer failed: passed unpaced")             \
-    X(STATS_FULL, stats_full, "class_stats full: the class was not counted")
+    X(STATS_FULL, stats_full, "class_stats full: the class was not counted")                       \
+    X(PRIO_DIRECT, prio_direct,                                                                    \
+      "classified by skb->priority (SO_PRIORITY major:minor naming an "                            \
+      "existing class), before the filters")
 #define PSPXDP_TC_COUNTER_ENUM(up, name, help) PSPXDP_TC_##up,
 enum pspxdp_tc_counter { PSPXDP_TC_COUNTERS(PSPXDP_TC_COUNTER_ENUM) PSPXDP_TC_NR_COUNTERS };
 #define PSPXDP_NAMED_COUNTER_FIELD(up, name, help) __u64 name;
@@ -350,7 +358,8 @@ struct pspxdp_xdp_counters {
 /* ---- Filters: tc-style conjunctive filters in tuple-space form.
  *
  * A filter is a conjunction of optional fields (src/dst prefix, proto, sport
- * and dport ranges, outer VLAN id, DSCP) with a preference; among the filters
+ * and dport ranges, outer VLAN id, DSCP, skb->mark under a mask, the
+ * sending socket's cgroup v2 or an ancestor of it) with a preference; among the filters
  * that match a packet the lowest order = pref << PSPXDP_FILTER_SEQ_BITS | seq
  * wins (equal pref: the one added first). Unmatched traffic goes to
  * pacer_state.default_classid.
@@ -398,17 +407,24 @@ enum pspxdp_filter_field {
     PSPXDP_FF_DPORT = 1 << 4,
     PSPXDP_FF_VLAN = 1 << 5,
     PSPXDP_FF_DSCP = 1 << 6,
+    PSPXDP_FF_MARK = 1 << 7,   /* skb->mark & shape.mark_mask */
+    PSPXDP_FF_CGROUP = 1 << 8, /* the socket's cgroup's ancestor at shape.cgroup_level */
 };
 
-/* The shape of an entry: the first 8 bytes of its key. */
+/* The shape of an entry: the first 16 bytes of its key. A cgroup level is
+ * one more dimension of the shape, as a prefix length is: the classifier
+ * reads the socket's ancestor cgroup at that level (bpf_skb_ancestor_cgroup_id)
+ * once per cgroup shape, and a mark mask is one too. */
 struct pspxdp_filter_shape {
-    __u8 family;   /* 4 or 6 with src/dst; 0 (any packet) without */
-    __u8 fields;   /* enum pspxdp_filter_field bits */
-    __u8 src_plen; /* prefix lengths, 0..32 / 0..128 */
+    __u8 family;       /* 4 or 6 with src/dst; 0 (any packet) without */
+    __u8 cgroup_level; /* with PSPXDP_FF_CGROUP: the cgroup's level (the root is 0) */
+    __u16 fields;      /* enum pspxdp_filter_field bits */
+    __u8 src_plen;     /* prefix lengths, 0..32 / 0..128 */
     __u8 dst_plen;
     __u8 sport_plen; /* port block: the top sport_plen bits are matched, 0..16 */
     __u8 dport_plen;
-    __u8 pad[2];
+    __u32 mark_mask; /* with PSPXDP_FF_MARK: the bits of skb->mark matched */
+    __u32 pad;
 };
 
 /* filter_entries key. IPv4 addresses use the first 4 bytes of src/dst. Ports
@@ -423,6 +439,9 @@ struct pspxdp_filter_key {
     __u16 vlan; /* VLAN id, 0..4095 */
     __u8 proto; /* IPv4 protocol / IPv6 upper-layer next header */
     __u8 dscp;  /* 0..63 */
+    __u32 mark; /* skb->mark & shape.mark_mask */
+    __u32 pad;
+    __u64 cgroup_id; /* the cgroup v2 id (its inode number in the cgroup2 fs) */
 };
 
 /* filter_entries value. */
@@ -447,23 +466,31 @@ struct pspxdp_filter_state {
 };
 
 /* filters value: one filter as the user wrote it. */
+#define PSPXDP_CGROUP_PATH_MAX 512 /* with the ending NUL */
 struct pspxdp_filter {
     __u32 pref;
     struct pspxdp_classid classid;
-    __u64 seq;   /* order of addition, breaks ties between equal prefs */
-    __u8 family; /* 4, 6 or 0 (no src/dst) */
-    __u8 fields; /* enum pspxdp_filter_field bits */
+    __u64 seq;         /* order of addition, breaks ties between equal prefs */
+    __u8 family;       /* 4, 6 or 0 (no src/dst) */
+    __u8 cgroup_level; /* with a cgroup: its level, the root's 0 */
+    __u16 fields;      /* enum pspxdp_filter_field bits */
     __u8 src_plen;
     __u8 dst_plen;
     __u8 proto;
     __u8 dscp;
     __u16 vlan;
+    __u16 pad;
+    __u32 mark; /* mark VALUE/MASK */
+    __u32 mark_mask;
     __u8 src[16];
     __u8 dst[16];
     __u16 sport_min; /* inclusive ranges, host order */
     __u16 sport_max;
     __u16 dport_min;
     __u16 dport_max;
+    __u32 pad2;
+    __u64 cgroup_id;                          /* the cgroup's id when the filter was added */
+    char cgroup_path[PSPXDP_CGROUP_PATH_MAX]; /* under the cgroup2 mount, "/a/b", NUL ended */
 };
 
 /* filter_stats: PERCPU_ARRAY indexed by filter id. Written by TC for the
@@ -511,23 +538,26 @@ static_assert(sizeof(struct pspxdp_class_entry) == 32 + 5 * 8 + 21 * 8, "classes
 static_assert(sizeof(struct pspxdp_daemon_stats) == 34 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");
-static_assert(sizeof(struct pspxdp_filter_shape) == 8, "filter shape layout");
-/* The classifier masks a key as six __u64 words: the shape, then 5 words of fields. */
-static_assert(sizeof(struct pspxdp_filter_key) == 48, "filter key layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter_key, src) == 8, "filter key layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter_key, dst) == 24, "filter key layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter_key, sport) == 40, "filter key layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter_key, dscp) == 47, "filter key layout");
+static_assert(sizeof(struct pspxdp_filter_shape) == 16, "filter shape layout");
+/* The classifier masks a key as nine __u64 words: the shape (2), then 7 words of fields. */
+static_assert(sizeof(struct pspxdp_filter_key) == 72, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, src) == 16, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, dst) == 32, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, sport) == 48, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, dscp) == 55, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, mark) == 56, "filter key layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter_key, cgroup_id) == 64, "filter key layout");
 static_assert(sizeof(struct pspxdp_filter_entry) == 16, "filter entry layout");
-static_assert(sizeof(struct pspxdp_filter_shape_slot) == 56, "filter shape slot layout");
+static_assert(sizeof(struct pspxdp_filter_shape_slot) == 80, "filter shape slot layout");
 static_assert(sizeof(struct pspxdp_filter_state) == 16, "filter state layout");
-static_assert(sizeof(struct pspxdp_filter) == 64, "filter layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter, src) == 24, "filter layout");
-static_assert(__builtin_offsetof(struct pspxdp_filter, sport_min) == 56, "filter layout");
+static_assert(sizeof(struct pspxdp_filter) == 88 + PSPXDP_CGROUP_PATH_MAX, "filter layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter, src) == 36, "filter layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter, sport_min) == 68, "filter layout");
+static_assert(__builtin_offsetof(struct pspxdp_filter, cgroup_id) == 80, "filter layout");
 static_assert(sizeof(struct pspxdp_filter_stats) == 2 * 8, "filter_stats layout");
 static_assert(PSPXDP_FILTER_PREF_MAX < (1u << (64 - PSPXDP_FILTER_SEQ_BITS)),
               "pref fits the order");
-static_assert(PSPXDP_TC_NR_COUNTERS == 11, "tc_stats counters");
+static_assert(PSPXDP_TC_NR_COUNTERS == 12, "tc_stats counters");
 static_assert(sizeof(struct pspxdp_tc_counters) == PSPXDP_TC_NR_COUNTERS * 8, "tc_stats layout");
 static_assert(PSPXDP_XDP_NR_COUNTERS == 2, "xdp_stats counters");
 static_assert(sizeof(struct pspxdp_xdp_counters) == PSPXDP_XDP_NR_COUNTERS * 8, "xdp_stats layout");

@@ -6,6 +6,8 @@
 // decided), so these tests do not depend on the hand-over: the pacer is dead
 // (heartbeat 0) and every packet passes after being classified.
 #include "classifier.skel.h"
+#include "common/cgroup.hpp"
+#include "common/paths.hpp"
 #include "control/filter.hpp"
 #include "fixture.hpp"
 #include "pspxdp/shared.h"
@@ -36,6 +38,7 @@ class Matcher {
         require_root_or_skip();
         skel_ = classifier_bpf::open();
         REQUIRE(skel_);
+        skel_->rodata->test_mode = true; // cb[1]: the class decided (decide())
         int rc = classifier_bpf::load(skel_);
         if (rc) classifier_bpf::destroy(skel_);
         REQUIRE(rc == 0);
@@ -108,6 +111,40 @@ class Matcher {
         }
         CHECK(winners <= 1);
         return winner;
+    }
+
+    // The class the classifier decided (cb[1] in test mode), with skb->mark
+    // and skb->priority set: prio-direct and the default class count too.
+    std::string decide(const Bytes &pkt, uint32_t mark, uint32_t priority = 0) {
+        __sk_buff ctx{};
+        ctx.mark = mark;
+        ctx.priority = priority;
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.data(),
+                    .data_size_in = uint32_t(pkt.size()), .ctx_in = &ctx, .ctx_out = &ctx,
+                    .ctx_size_in = sizeof(ctx), .ctx_size_out = sizeof(ctx), .repeat = 1);
+        int rc = bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.pspxdp_classify), &opts);
+        INFO("test_run: " << std::strerror(errno));
+        REQUIRE(rc == 0);
+        return pspxdp::format_classid(pspxdp::ClassId::from_raw(ctx.cb[1]));
+    }
+    // Classes in class_config (what prio-direct looks up).
+    void classes(std::initializer_list<uint32_t> ids) {
+        uint32_t slot = 0;
+        for (uint32_t id : ids) {
+            pspxdp_class_config cfg{};
+            cfg.kind = PSPXDP_CLASS_NORMAL;
+            cfg.slot = ++slot; // as the control plane gives them out
+            REQUIRE(bpf_map_update_elem(bpf_map__fd(skel_->maps.class_config), &id, &cfg,
+                                        BPF_ANY) == 0);
+        }
+    }
+    void pacer_flags(uint32_t flags) {
+        pspxdp_pacer_state st{};
+        uint32_t key = 0;
+        const int fd = bpf_map__fd(skel_->maps.pacer_state);
+        REQUIRE(bpf_map_lookup_elem(fd, &key, &st) == 0);
+        st.flags = flags;
+        REQUIRE(bpf_map_update_elem(fd, &key, &st, BPF_ANY) == 0);
     }
 
     const FilterMaps &maps() const { return maps_; }
@@ -722,6 +759,17 @@ CliRun cli(const std::string &args) {
     return r;
 }
 
+// A device the CLI acts on, PREFIX and our pid: in a private network
+// namespace, attached here (state file, lock), with the Matcher's maps pinned.
+struct CliDevice {
+    CliDevice(Matcher &m, const std::string &prefix)
+        : dev(prefix + std::to_string(getpid())), here(dev), pins(m.skel_->obj, dev) {}
+    std::string dev;
+    PrivateNetns ns; // entered before the device is made in it
+    AttachedHere here;
+    Pins pins;
+};
+
 } // namespace
 
 TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and changes nothing",
@@ -731,16 +779,9 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
         WARN("/sys/fs/bpf is not a bpffs mount: CLI test skipped");
         return;
     }
-    const std::string dev = "psf" + std::to_string(getpid());
-    PrivateNetns ns;
-    AttachedHere here(dev);
-    Pins pins(m.skel_->obj, dev);
-    for (uint32_t id : {PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)}) {
-        pspxdp_class_config cfg{};
-        cfg.kind = PSPXDP_CLASS_NORMAL;
-        REQUIRE(bpf_map_update_elem(bpf_map__fd(m.skel_->maps.class_config), &id, &cfg, BPF_ANY) ==
-                0);
-    }
+    CliDevice cd(m, "psf");
+    const std::string &dev = cd.dev;
+    m.classes({PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2)});
     for (const char *add :
          {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1", "dport 80 classid 1:2",
           "src 2001:db8::/32 proto tcp dport 443 prio 5 flowid 1:2",
@@ -833,4 +874,316 @@ TEST_CASE("cli: filter add/show/del round-trip; refused input exits 2 and change
                    Catch::Contains("pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid "
                                    "1:1\n  matched_packets 1 matched_skb_bytes "));
     }
+}
+
+// ---------------------------------------------------------------- who sends: mark, priority,
+// cgroup
+
+namespace {
+
+struct SenderCase {
+    const char *what;
+    Bytes pkt;
+    uint32_t mark, priority;
+    const char *expect; // the class decided ("1:ffff": the default)
+};
+
+void run_sender_cases(Matcher &m, const std::vector<SenderCase> &cases) {
+    for (const SenderCase &c : cases) {
+        INFO("packet: " << c.what << " (mark 0x" << std::hex << c.mark << ", priority 0x"
+                        << c.priority << ")");
+        CHECK(m.decide(c.pkt, c.mark, c.priority) == c.expect);
+    }
+}
+
+// Moves this process into a cgroup (cgroup.procs) for as long as it lives.
+class InCgroup {
+  public:
+    InCgroup(const std::string &mount_dir, const std::string &rel) : mount_(mount_dir) {
+        back_ = pspxdp::common::own_cgroup();
+        move(rel);
+    }
+    ~InCgroup() { move(back_); }
+    void move(const std::string &rel) const {
+        std::ofstream f(mount_ + (rel == "/" ? "" : rel) + "/cgroup.procs");
+        f << getpid() << std::flush;
+        REQUIRE(f.good());
+    }
+    InCgroup(const InCgroup &) = delete;
+    InCgroup &operator=(const InCgroup &) = delete;
+
+  private:
+    std::string mount_, back_;
+};
+
+} // namespace
+
+TEST_CASE("filters: mark with and without a mask; skb->priority picks a class before the filters",
+          "[bpf][filters][senders]") {
+    Matcher m;
+    const uint32_t k1 = PSPXDP_CLASSID(1, 0);
+    m.classes({k1 | 1, k1 | 2, k1 | 3, k1 | 4, k1 | 0xa, k1 | 0xffff, PSPXDP_CLASSID(2, 0xa)});
+    m.set({
+        "pref 10 mark 0x10 classid 1:1",
+        "pref 10 mark 0x200/0xf00 classid 1:2",
+        "pref 5 mark 0x3/0x3 proto udp dport 53 classid 1:3",
+        "pref 20 dport 80 classid 1:4",
+    });
+    const Bytes u53 = udp4("1.1.1.1", "8.8.8.8", 9, 53), u54 = udp4("1.1.1.1", "8.8.8.8", 9, 54);
+    const Bytes t80 = tcp4("1.1.1.1", "8.8.8.8", 9, 80);
+    V4 bad;
+    bad.version = 5;
+    const Bytes garbled = cat(eth(ETH_P_IP), ipv4(bad, udp(9, 54)));
+    const uint64_t before = percpu_counter<pspxdp_tc_counters>(bpf_map__fd(m.skel_->maps.tc_stats),
+                                                               PSPXDP_TC_PRIO_DIRECT);
+    run_sender_cases(
+        m, {
+               {"mark 0x10 exactly", u54, 0x10, 0, "1:1"},
+               {"mark 0x11: no mask, every bit counts", u54, 0x11, 0, "1:ffff"},
+               {"mark 0 (unmarked)", u54, 0, 0, "1:ffff"},
+               {"mark 0x2ab under 0xf00 is 0x200", u54, 0x2ab, 0, "1:2"},
+               {"mark 0x3ab under 0xf00 is 0x300", u54, 0x3ab, 0, "1:ffff"},
+               {"mark 0xffff0200 under 0xf00", u54, 0xffff0200, 0, "1:2"},
+               {"mark 0x7 & 0x3 with udp dport 53", u53, 0x7, 0, "1:3"},
+               {"mark 0x7 & 0x3, dport 54: the conjunction fails", u54, 0x7, 0, "1:ffff"},
+               {"mark 0x4 & 0x3 = 0, dport 53", u53, 0x4, 0, "1:ffff"},
+               {"mark 0x10 and dport 80: pref 10 beats 20", t80, 0x10, 0, "1:1"},
+               {"dport 80 unmarked", t80, 0, 0, "1:4"},
+               {"priority 1:a (a class): before every filter", t80, 0x10, 0x1000a, "1:a"},
+               {"priority 1:a on a garbled frame (IP version 5)", garbled, 0, 0x1000a, "1:a"},
+               {"a garbled frame without priority", garbled, 0x10, 0, "1:ffff"},
+               {"priority 1:b (no such class): the filters", t80, 0, 0x1000b, "1:4"},
+               {"priority 1:b, mark 0x10", u54, 0x10, 0x1000b, "1:1"},
+               {"priority 2:a: another major than the default's", t80, 0, 0x2000a, "1:4"},
+               {"priority 1:0 (the qdisc, not a class)", u54, 0, 0x10000, "1:ffff"},
+               {"priority 6 (TC_PRIO_INTERACTIVE, major 0)", u54, 0x10, 6, "1:1"},
+               {"priority 1:ffff (the default class, by priority)", u53, 0x7, 0x1ffff, "1:ffff"},
+           });
+    // prio-direct counted once per packet it decided: 1:a twice, 1:ffff once.
+    CHECK(percpu_counter<pspxdp_tc_counters>(bpf_map__fd(m.skel_->maps.tc_stats),
+                                             PSPXDP_TC_PRIO_DIRECT) == before + 3);
+
+    SECTION("prio-direct off: the filters decide") {
+        m.pacer_flags(PSPXDP_STATE_F_PRIO_DIRECT_OFF);
+        run_sender_cases(m, {
+                                {"priority 1:a, dport 80", t80, 0, 0x1000a, "1:4"},
+                                {"priority 1:a, mark 0x10", t80, 0x10, 0x1000a, "1:1"},
+                                {"priority 1:a, nothing else", u54, 0, 0x1000a, "1:ffff"},
+                            });
+    }
+}
+
+TEST_CASE("filters: the sending socket's cgroup and its ancestors", "[bpf][filters][senders]") {
+    // BPF_PROG_TEST_RUN gives the skb a socket made by the calling task, so
+    // its cgroup is this process's: moving the test moves the "sender".
+    auto mount = pspxdp::common::cgroup2_mount();
+    if (!mount) {
+        WARN("no cgroup2 mount: " << mount.error());
+        return;
+    }
+    Matcher m;
+    const std::string top = "/pspxdp-bpftest-" + std::to_string(getpid());
+    struct Dirs {
+        std::string base;
+        ~Dirs() {
+            for (const char *d : {"/a/b", "/a", ""}) rmdir((base + d).c_str());
+        }
+    } dirs{mount->dir + top};
+    REQUIRE(pspxdp::common::mkdir_p(dirs.base + "/a/b", 0755));
+    const std::string a = top + "/a", b = top + "/a/b";
+    m.set({
+        "pref 10 cgroup " + a + " classid 1:1",
+        "pref 5 cgroup " + b + " proto tcp classid 1:2",
+        "pref 20 mark 7 classid 1:3",
+        // The whole path under the mount is the same cgroup.
+        "pref 30 cgroup " + mount->dir + top + " dport 99 classid 1:4",
+    });
+    const Bytes u = udp4("1.1.1.1", "8.8.8.8", 9, 53), t = tcp4("1.1.1.1", "8.8.8.8", 9, 53);
+    const Bytes u99 = udp4("1.1.1.1", "8.8.8.8", 9, 99);
+    {
+        InCgroup in(mount->dir, a);
+        run_sender_cases(m, {
+                                {"in a: udp", u, 0, 0, "1:1"},
+                                {"in a: tcp (the b filter is below a)", t, 0, 0, "1:1"},
+                                {"in a: mark 7 (pref 20 loses to a's pref 10)", u, 7, 0, "1:1"},
+                            });
+        in.move(b);
+        run_sender_cases(m, {
+                                {"in a/b: udp (a's filter: an ancestor)", u, 0, 0, "1:1"},
+                                {"in a/b: tcp (b's own)", t, 0, 0, "1:2"},
+                            });
+        in.move(top);
+        run_sender_cases(m, {
+                                {"in the top: udp", u, 0, 0, "1:ffff"},
+                                {"in the top: dport 99", u99, 0, 0, "1:4"},
+                                {"in the top: mark 7", u, 7, 0, "1:3"},
+                            });
+    }
+    auto infos = read_filter_infos(m.maps(), false);
+    REQUIRE(infos);
+    for (const auto &i : *infos) CHECK_FALSE(i.cgroup_gone);
+    for (const auto &i : *infos)
+        if (i.filter.spec.cgroup && i.filter.spec.pref == 30)
+            CHECK(i.filter.spec.cgroup->path == top);
+    rmdir((dirs.base + "/a/b").c_str());
+    infos = read_filter_infos(m.maps(), false);
+    REQUIRE(infos);
+    for (const auto &i : *infos)
+        if (i.filter.spec.cgroup) CHECK(i.cgroup_gone == (i.filter.spec.cgroup->path == b));
+    // Made again: a new cgroup (new id), so the old filter still says gone.
+    REQUIRE(mkdir((dirs.base + "/a/b").c_str(), 0755) == 0);
+    infos = read_filter_infos(m.maps(), false);
+    REQUIRE(infos);
+    for (const auto &i : *infos)
+        if (i.filter.spec.cgroup && i.filter.spec.cgroup->path == b) CHECK(i.cgroup_gone);
+    {
+        InCgroup in(mount->dir, b);
+        CHECK(m.decide(t, 0) == "1:1"); // the gone b filter matches nothing; a's does
+    }
+    SECTION("refused: not a cgroup, nothing changed") {
+        const auto before = read_filters(m.maps());
+        REQUIRE(before);
+        for (const std::string &path :
+             {top + "/nosuch", top + "/a/cgroup.procs", std::string("..")}) {
+            auto r = add_filter(m.maps(), Matcher::spec("cgroup " + path + " classid 1:1"));
+            INFO(path << ": " << r.error());
+            CHECK_FALSE(r);
+            CHECK(r.exit_code() == 2);
+        }
+        auto after = read_filters(m.maps());
+        REQUIRE(after);
+        CHECK(after->size() == before->size());
+    }
+}
+
+TEST_CASE("cli: mark, cgroup and prio-direct words; refusals exit 2 and change nothing",
+          "[bpf][filters][cli][senders]") {
+    Matcher m;
+    auto mount = pspxdp::common::cgroup2_mount();
+    if (!bpffs_mounted() || !mount) {
+        WARN("no bpffs or no cgroup2 mount: CLI test skipped");
+        return;
+    }
+    CliDevice cd(m, "psg");
+    const std::string &dev = cd.dev;
+    m.classes({PSPXDP_CLASSID(1, 1), PSPXDP_CLASSID(1, 2), PSPXDP_CLASSID(1, 0xffff)});
+    const std::string top = "/pspxdp-clitest-" + std::to_string(getpid());
+    REQUIRE(mkdir((mount->dir + top).c_str(), 0755) == 0);
+    struct Rm {
+        std::string d;
+        ~Rm() { rmdir(d.c_str()); }
+    } rm{mount->dir + top};
+
+    for (const std::string &add : std::vector<std::string>{
+             "mark 0x10/0xff classid 1:1", "pref 3 mark 42 proto udp classid 1:2",
+             "cgroup " + mount->dir + top + " proto tcp dport 873 classid 1:2"}) {
+        auto r = cli("filter add " + dev + " " + add);
+        INFO(add << ": " << r.err);
+        REQUIRE(r.code == 0);
+    }
+    const std::string shown = "pref 3 proto udp mark 0x2a classid 1:2\n"
+                              "pref 49152 mark 0x10/0xff classid 1:1\n"
+                              "pref 49152 proto tcp dport 873 cgroup " +
+                              top + " classid 1:2\n";
+    CHECK(cli("filter show " + dev).out == shown);
+    auto j = nlohmann::json::parse(cli("filter show -j " + dev).out);
+    REQUIRE(j.size() == 3);
+    CHECK(j[0]["mark"] == 42);
+    CHECK(j[0]["mark_mask"] == 0xffffffffu);
+    CHECK(j[2]["cgroup"] == top);
+    CHECK(j[2]["cgroup_gone"] == false);
+    CHECK(j[2]["cgroup_id"].get<uint64_t>() != 0);
+
+    const std::string v1only = "/tmp/psp-mountinfo-" + std::to_string(getpid());
+    {
+        std::ofstream f(v1only);
+        f << "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+             "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n";
+    }
+    struct Bad {
+        std::string args; // after "pspxdp"
+        const char *needle;
+    };
+    const Bad bad[] = {
+        {"filter add DEV mark 0x1g classid 1:1", "mark \"0x1g\": expected VALUE or VALUE/MASK"},
+        {"filter add DEV mark 16/ classid 1:1", "mark \"16/\""},
+        {"filter add DEV mark 0x11/0xf0 classid 1:1", "bits outside the mask"},
+        {"filter add DEV mark 1/0 classid 1:1", "mask 0"},
+        {"filter add DEV mark 4294967296 classid 1:1", "mark \"4294967296\""},
+        {"filter add DEV cgroup " + top + "/nosuch classid 1:1", "is not a cgroup"},
+        {"filter add DEV cgroup " + top + "/cgroup.procs classid 1:1", "is not a cgroup"},
+        {"filter add DEV cgroup " + top + "/../x classid 1:1", "'..'"},
+        {"filter add DEV mark 0x10/0xff classid 1:2", "duplicate"},
+        {"change DEV prio-direct maybe", "expected on or off"},
+        {"run DEV --class 1:1", "after \"--\""},
+        {"run DEV --class 1:1 --", "no command"},
+        {"run nosuch0 --class 1:1 -- true", "nosuch0 is not attached"},
+        {"run DEV --class 1:7 -- true", "no class 1:7"},
+        {"run DEV --class 1:1 --rate 5mbit -- true", "class 1:1 exists"},
+    };
+    for (const Bad &b : bad) {
+        std::string args = b.args;
+        if (auto pos = args.find("DEV"); pos != std::string::npos) args.replace(pos, 3, dev);
+        auto r = cli(args);
+        INFO("pspxdp " << args << "\nstderr: " << r.err);
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::Contains(b.needle));
+        CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+        CHECK(cli("filter show " + dev).out == shown);
+    }
+    {
+        // cgroup v1 only (a mountinfo without cgroup2): refused by filter add and run.
+        setenv("PSPXDP_TEST_MOUNTINFO", v1only.c_str(), 1);
+        auto r = cli("filter add " + dev + " cgroup " + top + " classid 1:1");
+        auto r2 = cli("run " + dev + " --class 1:1 -- true");
+        unsetenv("PSPXDP_TEST_MOUNTINFO");
+        unlink(v1only.c_str());
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::Contains("no cgroup2 file system is mounted"));
+        CHECK(r2.code == 2);
+        CHECK_THAT(r2.err, Catch::Contains("no cgroup2 file system is mounted"));
+        CHECK(cli("filter show " + dev).out == shown);
+    }
+    // prio-direct: save says it, change and apply set it.
+    CHECK_THAT(cli("save " + dev).out, Catch::Contains("\nprio-direct on\n"));
+    REQUIRE(cli("change " + dev + " prio-direct off").code == 0);
+    const std::string saved = cli("save " + dev).out;
+    CHECK_THAT(saved, Catch::Contains("\nprio-direct off\n"));
+    CHECK_THAT(saved, Catch::Contains("\nfilter pref 49152 proto tcp dport 873 cgroup " + top +
+                                      " classid 1:2\n"));
+    const std::string file = "/tmp/psp-saved-" + std::to_string(getpid());
+    {
+        std::ofstream f(file);
+        f << saved;
+    }
+    CHECK_THAT(cli("apply " + dev + " " + file).out, Catch::Contains("nothing to change"));
+    {
+        // The cgroup by its whole path: the same filter.
+        std::string whole = saved;
+        whole.replace(whole.find("cgroup " + top), 7 + top.size(), "cgroup " + mount->dir + top);
+        std::ofstream f(file);
+        f << whole;
+    }
+    CHECK_THAT(cli("apply " + dev + " " + file).out, Catch::Contains("nothing to change"));
+    {
+        std::ofstream f(file);
+        f << saved;
+    }
+    // The cgroup removed: show says so, and apply(save) still changes nothing.
+    rmdir((mount->dir + top).c_str());
+    CHECK_THAT(cli("filter show " + dev).out,
+               Catch::Contains("cgroup " + top + " classid 1:2  # the cgroup no longer exists"));
+    CHECK_THAT(cli("apply " + dev + " " + file).out, Catch::Contains("nothing to change"));
+    {
+        std::ofstream f(file);
+        f << "prio-direct on\n";
+        for (const auto &line : {"class 1:1 normal", "class 1:2 normal", "class 1:ffff normal"})
+            f << line << "\n";
+    }
+    auto r = cli("apply " + dev + " " + file);
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK_THAT(cli("save " + dev).out, Catch::Contains("\nprio-direct on\n"));
+    CHECK(cli("filter show " + dev).out.empty());
+    unlink(file.c_str());
 }

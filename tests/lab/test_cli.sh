@@ -128,7 +128,7 @@ done <<'TABLE'
 2|line-rate 305Mbit refused: class 1:3: rate "10Mbit": paced rates would sum to 310Mbit, above the line rate 305Mbit|change @DEV@ line-rate 305mbit
 2|line-rate 300Mbit refused: class 1:1: rate "300Mbit" is above what one class can reach on|change @DEV@ line-rate 300mbit
 2|change: line-rate: rate "abc": not a number|change @DEV@ line-rate abc
-2|change: unknown parameter "mtu" (line-rate)|change @DEV@ mtu 1500
+2|change: unknown parameter "mtu" (line-rate, prio-direct)|change @DEV@ mtu 1500
 2|/nonexistent.conf: No such file or directory|apply @DEV@ /nonexistent.conf
 2|bad_rate.conf: line 3: class 1:2: rate "5xbit": unknown unit "xbit"|apply @DEV@ @TMP@/bad_rate.conf
 2|bad_word.conf: line 2: unknown statement "frobnicate"|apply @DEV@ @TMP@/bad_word.conf

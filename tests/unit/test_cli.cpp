@@ -668,8 +668,17 @@ TEST_CASE("configuration files: round trip and refusals by line", "[cli][config]
     };
     CHECK(bad("line-rate 1gbit\nclass 1:1 5xbit\n") ==
           "line 2: class 1:1: rate \"5xbit\": unknown unit \"xbit\"");
-    CHECK(bad("qdisc add\n") ==
-          "line 1: unknown statement \"qdisc\" (expected line-rate, class, default or filter)");
+    CHECK(bad("qdisc add\n") == "line 1: unknown statement \"qdisc\" (expected line-rate, class, "
+                                "default, prio-direct or filter)");
+    CHECK(bad("prio-direct maybe\n") ==
+          "line 1: expected \"prio-direct on\" or \"prio-direct off\"");
+    CHECK(bad("prio-direct on\nprio-direct off\n") == "line 2: prio-direct given twice");
+    auto pd =
+        control::parse_config("prio-direct off\nfilter cgroup /a/b mark 0x5/0xf classid 1:1\n");
+    REQUIRE(pd);
+    CHECK(pd->prio_direct == std::optional<bool>(false));
+    CHECK(control::format_config(*pd) ==
+          "prio-direct off\nfilter pref 49152 mark 0x5/0xf cgroup /a/b classid 1:1\n");
     CHECK(bad("class 1:1 normal\nclass 1:1 1mbit\n") ==
           "line 2: class 1:1 given twice (first on line 1)");
     CHECK(bad("line-rate 1gbit\nline-rate 2gbit\n") == "line 2: line-rate given twice");
@@ -775,4 +784,23 @@ TEST_CASE("--sched of attach and daemon: deadline by default; a bad value or --c
               "option --sched: \"rt\" is not one of normal, fifo or deadline");
         CHECK(refused_by(*c, {"eth0", "--rt"}) == "unknown option --rt");
     }
+}
+
+TEST_CASE("run: the words after -- are the command, DEV before it", "[cli]") {
+    auto a = parse_for(kRun, {"eth0", "--class", "1:5", "--rate", "20mbit", "--", "iperf3", "-c",
+                              "x", "--", "-t"});
+    REQUIRE(a);
+    REQUIRE(a->dashdash);
+    CHECK(*a->dashdash == 1);
+    CHECK(a->positional ==
+          std::vector<std::string>{"eth0", "iperf3", "-c", "x", "--", "-t"}); // a 2nd -- is a word
+    CHECK(a->classid("class") == ClassId{1, 5});
+    CHECK(a->number("rate") == 20'000'000);
+    CHECK(a->number("pref") == 1);
+    auto b = parse_for(kRun, {"--class", "1:5", "--", "true"});
+    REQUIRE(b);
+    CHECK(*b->dashdash == 0);
+    auto c = parse_for(kRun, {"--class", "1:5"});
+    REQUIRE(c);
+    CHECK_FALSE(c->dashdash);
 }

@@ -57,6 +57,10 @@ TEST_CASE("filter words: canonical text round-trips exactly", "[control][filter]
              "pref 7 sport 0-65535 classid 1:2",
              "pref 7 dport 0 classid 1:2",
              "pref 3 proto sctp dport 9899 classid 2:1",
+             "pref 4 mark 0x10 classid 1:1",
+             "pref 4 mark 0x200/0xf00 classid 1:1",
+             "pref 4 proto tcp dport 873 cgroup /system.slice/backup.service classid 1:1",
+             "pref 4 dst 10.0.0.0/8 mark 0x1/0x1 cgroup / classid 1:1",
          }) {
         const FilterSpec s = spec(text);
         const std::string out = format_filter(s);
@@ -127,6 +131,14 @@ TEST_CASE("filter words: refused input names the word, exit code 2", "[control][
         {"pref +5 dst 10.0.0.0/8 classid 1:1", "pref \"+5\""},
         {"dst 10.0.0.0/8 classid 1", "class id \"1\""},
         {"dst 10.0.0.0/8 classid 1:10000", "class id \"1:10000\""},
+        {"mark x1 classid 1:1", "mark \"x1\": expected VALUE or VALUE/MASK"},
+        {"mark 0x classid 1:1", "mark \"0x\""},
+        {"mark -1 classid 1:1", "mark \"-1\""},
+        {"mark 4294967296 classid 1:1", "mark \"4294967296\""},
+        {"mark 1/0 classid 1:1", "mask 0 matches every packet"},
+        {"mark 0x11/0xf0 classid 1:1", "value has bits outside the mask"},
+        {"mark 1/ classid 1:1", "mark \"1/\""},
+        {"cgroup classid 1:1", "unknown word \"1:1\""},
     };
     for (const Bad &b : bad) {
         auto r = parse(b.words);
@@ -285,8 +297,10 @@ TEST_CASE("stored form: round trip and refusal of foreign values", "[control][fi
     for (const char *text : {"pref 10 dst 10.1.2.0/24 proto udp dport 5000-5099 classid 1:1",
                              "pref 1 src 2001:db8::/32 dst 2001:db8:1::/48 sport 1-2 vlan 4095 "
                              "dscp 63 classid 2:3",
-                             "pref 2 vlan 0 classid 1:1"}) {
-        const StoredFilter f{9, 12345, spec(text)};
+                             "pref 2 vlan 0 classid 1:1", "pref 2 mark 0x5/0xff classid 1:1",
+                             "pref 2 proto udp mark 7 cgroup /a/b classid 1:1"}) {
+        StoredFilter f{9, 12345, spec(text)};
+        if (f.spec.cgroup) f.spec.cgroup->id = 4711, f.spec.cgroup->level = 2; // as resolved
         const pspxdp_filter v = to_map_value(f);
         auto back = from_map_value(9, v);
         REQUIRE(back);
@@ -310,4 +324,45 @@ TEST_CASE("stored form: round trip and refusal of foreign values", "[control][fi
     w.dport_min = 9;
     w.dport_max = 8;
     CHECK_FALSE(from_map_value(1, w));
+    w = v;
+    w.fields |= PSPXDP_FF_MARK;
+    w.mark = 3, w.mark_mask = 1; // bits outside the mask
+    CHECK_FALSE(from_map_value(1, w));
+    w = v;
+    w.fields |= PSPXDP_FF_CGROUP; // no id, no path
+    CHECK_FALSE(from_map_value(1, w));
+    w.cgroup_id = 5;
+    std::memset(w.cgroup_path, 'a', sizeof w.cgroup_path); // not NUL-ended
+    CHECK_FALSE(from_map_value(1, w));
+}
+
+TEST_CASE("expansion: a mark mask and a cgroup level are shapes", "[control][filter]") {
+    std::vector<StoredFilter> fs = {{0, 1, spec("pref 1 mark 0x10 classid 1:1")},
+                                    {1, 2, spec("pref 1 mark 0x20 classid 1:2")},
+                                    {2, 3, spec("pref 1 mark 0x200/0xf00 classid 1:3")},
+                                    {3, 4, spec("pref 1 cgroup /a classid 1:4")},
+                                    {4, 5, spec("pref 1 cgroup /b classid 1:5")},
+                                    {5, 6, spec("pref 1 cgroup /a/c classid 1:6")}};
+    fs[3].spec.cgroup->id = 100, fs[3].spec.cgroup->level = 1;
+    fs[4].spec.cgroup->id = 101, fs[4].spec.cgroup->level = 1;
+    fs[5].spec.cgroup->id = 102, fs[5].spec.cgroup->level = 2;
+    const EntryMap entries = build_entries(fs);
+    CHECK(entries.size() == 6);
+    const auto table = shape_table(entries);
+    // Two mark masks, two cgroup levels: four shapes for six filters.
+    REQUIRE(table.size() == 4);
+    for (const auto &slot : table) {
+        if (slot.mask.shape.fields == PSPXDP_FF_MARK)
+            CHECK(slot.mask.mark == slot.mask.shape.mark_mask);
+        else {
+            CHECK(slot.mask.shape.fields == PSPXDP_FF_CGROUP);
+            CHECK(slot.mask.cgroup_id == ~0ull);
+            CHECK((slot.mask.shape.cgroup_level == 1 || slot.mask.shape.cgroup_level == 2));
+        }
+    }
+    const auto e = expand(fs[2]);
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].first.mark == 0x200);
+    CHECK(e[0].first.shape.mark_mask == 0xf00);
+    CHECK(expand(fs[5])[0].first.cgroup_id == 102);
 }

@@ -3,6 +3,7 @@
 
 #include "agent/codec.hpp"
 #include "cluster/demand.hpp"
+#include "common/cgroup.hpp"
 #include "common/clock.hpp"
 #include "common/paths.hpp"
 #include "control/control.hpp"
@@ -58,19 +59,6 @@ uint64_t real_ns() {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     return uint64_t(ts.tv_sec) * common::kNsPerSec + uint64_t(ts.tv_nsec);
-}
-
-// Field 22 of /proc/PID/stat: when the process started, to tell a reused pid.
-uint64_t start_time(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(f)), {});
-    size_t close = all.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream rest(all.substr(close + 2));
-    std::string field;
-    for (int i = 3; i <= 22 && rest >> field; ++i)
-        if (i == 22) return std::stoull(field);
-    return 0;
 }
 
 void log_line(const std::string &text) {
@@ -549,7 +537,7 @@ void Runner::write_state(uint64_t now) {
     case cluster::HostProtocol::Phase::left: phase = "left"; break;
     }
     Json j{{"pid", getpid()},
-           {"start_time", start_time(getpid())},
+           {"start_time", common::process_start_time(getpid())},
            {"dev", cfg_.dev},
            {"group", cfg_.group},
            {"host", cfg_.host},
@@ -725,7 +713,8 @@ std::vector<Json> running_agents(const std::string &dev) {
         Json j = Json::parse(f, nullptr, false);
         if (j.is_discarded() || !j.contains("pid") || !j.contains("start_time")) continue;
         pid_t pid = j["pid"].get<pid_t>();
-        if (kill(pid, 0) != 0 || start_time(pid) != j["start_time"].get<uint64_t>()) continue;
+        if (kill(pid, 0) != 0 || common::process_start_time(pid) != j["start_time"].get<uint64_t>())
+            continue;
         out.push_back(std::move(j));
     }
     closedir(d);

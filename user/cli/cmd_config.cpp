@@ -58,8 +58,16 @@ int run_change(const Args &args) {
     if (p.back() == "line-rate")
         return fail("change: line-rate: the RATE is missing (pspxdp change [DEV] line-rate RATE)",
                     2);
-    if (what != "line-rate")
-        return fail("change: unknown parameter \"" + what + "\" (line-rate)", 2);
+    if (what != "line-rate" && what != "prio-direct")
+        return fail("change: unknown parameter \"" + what + "\" (line-rate, prio-direct)", 2);
+    if (what == "prio-direct") {
+        if (p.back() != "on" && p.back() != "off")
+            return fail("change: prio-direct \"" + p.back() + "\": expected on or off", 2);
+        auto d = control::open_device(has_dev ? &p[0] : nullptr, control::Access::Change);
+        if (!d) return fail(d);
+        if (auto r = d.value().set_prio_direct(p.back() == "on"); !r) return fail(r);
+        return 0;
+    }
     auto rate = parse_rate_bps(p.back());
     if (!rate) return fail("change: line-rate: " + rate.error(), 2);
     auto d = control::open_device(has_dev ? &p[0] : nullptr, control::Access::Change);
@@ -79,6 +87,7 @@ const Command kSave = {
     "  line-rate RATE\n"
     "  class CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off]\n"
     "  default CLASSID\n"
+    "  prio-direct on|off                  (pspxdp change DEV prio-direct)\n"
     "  filter WORDS... classid CLASSID     (the words of pspxdp filter add)\n"
     "'#' starts a comment. pspxdp apply of what save printed changes nothing.\n"
     "Reading needs read permission on the pins only.",
@@ -108,13 +117,19 @@ const Command kApply = {
 
 const Command kChange = {
     "change",
-    "[DEV] line-rate RATE",
-    "change DEV's line rate without a detach",
+    "[DEV] (line-rate RATE | prio-direct on|off)",
+    "change DEV's line rate, or whether skb->priority picks a class, without a detach",
     "The wire's rate M (tc syntax: 1gbit, 10gbit). Refused, unchanged, if the\n"
     "paced classes would not fit it (their sum, or a class above what one class\n"
     "can reach on the wire). It is written to pacer_state (the daemon re-reads it\n"
     "with its configuration) and to the attachment's state file (a restarted daemon\n"
-    "starts with it); classes, filters and counters stay.",
+    "starts with it); classes, filters and counters stay.\n"
+    "prio-direct: on (the default), a packet whose skb->priority (a socket's\n"
+    "SO_PRIORITY, e.g. 0x10005) is major:minor of an existing class, major the\n"
+    "default class's, goes to that class before any filter is tried, as tc-htb(8)\n"
+    "does; a priority naming no class goes on to the filters, then the default\n"
+    "class. off: skb->priority is ignored and the filters decide. Saved by save\n"
+    "(\"prio-direct on|off\"), set by apply.",
     {},
     2,
     3,

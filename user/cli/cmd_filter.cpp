@@ -28,6 +28,13 @@ nlohmann::json to_json(const control::FilterInfo &info, bool with_stats) {
     if (s.dport) j["dport_min"] = s.dport->min, j["dport_max"] = s.dport->max;
     if (s.vlan) j["vlan"] = *s.vlan;
     if (s.dscp) j["dscp"] = *s.dscp;
+    if (s.mark) j["mark"] = s.mark->value, j["mark_mask"] = s.mark->mask;
+    if (s.cgroup) {
+        j["cgroup"] = s.cgroup->path;
+        j["cgroup_id"] = s.cgroup->id;
+        j["cgroup_level"] = s.cgroup->level;
+        j["cgroup_gone"] = info.cgroup_gone;
+    }
     j["classid"] = format_classid(s.classid);
     j["filter"] = control::format_filter(s);
     if (with_stats) {
@@ -48,7 +55,9 @@ int show(const control::Device &dev, bool with_stats, bool json) {
         return 0;
     }
     for (const auto &info : *infos) {
-        std::printf("%s\n", control::format_filter(info.filter.spec).c_str());
+        // A comment, so the line stays what filter add and a configuration file read.
+        std::printf("%s%s\n", control::format_filter(info.filter.spec).c_str(),
+                    info.cgroup_gone ? "  # the cgroup no longer exists: matches nothing" : "");
         if (with_stats) {
             std::string line;
 #define PSPXDP_TEXT(name, help) line += " " #name " " + std::to_string(info.stats.name);
@@ -146,9 +155,19 @@ const Command kFilter = {
     "  dport PORT[-PORT]\n"
     "  vlan ID                      the outer tag, 0..4095 (also on non-IP frames)\n"
     "  dscp N                       0..63 (IPv4 TOS, IPv6 traffic class, upper 6 bits)\n"
+    "  mark VALUE[/MASK]            skb->mark & MASK == VALUE (tc's fw; nftables meta mark\n"
+    "                               set, SO_MARK); decimal or 0x hex, MASK 0xffffffff\n"
+    "  cgroup PATH                  what sockets in the cgroup v2 PATH or below it send;\n"
+    "                               PATH under the cgroup2 mount (/system.slice/x.service)\n"
+    "                               or the whole path; it must exist\n"
     "Among the filters that match a packet the lowest pref wins; equal prefs: the\n"
     "filter added first wins. pref defaults to 49152. Unmatched traffic goes to the\n"
     "default class. Non-first IP fragments match only filters without ports.\n"
+    "Before any filter, a packet whose skb->priority (SO_PRIORITY) is major:minor\n"
+    "of an existing class, major the default class's, goes to that class (htb's\n"
+    "rule; pspxdp change DEV prio-direct off turns it off). A cgroup removed after\n"
+    "its filter was added: the filter matches nothing and show says so (a cgroup\n"
+    "made again at the path is a new one: add the filter again).\n"
     "show prints every filter in the words filter add takes, in the order they are\n"
     "tried; del takes those words (pref and classid optional) or pref N alone (every\n"
     "filter of that pref). The class must exist. DEV may be left out when exactly\n"

@@ -340,6 +340,7 @@ Result<Args> parse_args(const Command &cmd, int argc, char **argv) {
         }
         if (a == "--") {
             only_positional = true;
+            args.dashdash = args.positional.size();
             continue;
         }
         if (a == "-h" || a == "--help") {
@@ -470,8 +471,8 @@ int fail(const Error &e) { return fail(e.message, e.exit_code); }
 
 const std::vector<const Command *> &commands() {
     static const std::vector<const Command *> kAll = {
-        &kAttach, &kDetach, &kClass,  &kDefault, &kFilter,  &kShow,     &kStats,  &kStatus,
-        &kSave,   &kApply,  &kChange, &kGroup,   &kAnalyze, &kSimulate, &kDaemon, &kExporter,
+        &kAttach, &kDetach, &kClass, &kDefault, &kFilter,  &kShow,     &kStats,  &kStatus,   &kSave,
+        &kApply,  &kChange, &kRun,   &kGroup,   &kAnalyze, &kSimulate, &kDaemon, &kExporter,
     };
     return kAll;
 }

@@ -100,6 +100,8 @@ Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args);
 struct Args {
     const Command *cmd = nullptr;
     std::vector<std::string> positional;
+    // Where "--" stood: the positional words before it (a command to run follows).
+    std::optional<size_t> dashdash;
     bool help = false; // -h, --help
     // The typed values of the options given, in command-line order: more
     // than one only for a repeatable option.
@@ -175,6 +177,7 @@ extern const Command kStatus;
 extern const Command kSave;
 extern const Command kApply;
 extern const Command kChange;
+extern const Command kRun;
 extern const Command kGroup;
 extern const Command kExporter;
 // The table main() dispatches on; --help and the man page list it.

@@ -76,6 +76,19 @@ void print_bash_completion(FILE *out) {
         if (std::string w = first_words(usage); !w.empty())
             std::fprintf(out, "        first='%s'\n", w.c_str());
         if (usage.find("DEV") != std::string_view::npos) std::fprintf(out, "        dev=1\n");
+        if (std::string_view(c->name) == "filter") {
+            // After cgroup: the cgroups under the cgroup2 mount.
+            std::fprintf(out, "%s",
+                         "        if [[ $prev == cgroup ]]; then\n"
+                         "            local m; m=$(awk '/ - cgroup2 /{print $5; exit}' "
+                         "/proc/self/mountinfo)\n"
+                         "            COMPREPLY=($(cd \"$m\" 2>/dev/null && compgen -d -- "
+                         "\"${cur#/}\" | sed 's|^|/|'))\n"
+                         "            return\n"
+                         "        fi\n");
+        }
+        if (std::string_view(c->name) == "change")
+            std::fprintf(out, "        words='line-rate prio-direct'\n");
         if (usage.find("FILE") != std::string_view::npos) std::fprintf(out, "        file=1\n");
         if (std::string w = words_after_dev(*c); !w.empty())
             std::fprintf(out, "        words='%s'\n", w.c_str());
@@ -125,6 +138,7 @@ void print_bash_completion(FILE *out) {
                  "        ((dev)) && COMPREPLY=($(compgen -W \"$(ls /sys/class/net 2>/dev/null)\" "
                  "-- \"$cur\"))\n"
                  "        ((file)) && COMPREPLY+=($(compgen -f -- \"$cur\"))\n"
+                 "        [[ -n $words ]] && COMPREPLY+=($(compgen -W \"$words\" -- \"$cur\"))\n"
                  "    fi\n"
                  "}\n"
                  "complete -F _pspxdp pspxdp\n");

@@ -218,6 +218,11 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, const P
         const Family a{"pspxdp_pacer_alive", true};
         head(out, a, "1: the daemon runs and its heartbeat is fresh; 0: TC passes traffic unpaced");
         line(out, a.metric, dl, alive ? "1" : "0");
+        const Family pd{"pspxdp_prio_direct", true};
+        head(out, pd,
+             "1: skb->priority (SO_PRIORITY) naming a class picks it before the filters "
+             "(pspxdp change DEV prio-direct); 0: off");
+        line(out, pd.metric, dl, s.st.flags & PSPXDP_STATE_F_PRIO_DIRECT_OFF ? "0" : "1");
         const Family h{"pspxdp_heartbeat_age_seconds", true};
         head(out, h, "since the daemon's last heartbeat; NaN: it never beat");
         const uint64_t hb = s.st.heartbeat_ns;

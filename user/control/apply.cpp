@@ -25,6 +25,7 @@ Result<Config> Device::config() const {
     Config c;
     if (st->line_rate_bps) c.line_rate_bps = st->line_rate_bps;
     c.default_classid = pspxdp_classid_raw(st->default_classid);
+    c.prio_direct = !(st->flags & PSPXDP_STATE_F_PRIO_DIRECT_OFF);
     c.classes = std::move(specs.value());
     for (const auto &f : *fl) c.filters.push_back(ConfigFilter{f, 0});
     return c;
@@ -43,6 +44,7 @@ std::string ApplySummary::text() const {
     add(filters_deleted, "filter deleted", "filters deleted");
     if (default_changed) out += (out.empty() ? "" : ", ") + std::string("default class changed");
     if (line_rate_changed) out += (out.empty() ? "" : ", ") + std::string("line rate changed");
+    if (prio_direct_changed) out += (out.empty() ? "" : ", ") + std::string("prio-direct changed");
     return out;
 }
 
@@ -54,6 +56,8 @@ Result<ApplySummary> Device::apply(const Config &c) {
     const uint32_t old_default = pspxdp_classid_raw(st->default_classid);
     const uint64_t line = c.line_rate_bps.value_or(old_line);
     const uint32_t def = c.default_classid.value_or(old_default);
+    const bool old_prio_direct = !(st->flags & PSPXDP_STATE_F_PRIO_DIRECT_OFF);
+    const bool prio_direct = c.prio_direct.value_or(old_prio_direct);
     auto mtu_bytes = mtu();
     if (!mtu_bytes) return mtu_bytes.failure();
     if (auto r = check_config(c, line, def, dev_, *mtu_bytes); !r) return r.failure();
@@ -115,12 +119,14 @@ Result<ApplySummary> Device::apply(const Config &c) {
     for (const auto &f : *cur_filters) have.insert(format_filter(f));
     for (const auto &f : c.filters) {
         new_filters.push_back(f.spec);
-        want.insert(format_filter(f.spec));
+        canonical_cgroup_path(new_filters.back()); // "/sys/fs/cgroup/x" is "/x"
+        want.insert(format_filter(new_filters.back()));
     }
     for (const auto &w : want) sum.filters_added += !have.count(w);
     for (const auto &h : have) sum.filters_deleted += !want.count(h);
     sum.default_changed = def != old_default;
     sum.line_rate_changed = line != old_line;
+    sum.prio_direct_changed = prio_direct != old_prio_direct;
     if (sum.nothing()) return sum; // apply(save()) writes nothing, not even config_gen
 
     // The writes, in an order whose every step is a valid configuration;
@@ -131,6 +137,7 @@ Result<ApplySummary> Device::apply(const Config &c) {
         for (const auto &[id, v] : cur) bpf_map_update_elem(class_config_.get(), &id, &v, BPF_ANY);
         (void)control::replace_filters(filter_maps(), *cur_filters);
         (void)update_pacer_state(old_default, old_line);
+        (void)set_prio_direct(old_prio_direct);
         return Error{e.message + " (nothing changed)", e.exit_code};
     };
     if (line > old_line)
@@ -152,6 +159,8 @@ Result<ApplySummary> Device::apply(const Config &c) {
         if (auto r = control::replace_filters(filter_maps(), new_filters); !r)
             return rollback(r.failure());
     if (auto r = delete_classes(deletes); !r) return rollback(r.failure());
+    if (sum.prio_direct_changed)
+        if (auto r = set_prio_direct(prio_direct); !r) return rollback(r.failure());
     if (line < old_line) {
         if (auto r = update_pacer_state(std::nullopt, line); !r) return rollback(r.failure());
     }

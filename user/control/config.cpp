@@ -254,13 +254,18 @@ Result<Config> parse_config(std::string_view text) {
                 auto id = parse_class_id(rest[0]);
                 if (!id) return refuse(id.error());
                 c.default_classid = *id;
+            } else if (key == "prio-direct") {
+                if (rest.size() != 1 || (rest[0] != "on" && rest[0] != "off"))
+                    return refuse("expected \"prio-direct on\" or \"prio-direct off\"");
+                if (c.prio_direct) return refuse("prio-direct given twice");
+                c.prio_direct = rest[0] == "on";
             } else if (key == "filter") {
                 auto f = parse_filter(rest);
                 if (!f) return refuse(f.error());
                 c.filters.push_back(ConfigFilter{*f, line_no});
             } else {
                 return refuse("unknown statement " + quoted(key) +
-                              " (expected line-rate, class, default or filter)");
+                              " (expected line-rate, class, default, prio-direct or filter)");
             }
             return {};
         });
@@ -296,6 +301,7 @@ std::string format_config(const Config &c, const std::vector<std::string> &heade
     for (const auto &cs : c.classes) s += "class " + format_class_spec(cs) + "\n";
     if (c.default_classid)
         s += "default " + format_classid(ClassId::from_raw(*c.default_classid)) + "\n";
+    if (c.prio_direct) s += std::string("prio-direct ") + (*c.prio_direct ? "on" : "off") + "\n";
     for (const auto &f : c.filters) s += "filter " + format_filter(f.spec) + "\n";
     return s;
 }

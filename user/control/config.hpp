@@ -11,6 +11,7 @@
 //   class 1:1 300Mbit limit 64kb ce_threshold 2ms
 //   class 1:ffff normal
 //   default 1:ffff
+//   prio-direct on
 //   filter pref 10 proto udp dport 5001 classid 1:1
 #pragma once
 
@@ -78,6 +79,7 @@ struct ConfigFilter {
 struct Config {
     std::optional<uint64_t> line_rate_bps;   // absent: the device's stays
     std::optional<uint32_t> default_classid; // absent: the device's stays
+    std::optional<bool> prio_direct;         // skb->priority picks a class; absent: stays
     std::vector<ClassSpec> classes;          // the whole set (apply deletes the others)
     std::vector<ConfigFilter> filters;       // the whole set
 };

@@ -69,10 +69,10 @@ enum class Access {
 struct ApplySummary {
     size_t classes_added = 0, classes_changed = 0, classes_deleted = 0;
     size_t filters_added = 0, filters_deleted = 0;
-    bool default_changed = false, line_rate_changed = false;
+    bool default_changed = false, line_rate_changed = false, prio_direct_changed = false;
     bool nothing() const {
         return !classes_added && !classes_changed && !classes_deleted && !filters_added &&
-               !filters_deleted && !default_changed && !line_rate_changed;
+               !filters_deleted && !default_changed && !line_rate_changed && !prio_direct_changed;
     }
     // "2 classes changed, 1 filter added"; "nothing to change".
     std::string text() const;
@@ -116,6 +116,9 @@ class Device {
     Result<void> set_default(uint32_t classid);
     // Refused if the paced classes would not fit the new rate.
     Result<void> set_line_rate(uint64_t line_rate_bps);
+    // skb->priority naming a class picks it before the filters (htb's rule,
+    // the default) or not: PSPXDP_STATE_F_PRIO_DIRECT_OFF.
+    Result<void> set_prio_direct(bool on);
     // Makes the device's configuration c, or changes nothing: c is checked
     // whole first; a write that fails is rolled back.
     Result<ApplySummary> apply(const Config &c);

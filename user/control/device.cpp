@@ -165,6 +165,19 @@ Result<void> Device::update_pacer_state(const std::optional<uint32_t> &default_c
     return {};
 }
 
+Result<void> Device::set_prio_direct(bool on) {
+    if (auto r = require_change(); !r) return r;
+    auto v = common::MapView::of(pacer_state_.get(), sizeof(pspxdp_pacer_state), true);
+    if (!v) return err(dev_ + ": " + v.error());
+    auto *st = v->as<pspxdp_pacer_state>();
+    // The daemon sets its own flag bits in place: change only ours.
+    if (on)
+        __atomic_fetch_and(&st->flags, ~PSPXDP_STATE_F_PRIO_DIRECT_OFF, __ATOMIC_RELEASE);
+    else
+        __atomic_fetch_or(&st->flags, PSPXDP_STATE_F_PRIO_DIRECT_OFF, __ATOMIC_RELEASE);
+    return {};
+}
+
 // ---- filters (filter.hpp does the work on the maps)
 
 FilterMaps Device::filter_maps() const {

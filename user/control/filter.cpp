@@ -1,5 +1,6 @@
 #include "control/filter.hpp"
 
+#include "common/cgroup.hpp"
 #include "common/text.hpp"
 
 #include <bpf/bpf.h>
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace pspxdp::control {
@@ -302,6 +304,23 @@ std::optional<uint32_t> free_id(const std::set<uint32_t> &taken) {
 
 } // namespace
 
+void canonical_cgroup_path(FilterSpec &spec) {
+    if (!spec.cgroup || spec.cgroup->id) return;
+    auto m = common::cgroup2_mount();
+    if (!m) return;
+    if (auto rel = common::cgroup_rel_path(*m, spec.cgroup->path)) spec.cgroup->path = *rel;
+}
+
+Result<void> resolve_filter_cgroup(FilterSpec &spec) {
+    if (!spec.cgroup || spec.cgroup->id) return {};
+    auto dir = common::resolve_cgroup(spec.cgroup->path);
+    if (!dir) return dir.failure();
+    spec.cgroup->path = dir->path;
+    spec.cgroup->id = dir->id;
+    spec.cgroup->level = dir->level;
+    return {};
+}
+
 Result<std::vector<StoredFilter>> read_filters(const FilterMaps &m) {
     auto d = dump<uint32_t, pspxdp_filter>(m.filters, "filters");
     if (!d) return d.failure();
@@ -321,8 +340,15 @@ Result<std::vector<FilterInfo>> read_filter_infos(const FilterMaps &m, bool with
     std::vector<FilterInfo> out;
     const int ncpu = libbpf_num_possible_cpus();
     std::vector<pspxdp_filter_stats> per_cpu(size_t(std::max(ncpu, 1)));
+    std::optional<common::Cgroup2Mount> mount;
     for (const StoredFilter &f : *filters) {
         FilterInfo info{f, {}};
+        if (f.spec.cgroup) {
+            if (!mount)
+                if (auto mt = common::cgroup2_mount()) mount = *mt;
+            info.cgroup_gone =
+                !mount || common::cgroup_id_now(*mount, f.spec.cgroup->path) != f.spec.cgroup->id;
+        }
         if (with_stats) {
             if (bpf_map_lookup_elem(m.stats, &f.id, per_cpu.data()) != 0)
                 return sys_error("read filter_stats");
@@ -337,7 +363,9 @@ Result<std::vector<FilterInfo>> read_filter_infos(const FilterMaps &m, bool with
     return out;
 }
 
-Result<void> add_filter(const FilterMaps &m, const FilterSpec &spec) {
+Result<void> add_filter(const FilterMaps &m, const FilterSpec &words) {
+    FilterSpec spec = words;
+    if (auto r = resolve_filter_cgroup(spec); !r) return r;
     auto before = read_filters(m);
     if (!before) return before.failure();
     for (const StoredFilter &f : *before)
@@ -356,7 +384,9 @@ Result<void> add_filter(const FilterMaps &m, const FilterSpec &spec) {
     return commit(m, *before, after, seq + 1);
 }
 
-Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const FilterSelect &sel) {
+Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const FilterSelect &words) {
+    FilterSelect sel = words;
+    canonical_cgroup_path(sel.spec);
     auto before = read_filters(m);
     if (!before) return before.failure();
     std::vector<StoredFilter> after;
@@ -381,7 +411,9 @@ Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const Filter
     return gone;
 }
 
-Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> specs) {
+Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> given) {
+    std::vector<FilterSpec> specs(given.begin(), given.end());
+    for (FilterSpec &s : specs) canonical_cgroup_path(s);
     // Duplicates within the list, named by position (the caller knows the lines).
     std::map<std::string, size_t> identity; // pref + fields -> first position
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -407,6 +439,17 @@ Result<void> replace_filters(const FilterMaps &m, std::span<const FilterSpec> sp
         key.classid = ClassId{};
         existing[format_filter(key)] = &f;
         taken.insert(f.id);
+    }
+    for (FilterSpec &s : specs) {
+        if (!s.cgroup || s.cgroup->id) continue;
+        FilterSpec key = s;
+        key.classid = ClassId{};
+        auto r = resolve_filter_cgroup(s);
+        auto it = existing.find(format_filter(key));
+        if (!r && it != existing.end() && it->second->spec.cgroup)
+            s.cgroup = it->second->spec.cgroup; // gone since: the filter stays as it is
+        else if (!r)
+            return r;
     }
     uint64_t next_seq = next_seq_after(*before, st->next_seq);
     // Equal prefs keep the list's order. A filter that stays keeps its

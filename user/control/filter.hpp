@@ -35,11 +35,25 @@ struct FilterMaps {
 struct FilterInfo {
     StoredFilter filter;
     pspxdp_filter_stats stats{}; // summed over CPUs (with_stats only)
+    // A cgroup filter whose cgroup no longer exists (removed, or removed and
+    // made again: a new id): it matches nothing.
+    bool cgroup_gone = false;
 };
 
 // Every filter in evaluation order (pref, then the order they were added).
 Result<std::vector<StoredFilter>> read_filters(const FilterMaps &m);
 Result<std::vector<FilterInfo>> read_filter_infos(const FilterMaps &m, bool with_stats);
+
+// A cgroup given in words (id 0) made what the classifier matches: its
+// path under the cgroup2 mount ("/a/b"), its id and level. Refused (exit 2)
+// when the path is not a cgroup; nothing to do for a filter without one or
+// with an id already.
+Result<void> resolve_filter_cgroup(FilterSpec &spec);
+// The path of a cgroup given in words as stored ("/a/b" under the mount),
+// without looking at the cgroup itself: so words compare with stored
+// filters. As typed when there is no cgroup2 mount (then no stored filter
+// has one).
+void canonical_cgroup_path(FilterSpec &spec);
 
 // Adds one filter after those of its pref. Refuses a duplicate (same fields
 // and pref) and an unknown class.
@@ -48,6 +62,9 @@ Result<void> add_filter(const FilterMaps &m, const FilterSpec &spec);
 // filter; `pref N` alone deletes every filter of that pref.
 Result<std::vector<FilterSpec>> delete_filters(const FilterMaps &m, const FilterSelect &sel);
 // Makes the filters exactly `specs`; equal prefs are tried in list order.
+// A cgroup given in words that no longer exists keeps the id of the filter
+// of the same words that stays (apply of what save printed changes nothing
+// after the cgroup was removed); a new one must exist.
 // Validates everything first; on a map error puts the old filters back.
 // Filters that stay keep their id (and counters), and their sequence number
 // when the list keeps them in the same order, so replacing the filters with

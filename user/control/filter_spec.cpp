@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -80,12 +81,6 @@ const struct {
 
 } // namespace
 
-const std::vector<std::string_view> &filter_words() {
-    static const std::vector<std::string_view> words = {"pref",  "src",  "dst",  "proto",  "sport",
-                                                        "dport", "vlan", "dscp", "classid"};
-    return words;
-}
-
 std::vector<std::string_view> proto_names() {
     std::vector<std::string_view> out;
     for (const auto &p : kProtos) out.push_back(p.name);
@@ -105,18 +100,64 @@ std::string format_ports(const PortRange &r) {
                           : std::to_string(r.min) + "-" + std::to_string(r.max);
 }
 
-const char *const kFieldWords = "src, dst, proto, sport, dport, vlan, dscp";
+const char *const kFieldWords = "src, dst, proto, sport, dport, vlan, dscp, mark, cgroup";
+
+// A 32-bit number, decimal or 0x hex.
+std::optional<uint32_t> parse_u32(std::string_view text) {
+    int base = 10;
+    if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+        text.remove_prefix(2);
+        base = 16;
+    }
+    uint32_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, base);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+    return v;
+}
+
+// "0x10", "16", "0x10/0xff".
+Result<MarkMatch> parse_mark(std::string_view text) {
+    const std::string what = "mark " + quoted(text);
+    const size_t slash = text.find('/');
+    auto value = parse_u32(text.substr(0, slash));
+    auto mask = slash == std::string_view::npos ? std::optional<uint32_t>(0xffffffff)
+                                                : parse_u32(text.substr(slash + 1));
+    if (!value || !mask)
+        return refuse(what + ": expected VALUE or VALUE/MASK, 32-bit numbers (decimal or 0x hex)");
+    if (!*mask) return refuse(what + ": mask 0 matches every packet (leave the mark out)");
+    if (*value & ~*mask)
+        return refuse(what + ": value has bits outside the mask (value & mask would never "
+                             "equal it)");
+    return MarkMatch{*value, *mask};
+}
+
+// "/a/b", "a/b", "/sys/fs/cgroup/unified/a/b": checked for what can be
+// judged without the file system; resolve_filter_cgroup does the rest.
+Result<CgroupMatch> parse_cgroup(std::string_view text) {
+    const std::string what = "cgroup " + quoted(text);
+    if (text.empty()) return refuse(what + ": empty path");
+    if (text.size() >= PSPXDP_CGROUP_PATH_MAX)
+        return refuse(what + ": longer than " + std::to_string(PSPXDP_CGROUP_PATH_MAX - 1) +
+                      " bytes");
+    for (char c : text)
+        if (static_cast<unsigned char>(c) < 0x20)
+            return refuse(what + ": control characters in the path");
+    return CgroupMatch{std::string(text), 0, 0};
+}
 
 struct Parsed {
     FilterSpec spec;
     bool has_pref = false, has_classid = false;
 };
 
+constexpr std::string_view kWords[] = {"pref", "src",  "dst",  "proto",  "sport",  "dport",
+                                       "vlan", "dscp", "mark", "cgroup", "classid"};
+
 // The canonical form of a filter word ("prio" -> "pref"), or "" if it is none.
 std::string_view canonical_word(std::string_view word) {
     if (word == "prio" || word == "priority" || word == "preference") return "pref";
     if (word == "flowid") return "classid";
-    for (std::string_view w : filter_words())
+    for (std::string_view w : kWords)
         if (word == w) return w;
     return "";
 }
@@ -167,6 +208,14 @@ Result<Parsed> parse_words(std::span<const std::string> words) {
             auto v = parse_uint(value, 63);
             if (!v) return refuse("dscp " + quoted(value) + ": expected 0..63");
             s.dscp = uint8_t(*v);
+        } else if (word == "mark") {
+            auto m = parse_mark(value);
+            if (!m) return m.failure();
+            s.mark = *m;
+        } else if (word == "cgroup") {
+            auto c = parse_cgroup(value);
+            if (!c) return c.failure();
+            s.cgroup = *c;
         } else { // classid
             auto id = parse_classid(value);
             if (!id) return refuse(id.error());
@@ -207,6 +256,8 @@ std::string format_words(const FilterSpec &s, bool pref, bool fields, bool class
         if (s.dport) add("dport", format_ports(*s.dport));
         if (s.vlan) add("vlan", std::to_string(*s.vlan));
         if (s.dscp) add("dscp", std::to_string(*s.dscp));
+        if (s.mark) add("mark", format_mark(*s.mark));
+        if (s.cgroup) add("cgroup", s.cgroup->path);
     }
     if (classid) add("classid", format_classid(s.classid));
     return out;
@@ -214,7 +265,8 @@ std::string format_words(const FilterSpec &s, bool pref, bool fields, bool class
 
 bool same_fields(const FilterSpec &a, const FilterSpec &b) {
     return a.src == b.src && a.dst == b.dst && a.proto == b.proto && a.sport == b.sport &&
-           a.dport == b.dport && a.vlan == b.vlan && a.dscp == b.dscp;
+           a.dport == b.dport && a.vlan == b.vlan && a.dscp == b.dscp && a.mark == b.mark &&
+           (a.cgroup ? b.cgroup && a.cgroup->path == b.cgroup->path : !b.cgroup);
 }
 
 // Top `len` bits of a 16-byte address.
@@ -235,11 +287,21 @@ std::string format_prefix(const Prefix &p) {
     return std::string(buf) + "/" + std::to_string(p.len);
 }
 
-uint8_t FilterSpec::fields() const {
-    return uint8_t((src ? PSPXDP_FF_SRC : 0) | (dst ? PSPXDP_FF_DST : 0) |
-                   (proto ? PSPXDP_FF_PROTO : 0) | (sport ? PSPXDP_FF_SPORT : 0) |
-                   (dport ? PSPXDP_FF_DPORT : 0) | (vlan ? PSPXDP_FF_VLAN : 0) |
-                   (dscp ? PSPXDP_FF_DSCP : 0));
+std::string format_mark(const MarkMatch &m) {
+    char buf[32];
+    if (m.mask == 0xffffffff)
+        std::snprintf(buf, sizeof buf, "0x%x", m.value);
+    else
+        std::snprintf(buf, sizeof buf, "0x%x/0x%x", m.value, m.mask);
+    return buf;
+}
+
+uint16_t FilterSpec::fields() const {
+    return uint16_t((src ? PSPXDP_FF_SRC : 0) | (dst ? PSPXDP_FF_DST : 0) |
+                    (proto ? PSPXDP_FF_PROTO : 0) | (sport ? PSPXDP_FF_SPORT : 0) |
+                    (dport ? PSPXDP_FF_DPORT : 0) | (vlan ? PSPXDP_FF_VLAN : 0) |
+                    (dscp ? PSPXDP_FF_DSCP : 0) | (mark ? PSPXDP_FF_MARK : 0) |
+                    (cgroup ? PSPXDP_FF_CGROUP : 0));
 }
 
 bool same_identity(const FilterSpec &a, const FilterSpec &b) {
@@ -280,6 +342,8 @@ std::vector<std::string> split_words(std::string_view line) {
 }
 
 bool is_filter_word(std::string_view word) { return !canonical_word(word).empty(); }
+
+std::span<const std::string_view> filter_words() { return kWords; }
 
 std::string format_filter(const FilterSpec &spec) { return format_words(spec, true, true, true); }
 
@@ -342,6 +406,12 @@ pspxdp_filter to_map_value(const StoredFilter &f) {
     v.vlan = s.vlan.value_or(0);
     if (s.sport) v.sport_min = s.sport->min, v.sport_max = s.sport->max;
     if (s.dport) v.dport_min = s.dport->min, v.dport_max = s.dport->max;
+    if (s.mark) v.mark = s.mark->value, v.mark_mask = s.mark->mask;
+    if (s.cgroup) {
+        v.cgroup_id = s.cgroup->id;
+        v.cgroup_level = s.cgroup->level;
+        std::snprintf(v.cgroup_path, sizeof v.cgroup_path, "%s", s.cgroup->path.c_str());
+    }
     return v;
 }
 
@@ -351,7 +421,8 @@ Result<StoredFilter> from_map_value(uint32_t id, const pspxdp_filter &v) {
                    "); detach and attach again");
     };
     constexpr unsigned all = PSPXDP_FF_SRC | PSPXDP_FF_DST | PSPXDP_FF_PROTO | PSPXDP_FF_SPORT |
-                             PSPXDP_FF_DPORT | PSPXDP_FF_VLAN | PSPXDP_FF_DSCP;
+                             PSPXDP_FF_DPORT | PSPXDP_FF_VLAN | PSPXDP_FF_DSCP | PSPXDP_FF_MARK |
+                             PSPXDP_FF_CGROUP;
     const bool addr = v.fields & (PSPXDP_FF_SRC | PSPXDP_FF_DST);
     if (!v.fields || (v.fields & ~all)) return bad("fields");
     if (addr ? (v.family != 4 && v.family != 6) : v.family != 0) return bad("family");
@@ -361,6 +432,12 @@ Result<StoredFilter> from_map_value(uint32_t id, const pspxdp_filter &v) {
     if (v.src_plen > max_len || v.dst_plen > max_len) return bad("prefix length");
     if (v.vlan > 4095 || v.dscp > 63) return bad("vlan or dscp");
     if (v.sport_min > v.sport_max || v.dport_min > v.dport_max) return bad("port range");
+    if ((v.fields & PSPXDP_FF_MARK) && (!v.mark_mask || (v.mark & ~v.mark_mask)))
+        return bad("mark");
+    const size_t path_len = strnlen(v.cgroup_path, sizeof v.cgroup_path);
+    if ((v.fields & PSPXDP_FF_CGROUP) &&
+        (!v.cgroup_id || path_len == sizeof v.cgroup_path || v.cgroup_path[0] != '/'))
+        return bad("cgroup");
 
     StoredFilter f;
     f.id = id;
@@ -386,6 +463,9 @@ Result<StoredFilter> from_map_value(uint32_t id, const pspxdp_filter &v) {
     if (v.fields & PSPXDP_FF_DPORT) s.dport = PortRange{v.dport_min, v.dport_max};
     if (v.fields & PSPXDP_FF_VLAN) s.vlan = v.vlan;
     if (v.fields & PSPXDP_FF_DSCP) s.dscp = v.dscp;
+    if (v.fields & PSPXDP_FF_MARK) s.mark = MarkMatch{v.mark, v.mark_mask};
+    if (v.fields & PSPXDP_FF_CGROUP)
+        s.cgroup = CgroupMatch{std::string(v.cgroup_path, path_len), v.cgroup_id, v.cgroup_level};
     return f;
 }
 
@@ -416,6 +496,8 @@ pspxdp_filter_key shape_mask(const pspxdp_filter_shape &shape) {
     if (shape.fields & PSPXDP_FF_VLAN) m.vlan = 0x0fff;
     if (shape.fields & PSPXDP_FF_PROTO) m.proto = 0xff;
     if (shape.fields & PSPXDP_FF_DSCP) m.dscp = 0x3f;
+    if (shape.fields & PSPXDP_FF_MARK) m.mark = shape.mark_mask;
+    if (shape.fields & PSPXDP_FF_CGROUP) m.cgroup_id = ~0ull;
     return m;
 }
 
@@ -443,6 +525,14 @@ std::vector<std::pair<pspxdp_filter_key, pspxdp_filter_entry>> expand(const Stor
     base.proto = s.proto.value_or(0);
     base.vlan = s.vlan.value_or(0);
     base.dscp = s.dscp.value_or(0);
+    if (s.mark) {
+        base.shape.mark_mask = s.mark->mask;
+        base.mark = s.mark->value;
+    }
+    if (s.cgroup) {
+        base.shape.cgroup_level = s.cgroup->level;
+        base.cgroup_id = s.cgroup->id;
+    }
 
     pspxdp_filter_entry value{};
     value.order = f.order();
@@ -475,11 +565,12 @@ EntryMap build_entries(std::span<const StoredFilter> filters) {
 }
 
 std::vector<pspxdp_filter_shape_slot> shape_table(const EntryMap &entries) {
-    std::map<uint64_t, pspxdp_filter_shape_slot> by_shape; // shape bytes -> slot
+    using ShapeBytes = std::array<uint8_t, sizeof(pspxdp_filter_shape)>;
+    std::map<ShapeBytes, pspxdp_filter_shape_slot> by_shape; // shape bytes -> slot
     for (const auto &[kb, v] : entries) {
         const pspxdp_filter_key k = key_of(kb);
-        uint64_t id;
-        std::memcpy(&id, &k.shape, sizeof(id));
+        ShapeBytes id;
+        std::memcpy(id.data(), &k.shape, sizeof(id));
         auto [it, inserted] = by_shape.try_emplace(id);
         if (inserted) {
             it->second.mask = shape_mask(k.shape);

@@ -37,6 +37,22 @@ struct PortRange {
     friend bool operator==(const PortRange &, const PortRange &) = default;
 };
 
+// mark VALUE[/MASK]: skb->mark & mask == value (tc's fw).
+struct MarkMatch {
+    uint32_t value = 0, mask = 0xffffffff;
+    friend bool operator==(const MarkMatch &, const MarkMatch &) = default;
+};
+
+// cgroup PATH: the sending socket's cgroup v2 is PATH or below it. The
+// words give the path; id and level come from the cgroup file system when
+// the filter is added (resolve_filter_cgroup), 0 until then.
+struct CgroupMatch {
+    std::string path; // "/a/b" under the cgroup2 mount once resolved; as typed before
+    uint64_t id = 0;
+    uint8_t level = 0;
+    friend bool operator==(const CgroupMatch &, const CgroupMatch &) = default;
+};
+
 struct FilterSpec {
     uint32_t pref = PSPXDP_FILTER_PREF_DEFAULT;
     std::optional<Prefix> src, dst;
@@ -44,12 +60,14 @@ struct FilterSpec {
     std::optional<PortRange> sport, dport;
     std::optional<uint16_t> vlan; // outer tag's VLAN id
     std::optional<uint8_t> dscp;
+    std::optional<MarkMatch> mark;
+    std::optional<CgroupMatch> cgroup;
     ClassId classid;
 
     // 4 or 6 with an address field, 0 (both families and non-IP) without.
     int family() const { return src ? src->family : dst ? dst->family : 0; }
     // enum pspxdp_filter_field bits of the fields present.
-    uint8_t fields() const;
+    uint16_t fields() const;
     friend bool operator==(const FilterSpec &, const FilterSpec &) = default;
 };
 
@@ -66,9 +84,9 @@ std::vector<std::string> split_words(std::string_view line);
 Result<FilterSpec> parse_filter(std::span<const std::string> words);
 // Is word one of the words above (so it cannot be the device name)?
 bool is_filter_word(std::string_view word);
-// The words of a filter (canonical forms), and the protocol names proto
-// takes: what filter add parses, and what bash completion offers.
-const std::vector<std::string_view> &filter_words();
+// The words of a filter (canonical forms: pref, the fields, classid), and the
+// protocol names proto takes: what filter add parses, and what bash completion offers.
+std::span<const std::string_view> filter_words();
 std::vector<std::string_view> proto_names();
 std::string format_filter(const FilterSpec &spec);
 
@@ -85,6 +103,8 @@ Result<FilterSelect> parse_filter_select(std::span<const std::string> words);
 
 // "10.1.2.0/24": the length is always written.
 std::string format_prefix(const Prefix &p);
+// "0x10", "0x10/0xff" (the mask left out when all bits count).
+std::string format_mark(const MarkMatch &m);
 
 // Protocol names accepted and printed (others are numbers).
 std::optional<uint8_t> proto_number(std::string_view name);

@@ -4,6 +4,7 @@
 #include "core/framing.hpp"
 
 #include "common/caps.hpp"
+#include "common/cgroup.hpp"
 #include "common/clock.hpp"
 #include "common/ns.hpp"
 #include "common/pins.hpp"
@@ -506,6 +507,9 @@ Result<Detached> detach(const Paths &p) {
                             ", which no longer exists: removed its pins and run files");
         return out;
     }
+    // pspxdp run's cgroups of DEV (processes still in them go back where
+    // they came from); its filters and classes go with the pins.
+    common::remove_all_runs(p.dev, out.notes);
     if (pr.daemon) {
         // A live process's namespace is alive: its inode cannot have been reused.
         uint64_t ns = netns_of(pr.daemon);

@@ -67,8 +67,10 @@ Option sched_option() {
                "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 30 % of a CPU "
                "reserved and the idle rest reclaimed, ~94 % at most (a busy host cannot delay "
                "it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
-               "normal = a normal task")
-        .one_of({daemon::sched_policy_name(SchedPolicy::Normal),
+               "normal = a normal task; auto = deadline where the kernel grants it, else "
+               "normal (attach says which). A policy named is had or refused (exit 1)")
+        .one_of({daemon::sched_policy_name(SchedPolicy::Auto),
+                 daemon::sched_policy_name(SchedPolicy::Normal),
                  daemon::sched_policy_name(SchedPolicy::Fifo),
                  daemon::sched_policy_name(SchedPolicy::Deadline)})
         .by_default(std::string(daemon::sched_policy_name(daemon::DaemonConfig{}.sched)));
@@ -77,6 +79,22 @@ Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args) {
     const auto c = args.maybe_number("cpu");
     return daemon::set_sched_options(cfg, daemon::SchedPolicy(args.choice("sched")),
                                      c ? int(*c) : -1);
+}
+
+// What the kernel gave the daemon, on stdout: the scheduling is part of
+// what the user asked for. With the default (auto), a fall-back to a normal
+// task says why and what to do.
+static void print_scheduling(pid_t pid, daemon::SchedPolicy asked) {
+    auto f = daemon::sched_in_force(pid);
+    if (!f) return warn("daemon scheduling unknown: " + f.error());
+    std::string why;
+    if (asked == daemon::SchedPolicy::Auto && f->policy != daemon::kAutoSched) {
+        why = daemon::sched_obstacle(daemon::kAutoSched);
+        why = std::string(", not ") + daemon::sched_policy_name(daemon::kAutoSched) +
+              ": the kernel refused it (" + (why.empty() ? "see the log" : why) +
+              "; --sched normal to choose this)";
+    }
+    std::printf("pspxdp: daemon scheduling: %s%s\n", f->text().c_str(), why.c_str());
 }
 
 static int run(const Args &args) {
@@ -151,6 +169,14 @@ static int run(const Args &args) {
 
     opt.default_classid_given = args.has("default-class") || (config && config->default_classid);
     opt.daemon_args = daemon::to_args(dcfg);
+    // A policy named that this process (and so the daemon it starts) cannot
+    // have: refused before anything is created. What only the kernel knows
+    // (deadline admission control) stops the daemon, and attach undoes all.
+    if (dcfg.sched != daemon::SchedPolicy::Auto)
+        if (auto why = daemon::sched_obstacle(dcfg.sched); !why.empty())
+            opt.cannot_start = std::string("--sched ") + daemon::sched_policy_name(dcfg.sched) +
+                               " cannot be had here: " + why +
+                               " (--sched auto runs a normal task instead)";
     auto att = setup::attach(opt, [](const std::string &w) { warn(w); });
     if (!att) return fail("attach: " + att.error(), att.exit_code());
     if (!att->already.empty()) {
@@ -205,6 +231,7 @@ static int run(const Args &args) {
     auto pid = setup::start_daemon(*paths, st, daemon::to_args(dcfg));
     if (!pid) return fail("attach: " + pid.error());
     std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths->log.c_str());
+    print_scheduling(*pid, dcfg.sched);
     return 0;
 }
 
@@ -258,7 +285,7 @@ const Command kAttach = {
         clock_option(),
         clockless_option(),
         burst_option(),
-        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (--sched fifo or normal)")
+        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (with --sched fifo or normal)")
             .within(0, 4095),
         sched_option(),
         flag("busy-poll", 0, "SO_PREFER_BUSY_POLL on the pacer sockets"),

@@ -28,11 +28,32 @@ namespace pspxdp::daemon {
 // --sched: the loop's scheduling policy (docs/design.md §4.4). In the
 // order of the option's choices.
 enum class SchedPolicy : uint8_t {
+    // The default: Deadline where the kernel grants it, else Normal, and
+    // attach says which. A policy asked by name is had or refused.
+    Auto,
     Normal,   // SCHED_OTHER: shares its CPU with whatever else runs there
     Fifo,     // SCHED_FIFO at kRealtimePriority, memory locked (the kernel's RT throttling)
     Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs, reclaiming
 };
 const char *sched_policy_name(SchedPolicy p);
+// What Auto asks the kernel for first.
+inline constexpr SchedPolicy kAutoSched = SchedPolicy::Deadline;
+
+// The scheduling a process runs with, as the kernel has it (sched_getattr):
+// what attach prints and status shows.
+struct SchedInForce {
+    SchedPolicy policy = SchedPolicy::Normal; // never Auto
+    uint32_t priority = 0;                    // Fifo
+    uint64_t runtime_ns = 0, period_ns = 0;   // Deadline
+    bool reclaim = false;                     // Deadline: SCHED_FLAG_RECLAIM
+    std::string text() const; // "deadline: 150 us of every 500 us reserved, reclaiming"
+};
+Result<SchedInForce> sched_in_force(int pid);
+// Why this process (and a daemon it starts, which inherits its capabilities
+// and CPU affinity) cannot have `p`: no CAP_SYS_NICE, or for deadline a CPU
+// affinity narrower than the online CPUs. Empty: nothing known in the way
+// (the kernel may still refuse: deadline admission control).
+std::string sched_obstacle(SchedPolicy p);
 
 struct DaemonConfig {
     std::string dev;
@@ -62,10 +83,11 @@ struct DaemonConfig {
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;
     int cpu = -1; // pin to this CPU; -1: anywhere (refused with SchedPolicy::Deadline)
-    // How the kernel schedules the loop (SchedPolicy). Deadline by default: on
-    // a busy host a normal-priority pacer waits behind every runnable task,
-    // and SCHED_FIFO is stopped 50 ms at a time by the fair server.
-    SchedPolicy sched = SchedPolicy::Deadline;
+    // How the kernel schedules the loop (SchedPolicy). Auto (deadline where
+    // granted) by default: on a busy host a normal-priority pacer waits
+    // behind every runnable task, and SCHED_FIFO is stopped 50 ms at a time
+    // by the fair server.
+    SchedPolicy sched = SchedPolicy::Auto;
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
     // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.
@@ -89,7 +111,8 @@ inline constexpr uint64_t kDeadlineRuntimeNs = 150'000;
 inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
 
 // --cpu N only with a policy that can be pinned: the kernel admits a
-// SCHED_DEADLINE task only with the whole root domain as its affinity.
+// SCHED_DEADLINE task only with the whole root domain as its affinity
+// (refused with Auto too: its first choice is deadline).
 Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu);
 
 // The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).

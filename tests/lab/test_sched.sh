@@ -41,13 +41,13 @@ if grep -q 'cannot run SCHED_DEADLINE: .*\(EPERM\|EBUSY\|Operation not permitted
 fi
 psp_check "default: SCHED_DEADLINE (policy $(policy "$PID"))" test "$(policy "$PID")" = 6
 psp_check "the log names the reservation" \
-    grep -q 'scheduling: SCHED_DEADLINE, 150 us of every 500 us reserved' "$LOG"
+    grep -q 'scheduling: SCHED_DEADLINE, 300 us of every 500 us reserved and no more' "$LOG"
 psp_check "attach says the scheduling on stdout" grep -qx \
-    'pspxdp: daemon scheduling: deadline (SCHED_DEADLINE): 150 us of every 500 us reserved, reclaiming idle CPU time' \
+    'pspxdp: daemon scheduling: deadline (SCHED_DEADLINE): 300 us of every 500 us reserved' \
     "$TMP/attach.out"
-psp_check "status shows it" bash -c "$N $PSPXDP status $DEV | grep -q '^scheduling: deadline (SCHED_DEADLINE): 150 us of every 500 us'"
+psp_check "status shows it" bash -c "$N $PSPXDP status $DEV | grep -q '^scheduling: deadline (SCHED_DEADLINE): 300 us of every 500 us'"
 psp_check "status -j shows it" psp_status_is $DEV \
-    'd["scheduling"] == {"policy": "deadline", "priority": 0, "runtime_ns": 150000, "period_ns": 500000, "reclaim": True}'
+    'd["scheduling"] == {"policy": "deadline", "priority": 0, "runtime_ns": 300000, "period_ns": 500000, "reclaim": False}'
 psp_check "idle: status published" psp_wait_for 10 published
 P status $DEV -j >"$TMP/idle.json"
 P status $DEV >"$TMP/idle.txt"
@@ -58,6 +58,11 @@ d = s["daemon"]
 sys.exit(0 if d["lost_wire_ns"] == 0 and d["lost_wire_ppm"] == 0 and s["lost_wire_share"] == 0 else 1)' "$TMP/idle.json"
 psp_check "idle: status text says none lost" \
     grep -q "lost 0.00 % of the wire's time in the last second" "$TMP/idle.txt"
+psp_check "detach" P detach $DEV
+
+psp_check "attach --reclaim" P attach $DEV --line-rate 1gbit --reclaim
+psp_check "--reclaim: the daemon reclaims" psp_status_is $DEV \
+    'd["scheduling"]["policy"] == "deadline" and d["scheduling"]["reclaim"]'
 psp_check "detach" P detach $DEV
 
 psp_check "attach --sched fifo --cpu 0" P attach $DEV --line-rate 1gbit --sched fifo --cpu 0
@@ -136,6 +141,8 @@ refused "--cpu 0 with the default" \
     "attach: --cpu 0 with --sched auto: the kernel runs a deadline task on any CPU" --cpu 0
 refused "--cpu 0 with deadline" \
     "attach: --cpu 0 with --sched deadline: the kernel runs a deadline task on any CPU" --cpu 0 --sched deadline
+refused "--reclaim with fifo" "attach: --reclaim with --sched fifo: only a deadline task reclaims" \
+    --sched fifo --reclaim
 refused "--sched rt" 'option --sched: "rt" is not one of auto, normal, fifo or deadline' --sched rt
 refused "--rt" "unknown option --rt" --rt
 psp_finish

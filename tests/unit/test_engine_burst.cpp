@@ -333,3 +333,29 @@ TEST_CASE("burst bound: the three-class mix beside a greedy normal class, perfec
     CHECK(sim.counters.late_lost_bytes == 0);
     CHECK(normal_bps > 0.5e9);
 }
+
+TEST_CASE("burst bound: the daemon's default is at least 150 us at the class's rate",
+          "[engine][burst]") {
+    // Wake-up batching (kDefaultBurstFloorNs): a class without a bound of
+    // its own gets max(3 MTU, rate * 150 us); one with its own keeps it; no
+    // floor, the plain default.
+    EngineConfig cfg = clockless();
+    cfg.burst_floor_ns = kDefaultBurstFloorNs;
+    Engine e(cfg);
+    const uint32_t slow = e.add_class(100 * kMbit).value();
+    const uint32_t fast = e.add_class(500 * kMbit).value();
+    const uint32_t own = e.add_class(300 * kMbit, 3 * kUnit).value();
+    CHECK(e.class_burst(slow) == 3 * kUnit);      // 1875 B in 150 us: 3 MTU more
+    CHECK(e.class_burst(fast) == 9375);           // 500 Mbit/s * 150 us
+    CHECK(e.class_burst(own) == 3 * kUnit);       // its own, as set
+    Engine plain(clockless());
+    CHECK(plain.class_burst(plain.add_class(500 * kMbit).value()) == 3 * kUnit);
+    // Batched: 500 Mbit/s wakes once per 3 frames (one per frame at 3 MTU),
+    // and never releases more than the bucket holds.
+    Bucket b(9375, 500 * kMbit);
+    Engine one(cfg);
+    const uint32_t c = one.add_class(500 * kMbit).value();
+    Run r = follow(one, c, b, 300, [](uint64_t) { return 0; });
+    CHECK(r.frames >= 3 * (r.wakeups - 1));
+    CHECK(b.lost == 0);
+}

@@ -90,3 +90,34 @@ TEST_CASE("lost wire time: the share of each second, a log line at most once a m
     // A stall longer than the interval is at most all of it.
     CHECK(w.update(301 * s, 16'000'000 + 3 * s, log) == 1'000'000);
 }
+
+TEST_CASE("--burst: not given, the default with its floor and no --burst for the daemon; "
+          "given, as it is",
+          "[cli][burst]") {
+    DaemonConfig cfg;
+    CHECK(cfg.burst_floor_ns == pspxdp::kDefaultBurstFloorNs);
+    auto args = to_args(cfg);
+    CHECK(std::find(args.begin(), args.end(), "--burst") == args.end());
+    cfg.burst_floor_ns = 0; // --burst given
+    args = to_args(cfg);
+    auto it = std::find(args.begin(), args.end(), "--burst");
+    REQUIRE(it != args.end());
+    CHECK(it[1] == "3mtu");
+}
+
+TEST_CASE("--reclaim: only where the daemon can be a deadline task", "[cli][sched]") {
+    DaemonConfig cfg;
+    CHECK(!cfg.reclaim);
+    REQUIRE(set_sched_options(cfg, SchedPolicy::Auto, -1, true));
+    CHECK(cfg.reclaim);
+    auto args = to_args(cfg);
+    CHECK(std::find(args.begin(), args.end(), "--reclaim") != args.end());
+    for (SchedPolicy p : {SchedPolicy::Normal, SchedPolicy::Fifo}) {
+        DaemonConfig fresh;
+        auto r = set_sched_options(fresh, p, -1, true);
+        REQUIRE(!r);
+        CHECK(r.error() == std::string("--reclaim with --sched ") + sched_policy_name(p) +
+                               ": only a deadline task reclaims");
+        CHECK(!fresh.reclaim);
+    }
+}

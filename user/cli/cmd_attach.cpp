@@ -44,17 +44,22 @@ Option clock_option() {
         .by_default(std::string(daemon::wire_clock_name(daemon::DaemonConfig{}.clock)));
 }
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
+static_assert(kDefaultBurstMtus == 3 && kDefaultBurstFloorNs == 150'000, "--burst's help");
 Option burst_option() {
     return opt(OptType::String, "burst", 0, "SIZE",
                "clockless: the burst bound of classes that set none (class ... burst): bytes "
                "(4500, 4.5kb) or largest frames (3mtu)")
-        .by_default(format_burst(daemon::DaemonConfig{}.burst));
+        .default_is("3mtu, or what the class sends in 150us if more (6.2mtu at 500mbit: "
+                    "fewer wake-ups)");
 }
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
-    auto burst = parse_burst(args.text("burst"));
-    if (!burst) return refuse("--" + burst.error());
-    if (!burst->set()) return refuse("--burst " + args.text("burst") + ": zero (give a size)");
-    cfg.burst = *burst;
+    if (args.has("burst")) {
+        auto burst = parse_burst(args.text("burst"));
+        if (!burst) return refuse("--" + burst.error());
+        if (!burst->set()) return refuse("--burst " + args.text("burst") + ": zero (give a size)");
+        cfg.burst = *burst;
+        cfg.burst_floor_ns = 0;
+    }
     return daemon::set_clock_options(cfg, args.number("gap-horizon"),
                                      daemon::WireClock(args.choice("clock")),
                                      args.flag("clockless"));
@@ -64,9 +69,8 @@ Option sched_option() {
     using daemon::SchedPolicy;
     // In the order of SchedPolicy: Args::choice numbers them so.
     return opt(OptType::Choice, "sched", 0, nullptr,
-               "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 30 % of a CPU "
-               "reserved and the idle rest reclaimed, ~94 % at most (a busy host cannot delay "
-               "it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
+               "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 60 % of a CPU "
+               "reserved and no more unless --reclaim (a busy host cannot delay it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
                "normal = a normal task; auto = deadline where the kernel grants it, else "
                "normal (attach says which). A policy named is had or refused (exit 1)")
         .one_of({daemon::sched_policy_name(SchedPolicy::Auto),
@@ -75,11 +79,20 @@ Option sched_option() {
                  daemon::sched_policy_name(SchedPolicy::Deadline)})
         .by_default(std::string(daemon::sched_policy_name(daemon::DaemonConfig{}.sched)));
 }
+Option reclaim_option() {
+    return flag("reclaim", 0,
+                "deadline: use idle CPU time beyond the 60 % reserved, up to ~94 % of a CPU, "
+                "for classes that need it (near 1 Gbit/s clockless); what runs beside the "
+                "daemon gets less (a local receiver, the senders)");
+}
 Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args) {
     const auto c = args.maybe_number("cpu");
     return daemon::set_sched_options(cfg, daemon::SchedPolicy(args.choice("sched")),
-                                     c ? int(*c) : -1);
+                                     c ? int(*c) : -1, args.flag("reclaim"));
 }
+
+// At most this many online CPUs: attach says what the pacer costs there.
+constexpr long kSmallHostCpus = 2;
 
 // What the kernel gave the daemon, on stdout: the scheduling is part of
 // what the user asked for. With the default (auto), a fall-back to a normal
@@ -95,6 +108,13 @@ static void print_scheduling(pid_t pid, daemon::SchedPolicy asked) {
               "; --sched normal to choose this)";
     }
     std::printf("pspxdp: daemon scheduling: %s%s\n", f->text().c_str(), why.c_str());
+    // A small host: what runs beside the pacer shares it (design §4.5).
+    if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); cpus > 0 && cpus <= kSmallHostCpus)
+        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon takes up to 60 %% of one at "
+                    "high rates, and a receiver or sender on this host shares the rest: at "
+                    "500 Mbit/s a local receiver got 92 %% (as with tbf); measure from another "
+                    "host\n",
+                    cpus);
 }
 
 static int run(const Args &args) {
@@ -288,6 +308,7 @@ const Command kAttach = {
         opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (with --sched fifo or normal)")
             .within(0, 4095),
         sched_option(),
+        reclaim_option(),
         flag("busy-poll", 0, "SO_PREFER_BUSY_POLL on the pacer sockets"),
         flag("force", 0,
              "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"),

@@ -204,7 +204,7 @@ bool set_scheduling(const DaemonConfig &cfg) {
         a.priority = kRealtimePriority;
     } else {
         a.policy = SCHED_DEADLINE;
-        a.flags |= kSchedFlagReclaim;
+        if (cfg.reclaim) a.flags |= kSchedFlagReclaim;
         a.runtime_ns = kDeadlineRuntimeNs;
         a.deadline_ns = a.period_ns = kDeadlinePeriodNs;
     }
@@ -240,11 +240,16 @@ bool set_scheduling(const DaemonConfig &cfg) {
         logf("scheduling: SCHED_FIFO priority %d%s; RT throttling: %s (the fair server stops "
              "it up to 50 ms at once when it takes that)",
              kRealtimePriority, on.c_str(), limit.c_str());
-    else
+    else if (cfg.reclaim)
         logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved, reclaiming unused "
              "CPU time up to the kernel's limit: %s, less the fair server's share",
              (unsigned long long)(kDeadlineRuntimeNs / 1000),
              (unsigned long long)(kDeadlinePeriodNs / 1000), limit.c_str());
+    else
+        logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved and no more "
+             "(--reclaim: more when idle)",
+             (unsigned long long)(kDeadlineRuntimeNs / 1000),
+             (unsigned long long)(kDeadlinePeriodNs / 1000));
     return true;
 }
 
@@ -302,7 +307,10 @@ std::string sched_obstacle(SchedPolicy p) {
     return {};
 }
 
-Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu) {
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bool reclaim) {
+    if (reclaim && (sched == SchedPolicy::Normal || sched == SchedPolicy::Fifo))
+        return refuse(std::string("--reclaim with --sched ") + sched_policy_name(sched) +
+                      ": only a deadline task reclaims");
     if (cpu >= 0 && (sched == SchedPolicy::Deadline || sched == SchedPolicy::Auto))
         return refuse("--cpu " + std::to_string(cpu) + " with --sched " +
                       sched_policy_name(sched) +
@@ -310,6 +318,7 @@ Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu) {
                       "pinned; add --sched fifo (or normal) to pin it");
     cfg.sched = sched;
     cfg.cpu = cpu;
+    cfg.reclaim = reclaim;
     return {};
 }
 
@@ -319,11 +328,14 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
         format_duration(cfg.sleep_min_ns), "--spin-last", format_duration(cfg.spin_ns),
         // Always, so what attach chose is explicit in the daemon's argv.
         "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns), "--clock",
-        wire_clock_name(cfg.clock), "--burst", format_burst(cfg.burst)};
+        wire_clock_name(cfg.clock)};
+    // Given, a bound as it is; not given, the default with its floor.
+    if (!cfg.burst_floor_ns) a.insert(a.end(), {"--burst", format_burst(cfg.burst)});
     if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
     if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
     a.insert(a.end(), {"--sched", sched_policy_name(cfg.sched)});
+    if (cfg.reclaim) a.push_back("--reclaim");
     if (cfg.busy_poll) a.push_back("--busy-poll");
     if (!cfg.config_file.empty()) a.insert(a.end(), {"--config", cfg.config_file});
     return a;

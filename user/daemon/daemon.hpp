@@ -79,6 +79,9 @@ struct DaemonConfig {
     uint64_t gap_horizon_ns = kDefaultGapHorizonNs;
     // Clockless: the burst bound of a class that sets none (engine.hpp).
     BurstSize burst{0, kDefaultBurstMtus};
+    // ... and at least what the class sends in this long (wake-up batching,
+    // engine.hpp); 0 when --burst is given: that bound as it is.
+    uint64_t burst_floor_ns = kDefaultBurstFloorNs;
     // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;
@@ -88,6 +91,8 @@ struct DaemonConfig {
     // behind every runnable task, and SCHED_FIFO is stopped 50 ms at a time
     // by the fair server.
     SchedPolicy sched = SchedPolicy::Auto;
+    // Deadline: reclaim idle CPU time beyond the reservation (--reclaim).
+    bool reclaim = false;
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
     // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.
@@ -99,21 +104,28 @@ struct DaemonConfig {
 // still preempt it.
 inline constexpr int kRealtimePriority = 10;
 
-// --sched deadline: the reservation the kernel guarantees the loop, 150 us
-// of every 500 us (30 % of a CPU), with SCHED_FLAG_RECLAIM (GRUB): it may
-// use more, the CPU time no other deadline task reserved, up to the
-// kernel's deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %)
-// less the fair server's 5 %: at most ~94 % of one CPU, and every normal
-// task keeps the rest of that CPU and all of the others. The period bounds
-// how long the loop can be stopped at once when it did use it all: a few
-// periods, not the fair server's 50 ms (design.md §4.4).
-inline constexpr uint64_t kDeadlineRuntimeNs = 150'000;
+// --sched deadline: the reservation the kernel guarantees the loop, 300 us
+// of every 500 us (60 % of a CPU), and by default no more: every normal
+// task keeps 40 % of that CPU and all of the others. Enough for one class
+// at 500 Mbit/s clockless or on the byte clock (the daemon took 38-52 % of a
+// core there). With --reclaim (SCHED_FLAG_RECLAIM, GRUB) it may use more,
+// the CPU time no other deadline task reserved, up to the kernel's
+// deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %) less the
+// fair server's 5 %: ~94 % of one CPU, for classes that need it (near
+// 1 Gbit/s clockless), at the cost of what runs beside it: on a 2-core host
+// a receiver of the paced traffic got 61-65 % of a 500 Mbit/s class with
+// reclaim and 97-98 % without (docs/results/2026-11-28-good-neighbour). The
+// period bounds how long the loop can be stopped at once when it did use it
+// all: a few periods, not the fair server's 50 ms (design.md §4.4).
+inline constexpr uint64_t kDeadlineRuntimeNs = 300'000;
 inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
 
 // --cpu N only with a policy that can be pinned: the kernel admits a
 // SCHED_DEADLINE task only with the whole root domain as its affinity
-// (refused with Auto too: its first choice is deadline).
-Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu);
+// (refused with Auto too: its first choice is deadline). --reclaim only
+// with a policy that can be deadline.
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu,
+                               bool reclaim = false);
 
 // The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
 std::vector<std::string> to_args(const DaemonConfig &cfg);

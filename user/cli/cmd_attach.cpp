@@ -70,7 +70,7 @@ Option sched_option() {
     // In the order of SchedPolicy: Args::choice numbers them so.
     return opt(OptType::Choice, "sched", 0, nullptr,
                "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 60 % of a CPU "
-               "reserved and no more unless --reclaim (a busy host cannot delay it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
+               "reserved, no more clockless unless --reclaim (a busy host cannot delay it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
                "normal = a normal task; auto = deadline where the kernel grants it, else "
                "normal (attach says which). A policy named is had or refused (exit 1)")
         .one_of({daemon::sched_policy_name(SchedPolicy::Auto),
@@ -81,9 +81,9 @@ Option sched_option() {
 }
 Option reclaim_option() {
     return flag("reclaim", 0,
-                "deadline: use idle CPU time beyond the 60 % reserved, up to ~94 % of a CPU, "
-                "for classes that need it (near 1 Gbit/s clockless); what runs beside the "
-                "daemon gets less (a local receiver, the senders)");
+                "deadline, clockless: use idle CPU time beyond the 60 % reserved, up to ~94 % "
+                "of a CPU, for classes that need it (near 1 Gbit/s); what runs beside the daemon "
+                "gets less (a local receiver, the senders). The byte clock always reclaims");
 }
 Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args) {
     const auto c = args.maybe_number("cpu");

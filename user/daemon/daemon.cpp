@@ -13,6 +13,7 @@
 #include "daemon/watch.hpp"
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
+#include "setup/netlink.hpp"
 #include "setup/process.hpp"
 
 #include <atomic>
@@ -170,6 +171,18 @@ long read_long(const char *path) {
     return v;
 }
 
+// Does the deadline daemon reclaim idle CPU time? Asked (--reclaim), or on
+// the byte clock: a NIC's pacer, whose copy-mode socket moves frames only
+// while the daemon runs (a throttled daemon is an underrun), and whose
+// receivers are not on this host. Clockless (veth, VM NICs) the senders and
+// receivers are local, and a reclaiming daemon took their CPU (kDeadline*).
+bool reclaims(const DaemonConfig &cfg) {
+    if (cfg.reclaim) return true;
+    auto link = setup::get_link(cfg.dev);
+    return link ? !resolve_wire_clock(cfg.clock, link->driver).clockless
+                : cfg.clock == WireClock::Byte;
+}
+
 // --cpu and --sched, applied to the calling thread (the loop's). A policy
 // asked by name (--sched deadline|fifo) that the kernel refuses (no
 // CAP_SYS_NICE, deadline admission control, an affinity narrower than the
@@ -204,7 +217,7 @@ bool set_scheduling(const DaemonConfig &cfg) {
         a.priority = kRealtimePriority;
     } else {
         a.policy = SCHED_DEADLINE;
-        if (cfg.reclaim) a.flags |= kSchedFlagReclaim;
+        if (reclaims(cfg)) a.flags |= kSchedFlagReclaim;
         a.runtime_ns = kDeadlineRuntimeNs;
         a.deadline_ns = a.period_ns = kDeadlinePeriodNs;
     }
@@ -240,11 +253,12 @@ bool set_scheduling(const DaemonConfig &cfg) {
         logf("scheduling: SCHED_FIFO priority %d%s; RT throttling: %s (the fair server stops "
              "it up to 50 ms at once when it takes that)",
              kRealtimePriority, on.c_str(), limit.c_str());
-    else if (cfg.reclaim)
+    else if (a.flags & kSchedFlagReclaim)
         logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved, reclaiming unused "
-             "CPU time up to the kernel's limit: %s, less the fair server's share",
+             "CPU time up to the kernel's limit (%s): %s, less the fair server's share",
              (unsigned long long)(kDeadlineRuntimeNs / 1000),
-             (unsigned long long)(kDeadlinePeriodNs / 1000), limit.c_str());
+             (unsigned long long)(kDeadlinePeriodNs / 1000),
+             cfg.reclaim ? "--reclaim" : "the byte clock", limit.c_str());
     else
         logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved and no more "
              "(--reclaim: more when idle)",

@@ -91,7 +91,8 @@ struct DaemonConfig {
     // behind every runnable task, and SCHED_FIFO is stopped 50 ms at a time
     // by the fair server.
     SchedPolicy sched = SchedPolicy::Auto;
-    // Deadline: reclaim idle CPU time beyond the reservation (--reclaim).
+    // Deadline: reclaim idle CPU time beyond the reservation clockless too
+    // (--reclaim); the byte clock always does (daemon.cpp, reclaims()).
     bool reclaim = false;
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
@@ -105,18 +106,19 @@ struct DaemonConfig {
 inline constexpr int kRealtimePriority = 10;
 
 // --sched deadline: the reservation the kernel guarantees the loop, 300 us
-// of every 500 us (60 % of a CPU), and by default no more: every normal
-// task keeps 40 % of that CPU and all of the others. Enough for one class
-// at 500 Mbit/s clockless or on the byte clock (the daemon took 38-52 % of a
-// core there). With --reclaim (SCHED_FLAG_RECLAIM, GRUB) it may use more,
-// the CPU time no other deadline task reserved, up to the kernel's
+// of every 500 us (60 % of a CPU), and clockless no more: every normal task
+// keeps 40 % of that CPU and all of the others. Enough for one class at
+// 500 Mbit/s clockless (the daemon took 33 % of a core there, batched). With
+// SCHED_FLAG_RECLAIM (GRUB: on the byte clock, or --reclaim) it may use
+// more, the CPU time no other deadline task reserved, up to the kernel's
 // deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %) less the
-// fair server's 5 %: ~94 % of one CPU, for classes that need it (near
-// 1 Gbit/s clockless), at the cost of what runs beside it: on a 2-core host
-// a receiver of the paced traffic got 61-65 % of a 500 Mbit/s class with
-// reclaim and 97-98 % without (docs/results/2026-11-28-good-neighbour). The
-// period bounds how long the loop can be stopped at once when it did use it
-// all: a few periods, not the fair server's 50 ms (design.md §4.4).
+// fair server's 5 %: ~94 % of one CPU. What runs beside it pays: on a 2-core
+// host a local receiver got 63-68 % of a 500 Mbit/s class from a reclaiming
+// daemon and 97-99 % from one that does not; the byte clock without reclaim
+// underran 0.7 % of the wire beside a busy loop per core
+// (docs/results/2026-11-28-good-neighbour). The period bounds how long the
+// loop can be stopped at once when it did use it all: a few periods, not
+// the fair server's 50 ms (design.md §4.4).
 inline constexpr uint64_t kDeadlineRuntimeNs = 300'000;
 inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
 

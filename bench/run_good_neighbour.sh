@@ -51,12 +51,6 @@ done
 for s in "${SETUPS[@]}"; do
     [[ $s == *=* ]] || { echo "run_good_neighbour: --setup \"$s\": LABEL=ARGS" >&2; exit 2; }
 done
-mode_args() { # MODE: its attach arguments
-    case $1 in
-    clockless) echo "--clock none" ;;
-    byte) echo "--clock byte" ;;
-    esac
-}
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_good_neighbour "$PSPXDP" -- ip tc python3 nsenter timeout iperf3 nstat
@@ -145,8 +139,8 @@ for mode in $MODES; do
         $N tc qdisc del dev $DEV root
         for s in "${SETUPS[@]}"; do
             label=${s%%=*} args=${s#*=}
-            # shellcheck disable=SC2046,SC2086 # (the mode's and the set-up's words)
-            $N "$PSPXDP" attach $DEV --line-rate 1gbit $(mode_args "$mode") $args >>"$TMP/attach.log" 2>&1 || {
+            # shellcheck disable=SC2086 # (the set-up's words)
+            $N "$PSPXDP" attach $DEV --line-rate 1gbit --clock "${mode/clockless/none}" $args >>"$TMP/attach.log" 2>&1 || {
                 echo "run_good_neighbour: attach $args failed: $(tail -3 "$TMP/attach.log")" >&2
                 exit 1
             }

@@ -10,7 +10,8 @@
 # why; a policy named (--sched deadline|fifo) is refused, exit 1, nothing
 # left behind. Refused, changing nothing: --cpu with deadline or auto (the
 # kernel never pins a deadline task), a --sched word that is not a policy,
-# the old --rt. On an idle attachment the wire time lost by running late
+# the old --rt. On a host of 2 CPUs or fewer attach notes what the pacer
+# shares there. On an idle attachment the wire time lost by running late
 # (lost_wire_ns, status's lost_wire_share) is 0.
 # Whether the policy holds a busy host's rate is bench/run_dp_realtime.sh's.
 # Exit 77 = skipped (not root, not built, or the kernel refuses deadline
@@ -45,6 +46,11 @@ psp_check "the log names the reservation" \
 psp_check "attach says the scheduling on stdout" grep -qx \
     'pspxdp: daemon scheduling: deadline (SCHED_DEADLINE): 300 us of every 500 us reserved' \
     "$TMP/attach.out"
+if (($(nproc) <= 2)); then
+    psp_check "a small host: attach says so, once" test "$(grep -c "^pspxdp: note: a small host ($(nproc) CPUs): " "$TMP/attach.out")" = 1
+else
+    psp_check "not a small host: no note" bash -c "! grep -q 'note: a small host' $TMP/attach.out"
+fi
 psp_check "status shows it" bash -c "$N $PSPXDP status $DEV | grep -q '^scheduling: deadline (SCHED_DEADLINE): 300 us of every 500 us'"
 psp_check "status -j shows it" psp_status_is $DEV \
     'd["scheduling"] == {"policy": "deadline", "priority": 0, "runtime_ns": 300000, "period_ns": 500000, "reclaim": False}'

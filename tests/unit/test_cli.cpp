@@ -729,8 +729,7 @@ TEST_CASE("--sched of attach and daemon: auto by default; a bad value or --cpu w
         CHECK(cfg.cpu == -1);
         for (auto [word, policy] :
              {std::pair{"auto", SchedPolicy::Auto}, std::pair{"normal", SchedPolicy::Normal},
-              std::pair{"fifo", SchedPolicy::Fifo},
-              std::pair{"deadline", SchedPolicy::Deadline}}) {
+              std::pair{"fifo", SchedPolicy::Fifo}, std::pair{"deadline", SchedPolicy::Deadline}}) {
             auto b = parse_for(*c, {"eth0", "--sched", word});
             REQUIRE(b);
             REQUIRE(sched_options(cfg, *b));

@@ -345,9 +345,9 @@ TEST_CASE("burst bound: the daemon's default is at least 150 us at the class's r
     const uint32_t slow = e.add_class(100 * kMbit).value();
     const uint32_t fast = e.add_class(500 * kMbit).value();
     const uint32_t own = e.add_class(300 * kMbit, 3 * kUnit).value();
-    CHECK(e.class_burst(slow) == 3 * kUnit);      // 1875 B in 150 us: 3 MTU more
-    CHECK(e.class_burst(fast) == 9375);           // 500 Mbit/s * 150 us
-    CHECK(e.class_burst(own) == 3 * kUnit);       // its own, as set
+    CHECK(e.class_burst(slow) == 3 * kUnit); // 1875 B in 150 us: 3 MTU more
+    CHECK(e.class_burst(fast) == 9375);      // 500 Mbit/s * 150 us
+    CHECK(e.class_burst(own) == 3 * kUnit);  // its own, as set
     Engine plain(clockless());
     CHECK(plain.class_burst(plain.add_class(500 * kMbit).value()) == 3 * kUnit);
     // Batched: 500 Mbit/s wakes once per 3 frames (one per frame at 3 MTU),
@@ -399,8 +399,8 @@ TEST_CASE("burst bound: released frames never exceed the bound beyond the rate, 
                         REQUIRE(e.next(d.wake_ns - 8).action == Action::Wait);
                     }
                     const uint64_t pick = rng() % 16;
-                    const uint64_t late = pick < 10  ? 8 * (rng() % 6250)     // within 50 us
-                                          : pick < 14 ? 8 * (rng() % 60'000) // up to 480 us
+                    const uint64_t late = pick < 10   ? 8 * (rng() % 6250)       // within 50 us
+                                          : pick < 14 ? 8 * (rng() % 60'000)     // up to 480 us
                                                       : 8 * (rng() % 1'000'000); // up to 8 ms
                     now = d.wake_ns + late;
                 }

@@ -56,7 +56,7 @@ TEST_CASE("the scheduling in force: this process's, as the kernel has it; in wor
           "fifo (SCHED_FIFO priority 10)");
     CHECK(SchedInForce{}.text().rfind("normal (SCHED_OTHER)", 0) == 0);
     CHECK(sched_obstacle(SchedPolicy::Normal).empty()); // nothing is needed for it
-    CHECK(!sched_in_force(-1)); // no such process
+    CHECK(!sched_in_force(-1));                         // no such process
 }
 
 TEST_CASE("lost wire time: the share of each second, a log line at most once a minute",

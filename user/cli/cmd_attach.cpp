@@ -70,7 +70,8 @@ Option sched_option() {
     // In the order of SchedPolicy: Args::choice numbers them so.
     return opt(OptType::Choice, "sched", 0, nullptr,
                "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 60 % of a CPU "
-               "reserved, no more clockless unless --reclaim (a busy host cannot delay it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
+               "reserved, no more clockless unless --reclaim (a busy host cannot delay it); fifo = "
+               "SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
                "normal = a normal task; auto = deadline where the kernel grants it, else "
                "normal (attach says which). A policy named is had or refused (exit 1)")
         .one_of({daemon::sched_policy_name(SchedPolicy::Auto),
@@ -108,12 +109,13 @@ static void print_scheduling(pid_t pid, daemon::SchedPolicy asked) {
               "; --sched normal to choose this)";
     }
     std::printf("pspxdp: daemon scheduling: %s%s\n", f->text().c_str(), why.c_str());
-    // A small host: what runs beside the pacer shares it (design §4.5).
+    // A small host: what runs beside the pacer shares it (design §4.4, "A good
+    // neighbour").
     if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); cpus > 0 && cpus <= kSmallHostCpus)
-        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon takes up to 60 %% of one at "
-                    "high rates, and a receiver or sender on this host shares the rest: at "
-                    "500 Mbit/s a local receiver got 92 %% (as with tbf); measure from another "
-                    "host\n",
+        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon, the senders and a local "
+                    "receiver share it; at 500 Mbit/s the daemon takes a third to a half of a CPU "
+                    "and a receiver here got 97 %% of a clockless class (tbf 92-94 %%); judge the "
+                    "pacer from another host\n",
                     cpus);
 }
 
@@ -305,7 +307,8 @@ const Command kAttach = {
         clock_option(),
         clockless_option(),
         burst_option(),
-        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (with --sched fifo or normal)")
+        opt(OptType::Integer, "cpu", 0, "N",
+            "pin the daemon to CPU N (with --sched fifo or normal)")
             .within(0, 4095),
         sched_option(),
         reclaim_option(),

@@ -316,8 +316,8 @@ std::string sched_obstacle(SchedPolicy p) {
     CPU_ZERO(&set);
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (sched_getaffinity(0, sizeof(set), &set) == 0 && online > 0 && CPU_COUNT(&set) < online)
-        return "confined to " + std::to_string(CPU_COUNT(&set)) + " of " +
-               std::to_string(online) + " CPUs: a deadline task needs every CPU of its cpuset";
+        return "confined to " + std::to_string(CPU_COUNT(&set)) + " of " + std::to_string(online) +
+               " CPUs: a deadline task needs every CPU of its cpuset";
     return {};
 }
 
@@ -326,8 +326,7 @@ Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bo
         return refuse(std::string("--reclaim with --sched ") + sched_policy_name(sched) +
                       ": only a deadline task reclaims");
     if (cpu >= 0 && (sched == SchedPolicy::Deadline || sched == SchedPolicy::Auto))
-        return refuse("--cpu " + std::to_string(cpu) + " with --sched " +
-                      sched_policy_name(sched) +
+        return refuse("--cpu " + std::to_string(cpu) + " with --sched " + sched_policy_name(sched) +
                       ": the kernel runs a deadline task on any CPU of its root domain, never "
                       "pinned; add --sched fifo (or normal) to pin it");
     cfg.sched = sched;
@@ -337,12 +336,12 @@ Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bo
 }
 
 std::vector<std::string> to_args(const DaemonConfig &cfg) {
-    std::vector<std::string> a = {
-        "--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
-        format_duration(cfg.sleep_min_ns), "--spin-last", format_duration(cfg.spin_ns),
-        // Always, so what attach chose is explicit in the daemon's argv.
-        "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns), "--clock",
-        wire_clock_name(cfg.clock)};
+    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
+                                  format_duration(cfg.sleep_min_ns), "--spin-last",
+                                  format_duration(cfg.spin_ns),
+                                  // Always, so what attach chose is explicit in the daemon's argv.
+                                  "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns),
+                                  "--clock", wire_clock_name(cfg.clock)};
     // Given, a bound as it is; not given, the default with its floor.
     if (!cfg.burst_floor_ns) a.insert(a.end(), {"--burst", format_burst(cfg.burst)});
     if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});

@@ -126,8 +126,7 @@ inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
 // SCHED_DEADLINE task only with the whole root domain as its affinity
 // (refused with Auto too: its first choice is deadline). --reclaim only
 // with a policy that can be deadline.
-Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu,
-                               bool reclaim = false);
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bool reclaim = false);
 
 // The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
 std::vector<std::string> to_args(const DaemonConfig &cfg);

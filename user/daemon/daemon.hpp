@@ -33,7 +33,7 @@ enum class SchedPolicy : uint8_t {
     Auto,
     Normal,   // SCHED_OTHER: shares its CPU with whatever else runs there
     Fifo,     // SCHED_FIFO at kRealtimePriority, memory locked (the kernel's RT throttling)
-    Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs, reclaiming
+    Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs (reclaims())
 };
 const char *sched_policy_name(SchedPolicy p);
 // What Auto asks the kernel for first.
@@ -46,7 +46,7 @@ struct SchedInForce {
     uint32_t priority = 0;                    // Fifo
     uint64_t runtime_ns = 0, period_ns = 0;   // Deadline
     bool reclaim = false;                     // Deadline: SCHED_FLAG_RECLAIM
-    std::string text() const; // "deadline: 150 us of every 500 us reserved, reclaiming"
+    std::string text() const; // "deadline (SCHED_DEADLINE): 300 us of every 500 us reserved"
 };
 Result<SchedInForce> sched_in_force(int pid);
 // Why this process (and a daemon it starts, which inherits its capabilities

@@ -750,8 +750,8 @@ TEST_CASE("printer: one call per field gives text and JSON", "[cli][output]") {
     CHECK(nlohmann::json::parse(bad.str())["dev"].is_string());
 }
 
-TEST_CASE("--sched of attach and daemon: deadline by default; a bad value or --cpu with "
-          "deadline refused",
+TEST_CASE("--sched of attach and daemon: auto by default; a bad value or --cpu with "
+          "deadline or auto refused",
           "[cli][sched]") {
     using daemon::SchedPolicy;
     for (const Command *c : {&kAttach, &kDaemon}) {
@@ -760,11 +760,11 @@ TEST_CASE("--sched of attach and daemon: deadline by default; a bad value or --c
         auto a = parse_for(*c, {"eth0"});
         REQUIRE(a);
         REQUIRE(sched_options(cfg, *a));
-        CHECK(cfg.sched == SchedPolicy::Deadline);
+        CHECK(cfg.sched == SchedPolicy::Auto);
         CHECK(cfg.cpu == -1);
         for (auto [word, policy] :
-             {std::pair{"normal", SchedPolicy::Normal}, std::pair{"fifo", SchedPolicy::Fifo},
-              std::pair{"deadline", SchedPolicy::Deadline}}) {
+             {std::pair{"auto", SchedPolicy::Auto}, std::pair{"normal", SchedPolicy::Normal},
+              std::pair{"fifo", SchedPolicy::Fifo}, std::pair{"deadline", SchedPolicy::Deadline}}) {
             auto b = parse_for(*c, {"eth0", "--sched", word});
             REQUIRE(b);
             REQUIRE(sched_options(cfg, *b));
@@ -778,10 +778,10 @@ TEST_CASE("--sched of attach and daemon: deadline by default; a bad value or --c
         REQUIRE(dl);
         daemon::DaemonConfig fresh;
         CHECK(sched_options(fresh, *dl).error() ==
-              "--cpu 0 with --sched deadline: the kernel runs a deadline task on any CPU of its "
-              "root domain, never pinned; add --sched fifo to pin it");
+              "--cpu 0 with --sched auto: the kernel runs a deadline task on any CPU of its "
+              "root domain, never pinned; add --sched fifo (or normal) to pin it");
         CHECK(refused_by(*c, {"eth0", "--sched", "rt"}) ==
-              "option --sched: \"rt\" is not one of normal, fifo or deadline");
+              "option --sched: \"rt\" is not one of auto, normal, fifo or deadline");
         CHECK(refused_by(*c, {"eth0", "--rt"}) == "unknown option --rt");
     }
 }

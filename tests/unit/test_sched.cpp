@@ -12,22 +12,26 @@
 
 using namespace pspxdp::daemon;
 
-TEST_CASE("--sched: deadline by default, handed to the daemon; --cpu only with fifo or normal",
+TEST_CASE("--sched: auto (deadline first) by default, handed to the daemon; --cpu only with "
+          "fifo or normal",
           "[cli][sched]") {
     DaemonConfig cfg;
-    CHECK(cfg.sched == SchedPolicy::Deadline);
+    CHECK(cfg.sched == SchedPolicy::Auto);
+    CHECK(kAutoSched == SchedPolicy::Deadline);
     auto args = to_args(cfg);
     auto it = std::find(args.begin(), args.end(), "--sched");
     REQUIRE(it != args.end());
     REQUIRE(it + 1 != args.end());
-    CHECK(it[1] == "deadline");
+    CHECK(it[1] == "auto");
     CHECK(std::find(args.begin(), args.end(), "--cpu") == args.end());
 
-    auto r = set_sched_options(cfg, SchedPolicy::Deadline, 1);
-    REQUIRE(!r);
-    CHECK(r.error().find("--cpu 1 with --sched deadline") != std::string::npos);
-    CHECK(cfg.cpu == -1); // nothing changed
-    CHECK(cfg.sched == SchedPolicy::Deadline);
+    for (SchedPolicy p : {SchedPolicy::Deadline, SchedPolicy::Auto}) {
+        auto r = set_sched_options(cfg, p, 1);
+        REQUIRE(!r);
+        CHECK(r.error().find(std::string("--cpu 1 with --sched ") + sched_policy_name(p)) == 0);
+        CHECK(cfg.cpu == -1); // nothing changed
+        CHECK(cfg.sched == SchedPolicy::Auto);
+    }
 
     REQUIRE(set_sched_options(cfg, SchedPolicy::Fifo, 1));
     args = to_args(cfg);
@@ -38,6 +42,21 @@ TEST_CASE("--sched: deadline by default, handed to the daemon; --cpu only with f
     CHECK(it[1] == "1");
     REQUIRE(set_sched_options(cfg, SchedPolicy::Normal, -1));
     CHECK(std::string(sched_policy_name(cfg.sched)) == "normal");
+}
+
+TEST_CASE("the scheduling in force: this process's, as the kernel has it; in words",
+          "[daemon][sched]") {
+    auto f = sched_in_force(0);
+    REQUIRE(f);
+    CHECK(f->policy != SchedPolicy::Auto);
+    SchedInForce dl{SchedPolicy::Deadline, 0, 150'000, 500'000, true};
+    CHECK(dl.text() ==
+          "deadline (SCHED_DEADLINE): 150 us of every 500 us reserved, reclaiming idle CPU time");
+    CHECK(SchedInForce{SchedPolicy::Fifo, 10, 0, 0, false}.text() ==
+          "fifo (SCHED_FIFO priority 10)");
+    CHECK(SchedInForce{}.text().rfind("normal (SCHED_OTHER)", 0) == 0);
+    CHECK(sched_obstacle(SchedPolicy::Normal).empty()); // nothing is needed for it
+    CHECK(!sched_in_force(-1));                         // no such process
 }
 
 TEST_CASE("lost wire time: the share of each second, a log line at most once a minute",
@@ -70,4 +89,35 @@ TEST_CASE("lost wire time: the share of each second, a log line at most once a m
 
     // A stall longer than the interval is at most all of it.
     CHECK(w.update(301 * s, 16'000'000 + 3 * s, log) == 1'000'000);
+}
+
+TEST_CASE("--burst: not given, the default with its floor and no --burst for the daemon; "
+          "given, as it is",
+          "[cli][burst]") {
+    DaemonConfig cfg;
+    CHECK(cfg.burst_floor_ns == pspxdp::kDefaultBurstFloorNs);
+    auto args = to_args(cfg);
+    CHECK(std::find(args.begin(), args.end(), "--burst") == args.end());
+    cfg.burst_floor_ns = 0; // --burst given
+    args = to_args(cfg);
+    auto it = std::find(args.begin(), args.end(), "--burst");
+    REQUIRE(it != args.end());
+    CHECK(it[1] == "3mtu");
+}
+
+TEST_CASE("--reclaim: only where the daemon can be a deadline task", "[cli][sched]") {
+    DaemonConfig cfg;
+    CHECK(!cfg.reclaim);
+    REQUIRE(set_sched_options(cfg, SchedPolicy::Auto, -1, true));
+    CHECK(cfg.reclaim);
+    auto args = to_args(cfg);
+    CHECK(std::find(args.begin(), args.end(), "--reclaim") != args.end());
+    for (SchedPolicy p : {SchedPolicy::Normal, SchedPolicy::Fifo}) {
+        DaemonConfig fresh;
+        auto r = set_sched_options(fresh, p, -1, true);
+        REQUIRE(!r);
+        CHECK(r.error() == std::string("--reclaim with --sched ") + sched_policy_name(p) +
+                               ": only a deadline task reclaims");
+        CHECK(!fresh.reclaim);
+    }
 }

@@ -44,13 +44,18 @@ Option clock_option() {
         .by_default(std::string(daemon::wire_clock_name(daemon::DaemonConfig{}.clock)));
 }
 Option clockless_option() { return flag("clockless", 0, "--clock none"); }
+static_assert(kDefaultBurstMtus == 3 && kDefaultBurstFloorNs == 150'000, "--burst's help");
 Option burst_option() {
     return opt(OptType::Burst, "burst", 0, "SIZE",
                "clockless: the burst bound of classes that set none (class ... burst)")
-        .by_default(daemon::DaemonConfig{}.burst);
+        .default_is("3mtu, or what the class sends in 150us if more (6.2mtu at 500mbit: "
+                    "fewer wake-ups)");
 }
 Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args) {
-    cfg.burst = args.burst("burst");
+    if (args.has("burst")) { // a bound given is the bound: no 150 us floor
+        cfg.burst = args.burst("burst");
+        cfg.burst_floor_ns = 0;
+    }
     return daemon::set_clock_options(cfg, args.number("gap-horizon"),
                                      daemon::WireClock(args.choice("clock")),
                                      args.flag("clockless"));
@@ -60,19 +65,54 @@ Option sched_option() {
     using daemon::SchedPolicy;
     // In the order of SchedPolicy: Args::choice numbers them so.
     return opt(OptType::Choice, "sched", 0, nullptr,
-               "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 30 % of a CPU "
-               "reserved and the idle rest reclaimed, ~94 % at most (a busy host cannot delay "
-               "it); fifo = SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
-               "normal = a normal task")
-        .one_of({daemon::sched_policy_name(SchedPolicy::Normal),
+               "how the kernel schedules the daemon: deadline = SCHED_DEADLINE, 60 % of a CPU "
+               "reserved, no more clockless unless --reclaim (a busy host cannot delay it); fifo = "
+               "SCHED_FIFO 10 (stopped 50 ms a second when it takes a CPU whole); "
+               "normal = a normal task; auto = deadline where the kernel grants it, else "
+               "normal (attach says which). A policy named is had or refused (exit 1)")
+        .one_of({daemon::sched_policy_name(SchedPolicy::Auto),
+                 daemon::sched_policy_name(SchedPolicy::Normal),
                  daemon::sched_policy_name(SchedPolicy::Fifo),
                  daemon::sched_policy_name(SchedPolicy::Deadline)})
         .by_default(std::string(daemon::sched_policy_name(daemon::DaemonConfig{}.sched)));
 }
+Option reclaim_option() {
+    return flag("reclaim", 0,
+                "deadline, clockless: use idle CPU time beyond the 60 % reserved, up to ~94 % "
+                "of a CPU, for classes that need it (near 1 Gbit/s); what runs beside the daemon "
+                "gets less (a local receiver, the senders). The byte clock always reclaims");
+}
 Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args) {
     const auto c = args.maybe_number("cpu");
     return daemon::set_sched_options(cfg, daemon::SchedPolicy(args.choice("sched")),
-                                     c ? int(*c) : -1);
+                                     c ? int(*c) : -1, args.flag("reclaim"));
+}
+
+// At most this many online CPUs: attach says what the pacer costs there.
+constexpr long kSmallHostCpus = 2;
+
+// What the kernel gave the daemon, on stdout: the scheduling is part of
+// what the user asked for. With the default (auto), a fall-back to a normal
+// task says why and what to do.
+static void print_scheduling(pid_t pid, daemon::SchedPolicy asked) {
+    auto f = daemon::sched_in_force(pid);
+    if (!f) return warn("daemon scheduling unknown: " + f.error());
+    std::string why;
+    if (asked == daemon::SchedPolicy::Auto && f->policy != daemon::kAutoSched) {
+        why = daemon::sched_obstacle(daemon::kAutoSched);
+        why = std::string(", not ") + daemon::sched_policy_name(daemon::kAutoSched) +
+              ": the kernel refused it (" + (why.empty() ? "see the log" : why) +
+              "; --sched normal to choose this)";
+    }
+    std::printf("pspxdp: daemon scheduling: %s%s\n", f->text().c_str(), why.c_str());
+    // A small host: what runs beside the pacer shares it (design §4.4, "A good
+    // neighbour").
+    if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); cpus > 0 && cpus <= kSmallHostCpus)
+        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon, the senders and a local "
+                    "receiver share it; at 500 Mbit/s the daemon takes a third to a half of a CPU "
+                    "and a receiver here got 97 %% of a clockless class (tbf 92-94 %%); judge the "
+                    "pacer from another host\n",
+                    cpus);
 }
 
 static int run(const Args &args) {
@@ -147,6 +187,14 @@ static int run(const Args &args) {
 
     opt.default_classid_given = args.has("default-class") || (config && config->default_classid);
     opt.daemon_args = daemon::to_args(dcfg);
+    // A policy named that this process (and so the daemon it starts) cannot
+    // have: refused before anything is created. What only the kernel knows
+    // (deadline admission control) stops the daemon, and attach undoes all.
+    if (dcfg.sched != daemon::SchedPolicy::Auto)
+        if (auto why = daemon::sched_obstacle(dcfg.sched); !why.empty())
+            opt.cannot_start = std::string("--sched ") + daemon::sched_policy_name(dcfg.sched) +
+                               " cannot be had here: " + why +
+                               " (--sched auto runs a normal task instead)";
     auto att = setup::attach(opt, [](const std::string &w) { warn(w); });
     if (!att) return fail("attach: " + att.error(), att.exit_code());
     if (!att->already.empty()) {
@@ -201,6 +249,7 @@ static int run(const Args &args) {
     auto pid = setup::start_daemon(*paths, st, daemon::to_args(dcfg));
     if (!pid) return fail("attach: " + pid.error());
     std::printf("pspxdp: daemon pid %d, log %s\n", int(*pid), paths->log.c_str());
+    print_scheduling(*pid, dcfg.sched);
     return 0;
 }
 
@@ -254,9 +303,11 @@ const Command kAttach = {
         clock_option(),
         clockless_option(),
         burst_option(),
-        opt(OptType::Integer, "cpu", 0, "N", "pin the daemon to CPU N (--sched fifo or normal)")
+        opt(OptType::Integer, "cpu", 0, "N",
+            "pin the daemon to CPU N (with --sched fifo or normal)")
             .within(0, 4095),
         sched_option(),
+        reclaim_option(),
         flag("busy-poll", 0, "SO_PREFER_BUSY_POLL on the pacer sockets"),
         flag("force", 0,
              "attach even if DEV's driver is known to drop host-sent PAUSE frames (i40e, ice)"),

@@ -59,6 +59,7 @@ const Command kDaemon = {
             .within(1ull << 20, 64ull << 30),
         opt(OptType::Integer, "cpu", 0, "N", "pin to CPU N").within(0, 4095),
         sched_option(),
+        reclaim_option(),
         flag("busy-poll", 0, "busy-poll the pacer sockets"),
         opt(OptType::Duration, "sleep-min", 0, "TIME",
             "while backlogged, sleep through waits longer than TIME (clockless: any wait the "

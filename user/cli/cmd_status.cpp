@@ -9,6 +9,7 @@
 #include "common/paths.hpp"
 #include "control/control.hpp"
 #include "core/units.hpp"
+#include "daemon/daemon.hpp"
 #include "daemon/wire_clock.hpp"
 #include "setup/attach.hpp"
 #include "setup/netlink.hpp"
@@ -253,6 +254,20 @@ int run_status(const Args &args) {
         p.value("heartbeat_age_ns", nullptr, "",
                 pid ? "NOT beating (never beat): TC passes unpaced" : "");
     p.newline();
+    // The scheduling in force, as the kernel has it (attach --sched auto
+    // may have fallen back to a normal task).
+    auto sched = pid ? daemon::sched_in_force(pid) : Result<daemon::SchedInForce>(err(""));
+    if (sched)
+        p.value("scheduling",
+                {{"policy", daemon::sched_policy_name(sched->policy)},
+                 {"priority", sched->priority},
+                 {"runtime_ns", sched->runtime_ns},
+                 {"period_ns", sched->period_ns},
+                 {"reclaim", sched->reclaim}},
+                sched->text(), "scheduling: %s");
+    else
+        p.null("scheduling");
+    if (sched) p.newline();
     // Why nothing is paced (the daemon stopped itself, was killed, DEV went):
     // the one line the user needs, with what to do.
     if (probe.kind == K::Dead || probe.kind == K::DevGone) {

@@ -95,6 +95,7 @@ Result<void> clock_options(daemon::DaemonConfig &cfg, const Args &args);
 // --sched normal|fifo|deadline of attach and daemon, and with --cpu N into
 // cfg (daemon::set_sched_options); an error is the user's.
 Option sched_option();
+Option reclaim_option(); // --reclaim: the deadline daemon may use idle CPU time
 Result<void> sched_options(daemon::DaemonConfig &cfg, const Args &args);
 
 struct Args {

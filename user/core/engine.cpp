@@ -91,6 +91,9 @@ uint64_t Engine::class_burst(uint32_t cls) const {
     const uint64_t largest = cfg_.framing.mtu_unit_bytes();
     uint64_t b = cold_[cls].burst_bytes ? cold_[cls].burst_bytes : cfg_.burst_bytes;
     if (!b) b = kDefaultBurstMtus * largest;
+    if (!cold_[cls].burst_bytes && cfg_.burst_floor_ns)
+        b = std::max(b,
+                     uint64_t(u128(classes_[cls].rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
     return std::max(b, largest);
 }
 

@@ -141,6 +141,15 @@ inline constexpr uint64_t kDefaultGapHorizonNs = 50'000;
 // VM no bound of 2, 3, 4 or 8 MTU met it at 10-500 Mbit/s (docs/design.md
 // §4.5: 3 MTU held 10 Mbit/s, lost 0.24 % at 100 and 5 % at 500).
 inline constexpr uint64_t kDefaultBurstMtus = 3;
+// Clockless, wake-up batching: the daemon's default bound (no `class ...
+// burst`, no `attach --burst`) is at least what the class sends in this
+// long: 3 MTU up to 243 Mbit/s, 6.2 at 500, 12.4 at 1 Gbit/s. A wake-up then
+// releases several frames at high rates, not one per 24 us at 500 Mbit/s:
+// on a 2-core host those wake-ups took the daemon to its reservation and a
+// local receiver of the class got 85 % of it; batched, 92 %, as with tbf
+// (docs/results/2026-11-28-good-neighbour). EngineConfig's default is 0
+// (no floor): the daemon opts in.
+inline constexpr uint64_t kDefaultBurstFloorNs = 150'000;
 // Clockless, the least lateness a wake-up may have at no cost in rate: the
 // engine plans a class's wake-up at least this long before the class would
 // exceed its burst bound (less when the bound leaves less room; more, up to
@@ -175,6 +184,9 @@ struct EngineConfig {
     // 0: kDefaultBurstMtus largest frames), and how long before a class
     // would exceed its bound its wake-up is planned (see above).
     uint64_t burst_bytes = 0;
+    // Clockless: a class without a bound of its own gets at least what it
+    // sends in this long (kDefaultBurstFloorNs); 0: burst_bytes as it is.
+    uint64_t burst_floor_ns = 0;
     uint64_t clockless_slack_ns = kDefaultClocklessSlackNs;
 };
 

@@ -1,6 +1,7 @@
 // The daemon's entry point: signals, the pidfile, and the loop (loop.hpp).
 #include "daemon/daemon.hpp"
 
+#include "common/caps.hpp"
 #include "common/clock.hpp"
 #include "common/lock.hpp"
 #include "common/pins.hpp"
@@ -12,6 +13,7 @@
 #include "daemon/watch.hpp"
 #include "setup/attach.hpp"
 #include "setup/loader.hpp"
+#include "setup/netlink.hpp"
 #include "setup/process.hpp"
 
 #include <atomic>
@@ -169,14 +171,28 @@ long read_long(const char *path) {
     return v;
 }
 
-// --cpu and --sched, applied to the calling thread (the loop's). What the
-// kernel refuses (no CAP_SYS_NICE, deadline admission control, an affinity
-// narrower than the root domain for deadline) is logged and the loop runs
-// at normal priority: a pacer that does not start fails open, one that runs
-// late says so (lost_wire_ns, status, the log). The kernel's own limits are
-// the guard rails: the deadline reservation and its reclaim limit, or RT
-// throttling (the fair server) for fifo; no watchdog of our own.
-void set_scheduling(const DaemonConfig &cfg) {
+// Does the deadline daemon reclaim idle CPU time? Asked (--reclaim), or on
+// the byte clock: a NIC's pacer, whose copy-mode socket moves frames only
+// while the daemon runs (a throttled daemon is an underrun), and whose
+// receivers are not on this host. Clockless (veth, VM NICs) the senders and
+// receivers are local, and a reclaiming daemon took their CPU (kDeadline*).
+bool reclaims(const DaemonConfig &cfg) {
+    if (cfg.reclaim) return true;
+    auto link = setup::get_link(cfg.dev);
+    return link ? !resolve_wire_clock(cfg.clock, link->driver).clockless
+                : cfg.clock == WireClock::Byte;
+}
+
+// --cpu and --sched, applied to the calling thread (the loop's). A policy
+// asked by name (--sched deadline|fifo) that the kernel refuses (no
+// CAP_SYS_NICE, deadline admission control, an affinity narrower than the
+// root domain for deadline) is logged and stops the daemon (false): what
+// the user asked for is had or refused. The default (Auto) falls back to
+// normal priority, logged, and attach and status say so: a pacer that
+// runs late says so (lost_wire_ns, status, the log). The kernel's own
+// limits are the guard rails: the deadline reservation and its reclaim
+// limit, or RT throttling (the fair server) for fifo; no watchdog of our own.
+bool set_scheduling(const DaemonConfig &cfg) {
     if (cfg.cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -189,37 +205,43 @@ void set_scheduling(const DaemonConfig &cfg) {
     if (cfg.sched == SchedPolicy::Normal) {
         logf("scheduling: SCHED_OTHER%s (--sched normal): a busy host delays the pacer",
              on.c_str());
-        return;
+        return true;
     }
-    // Page faults are the slowest thing a real-time loop can hit.
-    if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
-        logf("warning: mlockall: %s (continuing unlocked)", common::errno_text(errno).c_str());
+    const SchedPolicy want = cfg.sched == SchedPolicy::Auto ? kAutoSched : cfg.sched;
     SchedAttr a;
     // The Reloader thread and anything forked run normal: a deadline task
     // cannot fork otherwise (EAGAIN), and they need no real time.
     a.flags = kSchedFlagResetOnFork;
-    if (cfg.sched == SchedPolicy::Fifo) {
+    if (want == SchedPolicy::Fifo) {
         a.policy = SCHED_FIFO;
         a.priority = kRealtimePriority;
     } else {
         a.policy = SCHED_DEADLINE;
-        a.flags |= kSchedFlagReclaim;
+        if (reclaims(cfg)) a.flags |= kSchedFlagReclaim;
         a.runtime_ns = kDeadlineRuntimeNs;
         a.deadline_ns = a.period_ns = kDeadlinePeriodNs;
     }
+    const char *name = a.policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_DEADLINE";
     if (syscall(SYS_sched_setattr, 0, &a, 0) < 0) {
         const int e = errno;
+        std::string why = sched_obstacle(want);
+        if (why.empty() && e == EBUSY)
+            why = "admission control: deadline CPU time already reserved by other tasks";
+        why = common::errno_text(e) + (why.empty() ? "" : " (" + why + ")");
+        if (cfg.sched != SchedPolicy::Auto) {
+            logf("cannot run %s (--sched %s): %s; stopping (--sched auto falls back to a "
+                 "normal task)",
+                 name, sched_policy_name(cfg.sched), why.c_str());
+            return false;
+        }
         logf("warning: cannot run %s: %s; running SCHED_OTHER: a busy host delays the pacer "
              "(lost_wire_ns counts it)",
-             a.policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_DEADLINE",
-             (common::errno_text(e) + (e == EPERM   ? " (needs CAP_SYS_NICE and, for deadline, "
-                                                      "every CPU of its cpuset)"
-                                       : e == EBUSY ? " (admission control: deadline CPU time "
-                                                      "already reserved by other tasks)"
-                                                    : ""))
-                 .c_str());
-        return;
+             name, why.c_str());
+        return true;
     }
+    // Page faults are the slowest thing a real-time loop can hit.
+    if (mlockall(MCL_CURRENT | MCL_FUTURE) < 0)
+        logf("warning: mlockall: %s (continuing unlocked)", common::errno_text(errno).c_str());
     const long rt_runtime = read_long("/proc/sys/kernel/sched_rt_runtime_us");
     const long rt_period = read_long("/proc/sys/kernel/sched_rt_period_us");
     const std::string limit =
@@ -231,17 +253,25 @@ void set_scheduling(const DaemonConfig &cfg) {
         logf("scheduling: SCHED_FIFO priority %d%s; RT throttling: %s (the fair server stops "
              "it up to 50 ms at once when it takes that)",
              kRealtimePriority, on.c_str(), limit.c_str());
-    else
+    else if (a.flags & kSchedFlagReclaim)
         logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved, reclaiming unused "
-             "CPU time up to the kernel's limit: %s, less the fair server's share",
+             "CPU time up to the kernel's limit (%s): %s, less the fair server's share",
              (unsigned long long)(kDeadlineRuntimeNs / 1000),
-             (unsigned long long)(kDeadlinePeriodNs / 1000), limit.c_str());
+             (unsigned long long)(kDeadlinePeriodNs / 1000),
+             cfg.reclaim ? "--reclaim" : "the byte clock", limit.c_str());
+    else
+        logf("scheduling: SCHED_DEADLINE, %llu us of every %llu us reserved and no more "
+             "(--reclaim: more when idle)",
+             (unsigned long long)(kDeadlineRuntimeNs / 1000),
+             (unsigned long long)(kDeadlinePeriodNs / 1000));
+    return true;
 }
 
 } // namespace
 
 const char *sched_policy_name(SchedPolicy p) {
     switch (p) {
+    case SchedPolicy::Auto: return "auto";
     case SchedPolicy::Normal: return "normal";
     case SchedPolicy::Fifo: return "fifo";
     case SchedPolicy::Deadline: return "deadline";
@@ -249,27 +279,76 @@ const char *sched_policy_name(SchedPolicy p) {
     return "?";
 }
 
-Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu) {
-    if (cpu >= 0 && sched == SchedPolicy::Deadline)
-        return refuse("--cpu " + std::to_string(cpu) +
-                      " with --sched deadline: the kernel runs a deadline task on any CPU of "
-                      "its root domain, never pinned; add --sched fifo to pin it");
+std::string SchedInForce::text() const {
+    switch (policy) {
+    case SchedPolicy::Fifo: return "fifo (SCHED_FIFO priority " + std::to_string(priority) + ")";
+    case SchedPolicy::Deadline:
+        return "deadline (SCHED_DEADLINE): " + std::to_string(runtime_ns / 1000) + " us of every " +
+               std::to_string(period_ns / 1000) + " us reserved" +
+               (reclaim ? ", reclaiming idle CPU time" : "");
+    default: return "normal (SCHED_OTHER): a busy host delays the pacer";
+    }
+}
+
+Result<SchedInForce> sched_in_force(int pid) {
+    SchedAttr a;
+    if (syscall(SYS_sched_getattr, pid, &a, sizeof(a), 0) < 0)
+        return err("sched_getattr of pid " + std::to_string(pid) + ": " +
+                   common::errno_text(errno));
+    SchedInForce f;
+    if (a.policy == SCHED_FIFO || a.policy == SCHED_RR) {
+        f.policy = SchedPolicy::Fifo;
+        f.priority = a.priority;
+    } else if (a.policy == SCHED_DEADLINE) {
+        f.policy = SchedPolicy::Deadline;
+        f.runtime_ns = a.runtime_ns;
+        f.period_ns = a.period_ns;
+        f.reclaim = a.flags & kSchedFlagReclaim;
+    }
+    return f;
+}
+
+std::string sched_obstacle(SchedPolicy p) {
+    if (p == SchedPolicy::Normal) return {};
+    if (!common::has_cap(CAP_SYS_NICE)) return "no CAP_SYS_NICE";
+    if (p == SchedPolicy::Fifo) return {};
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && online > 0 && CPU_COUNT(&set) < online)
+        return "confined to " + std::to_string(CPU_COUNT(&set)) + " of " + std::to_string(online) +
+               " CPUs: a deadline task needs every CPU of its cpuset";
+    return {};
+}
+
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bool reclaim) {
+    if (reclaim && (sched == SchedPolicy::Normal || sched == SchedPolicy::Fifo))
+        return refuse(std::string("--reclaim with --sched ") + sched_policy_name(sched) +
+                      ": only a deadline task reclaims");
+    if (cpu >= 0 && (sched == SchedPolicy::Deadline || sched == SchedPolicy::Auto))
+        return refuse("--cpu " + std::to_string(cpu) + " with --sched " + sched_policy_name(sched) +
+                      ": the kernel runs a deadline task on any CPU of its root domain, never "
+                      "pinned; add --sched fifo (or normal) to pin it");
     cfg.sched = sched;
     cfg.cpu = cpu;
+    cfg.reclaim = reclaim;
     return {};
 }
 
 std::vector<std::string> to_args(const DaemonConfig &cfg) {
-    std::vector<std::string> a = {
-        "--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
-        format_duration(cfg.sleep_min_ns), "--spin-last", format_duration(cfg.spin_ns),
-        // Always, so what attach chose is explicit in the daemon's argv.
-        "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns), "--clock",
-        wire_clock_name(cfg.clock), "--burst", format_burst(cfg.burst)};
+    std::vector<std::string> a = {"--buffer", std::to_string(cfg.buffer_bytes), "--sleep-min",
+                                  format_duration(cfg.sleep_min_ns), "--spin-last",
+                                  format_duration(cfg.spin_ns),
+                                  // Always, so what attach chose is explicit in the daemon's argv.
+                                  "--gap-horizon", format_gap_horizon(cfg.gap_horizon_ns),
+                                  "--clock", wire_clock_name(cfg.clock)};
+    // Given, a bound as it is; not given, the default with its floor.
+    if (!cfg.burst_floor_ns) a.insert(a.end(), {"--burst", format_burst(cfg.burst)});
     if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
     if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
     a.insert(a.end(), {"--sched", sched_policy_name(cfg.sched)});
+    if (cfg.reclaim) a.push_back("--reclaim");
     if (cfg.busy_poll) a.push_back("--busy-poll");
     if (!cfg.config_file.empty()) a.insert(a.end(), {"--config", cfg.config_file});
     return a;
@@ -302,7 +381,11 @@ int run(const DaemonConfig &cfg) {
     const setup::Paths &paths = *checked;
     if (cfg.write_pidfile && !claim_pidfile(paths)) return 1;
     Reloader reloader(cfg, paths);
-    set_scheduling(cfg); // after the Reloader's thread: it runs normal
+    // After the Reloader's thread: it runs normal.
+    if (!set_scheduling(cfg)) {
+        if (cfg.write_pidfile) setup::remove_pidfile(paths, getpid());
+        return 1;
+    }
     int rc;
     uint64_t t0_ns = common::mono_ns();
     for (bool restarted = false;; restarted = true) {

@@ -33,11 +33,32 @@ namespace pspxdp::daemon {
 // --sched: the loop's scheduling policy (docs/design.md §4.4). In the
 // order of the option's choices.
 enum class SchedPolicy : uint8_t {
+    // The default: Deadline where the kernel grants it, else Normal, and
+    // attach says which. A policy asked by name is had or refused.
+    Auto,
     Normal,   // SCHED_OTHER: shares its CPU with whatever else runs there
     Fifo,     // SCHED_FIFO at kRealtimePriority, memory locked (the kernel's RT throttling)
-    Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs, reclaiming
+    Deadline, // SCHED_DEADLINE, kDeadlineRuntimeNs every kDeadlinePeriodNs (reclaims())
 };
 const char *sched_policy_name(SchedPolicy p);
+// What Auto asks the kernel for first.
+inline constexpr SchedPolicy kAutoSched = SchedPolicy::Deadline;
+
+// The scheduling a process runs with, as the kernel has it (sched_getattr):
+// what attach prints and status shows.
+struct SchedInForce {
+    SchedPolicy policy = SchedPolicy::Normal; // never Auto
+    uint32_t priority = 0;                    // Fifo
+    uint64_t runtime_ns = 0, period_ns = 0;   // Deadline
+    bool reclaim = false;                     // Deadline: SCHED_FLAG_RECLAIM
+    std::string text() const; // "deadline (SCHED_DEADLINE): 300 us of every 500 us reserved"
+};
+Result<SchedInForce> sched_in_force(int pid);
+// Why this process (and a daemon it starts, which inherits its capabilities
+// and CPU affinity) cannot have `p`: no CAP_SYS_NICE, or for deadline a CPU
+// affinity narrower than the online CPUs. Empty: nothing known in the way
+// (the kernel may still refuse: deadline admission control).
+std::string sched_obstacle(SchedPolicy p);
 
 struct DaemonConfig {
     std::string dev;
@@ -63,14 +84,21 @@ struct DaemonConfig {
     uint64_t gap_horizon_ns = kDefaultGapHorizonNs;
     // Clockless: the burst bound of a class that sets none (engine.hpp).
     BurstSize burst{0, kDefaultBurstMtus};
+    // ... and at least what the class sends in this long (wake-up batching,
+    // engine.hpp); 0 when --burst is given: that bound as it is.
+    uint64_t burst_floor_ns = kDefaultBurstFloorNs;
     // Which clock paces the wire (wire_clock.hpp); auto: from DEV's driver,
     // resolved by the daemon at each start (DEV may be re-created).
     WireClock clock = WireClock::Auto;
     int cpu = -1; // pin to this CPU; -1: anywhere (refused with SchedPolicy::Deadline)
-    // How the kernel schedules the loop (SchedPolicy). Deadline by default: on
-    // a busy host a normal-priority pacer waits behind every runnable task,
-    // and SCHED_FIFO is stopped 50 ms at a time by the fair server.
-    SchedPolicy sched = SchedPolicy::Deadline;
+    // How the kernel schedules the loop (SchedPolicy). Auto (deadline where
+    // granted) by default: on a busy host a normal-priority pacer waits
+    // behind every runnable task, and SCHED_FIFO is stopped 50 ms at a time
+    // by the fair server.
+    SchedPolicy sched = SchedPolicy::Auto;
+    // Deadline: reclaim idle CPU time beyond the reservation clockless too
+    // (--reclaim); the byte clock always does (daemon.cpp, reclaims()).
+    bool reclaim = false;
     bool busy_poll = false; // SO_PREFER_BUSY_POLL on the RX sockets; the loop polls them
     // attach --config FILE, absolute: SIGHUP applies it again (all or
     // nothing, as pspxdp apply). Empty: SIGHUP is logged and ignored.
@@ -82,20 +110,28 @@ struct DaemonConfig {
 // still preempt it.
 inline constexpr int kRealtimePriority = 10;
 
-// --sched deadline: the reservation the kernel guarantees the loop, 150 us
-// of every 500 us (30 % of a CPU), with SCHED_FLAG_RECLAIM (GRUB): it may
-// use more, the CPU time no other deadline task reserved, up to the
-// kernel's deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %)
-// less the fair server's 5 %: at most ~94 % of one CPU, and every normal
-// task keeps the rest of that CPU and all of the others. The period bounds
-// how long the loop can be stopped at once when it did use it all: a few
-// periods, not the fair server's 50 ms (design.md §4.4).
-inline constexpr uint64_t kDeadlineRuntimeNs = 150'000;
+// --sched deadline: the reservation the kernel guarantees the loop, 300 us
+// of every 500 us (60 % of a CPU), and clockless no more: every normal task
+// keeps 40 % of that CPU and all of the others. Enough for one class at
+// 500 Mbit/s clockless (the daemon took 33 % of a core there, batched). With
+// SCHED_FLAG_RECLAIM (GRUB: on the byte clock, or --reclaim) it may use
+// more, the CPU time no other deadline task reserved, up to the kernel's
+// deadline limit (sched_rt_runtime_us / sched_rt_period_us, 95 %) less the
+// fair server's 5 %: ~94 % of one CPU. What runs beside it pays: on a 2-core
+// host a local receiver got 63-68 % of a 500 Mbit/s class from a reclaiming
+// daemon and 97-99 % from one that does not; the byte clock without reclaim
+// underran 0.7 % of the wire beside a busy loop per core
+// (docs/results/2026-11-28-good-neighbour). The period bounds how long the
+// loop can be stopped at once when it did use it all: a few periods, not
+// the fair server's 50 ms (design.md §4.4).
+inline constexpr uint64_t kDeadlineRuntimeNs = 300'000;
 inline constexpr uint64_t kDeadlinePeriodNs = 500'000;
 
 // --cpu N only with a policy that can be pinned: the kernel admits a
-// SCHED_DEADLINE task only with the whole root domain as its affinity.
-Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu);
+// SCHED_DEADLINE task only with the whole root domain as its affinity
+// (refused with Auto too: its first choice is deadline). --reclaim only
+// with a policy that can be deadline.
+Result<void> set_sched_options(DaemonConfig &cfg, SchedPolicy sched, int cpu, bool reclaim = false);
 
 // The arguments of `pspxdp daemon DEV ...` that give cfg (attach spawns it so).
 std::vector<std::string> to_args(const DaemonConfig &cfg);

@@ -101,6 +101,7 @@ Result<void> Loop::init(const DaemonConfig &cfg) {
     ec.clockless = clock_.clockless;
     ec.gap_horizon_ns = cfg.gap_horizon_ns;
     ec.burst_bytes = cfg.burst.resolve(framing_.mtu_unit_bytes());
+    ec.burst_floor_ns = cfg.burst_floor_ns;
     engine_ = std::make_unique<Engine>(ec);
     // What this daemon runs with (status reads it): settings, not counters.
     maps_->daemon().clockless = clock_.clockless;

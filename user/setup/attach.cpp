@@ -289,6 +289,7 @@ Result<Attached> attach(const AttachOptions &opt, const Warn &warn) {
     const Paths &p = *paths;
     if (auto r = common::need_caps("attach", {CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW}); !r)
         return r.failure();
+    if (!opt.cannot_start.empty()) return err(opt.cannot_start);
 
     // Checks first: a refused attach changes nothing.
     auto link = get_link(opt.dev);

@@ -71,6 +71,10 @@ struct AttachOptions {
     // The daemon's arguments (daemon::to_args): an attachment alive already
     // is the same when its daemon runs with these.
     std::vector<std::string> daemon_args;
+    // Why the daemon as asked cannot run here (a --sched the kernel will not
+    // grant: daemon::sched_obstacle); refused after the capability check,
+    // before anything is made. Empty: nothing in the way.
+    std::string cannot_start;
 };
 
 struct Attached {

@@ -6,6 +6,8 @@
 
 #include "core/engine.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -661,4 +663,31 @@ class ModelEngine {
         return emit_frame(leaf);
     }
 };
+// One decision of the engine and of the model, held equal; after a Frame
+// the class's next head (len()) or its end goes to both. queue: the frames
+// left per class handle.
+template <class Len>
+Decision decide_both(Engine &e, ModelEngine &m, uint64_t now, std::vector<int> &queue, Len &&len) {
+    const Decision a = e.next(now);
+    const Decision b = m.next(now);
+    REQUIRE(int(a.action) == int(b.action));
+    REQUIRE(a.cls == b.cls);
+    REQUIRE(a.len == b.len);
+    REQUIRE(a.wake_ns == b.wake_ns);
+    REQUIRE(a.slack_ns == b.slack_ns);
+    REQUIRE(e.byte_clock() == m.byte_clock());
+    if (a.action == Action::Frame) {
+        if (--queue[a.cls] > 0) {
+            const uint32_t l = len();
+            e.set_head(a.cls, l);
+            m.set_head(a.cls, l);
+        } else {
+            queue[a.cls] = 0;
+            e.set_empty(a.cls);
+            m.set_empty(a.cls);
+        }
+    }
+    return a;
+}
+
 } // namespace pspxdp::engine_model

@@ -15,7 +15,7 @@ psp_lab_begin tr $NET
 P() { $N "$PSPXDP" "$@"; }
 
 psp_check "attach" P attach $DEV --line-rate 1gbit || { psp_finish; exit 1; }
-psp_check "class add 1:1 rate 1gbit ceil 1gbit" P class add $DEV 1:1 rate 900mbit ceil 1gbit
+psp_check "class add 1:1 rate 900mbit ceil 1gbit" P class add $DEV 1:1 rate 900mbit ceil 1gbit
 psp_check "class add 1:10 parent 1:1 rate 300mbit ceil 1gbit prio 0" \
     P class add $DEV 1:10 parent 1:1 rate 300mbit ceil 1gbit prio 0
 psp_check "class add 1:20 parent 1:1 rate 100mbit ceil 600mbit prio 1 limit 10ms flows on" \

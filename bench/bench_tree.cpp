@@ -50,7 +50,8 @@ Result_ run(size_t leaves, int depth, uint64_t decisions) {
         const size_t inner = (leaves + 99) / 100;
         const size_t tops = depth == 3 ? std::min<size_t>(10, inner) : 0;
         std::vector<uint32_t> top;
-        for (size_t t = 0; t < tops; ++t) top.push_back(cls(total / tops, kTreeNoParent, kLineRate));
+        for (size_t t = 0; t < tops; ++t)
+            top.push_back(cls(total / tops, kTreeNoParent, kLineRate));
         std::vector<uint32_t> mid;
         for (size_t m = 0; m < inner; ++m) {
             const uint32_t parent = tops ? top[m % tops] : kTreeNoParent;

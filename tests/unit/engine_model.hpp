@@ -111,9 +111,11 @@ class ModelEngine {
             uint32_t parent, prio;
         };
         std::vector<Want> want(n);
-        for (uint32_t k = 0; k < n; ++k) want[k] = {cls_[k].rate, cls_[k].ceil, cls_[k].parent, cls_[k].prio};
+        for (uint32_t k = 0; k < n; ++k)
+            want[k] = {cls_[k].rate, cls_[k].ceil, cls_[k].parent, cls_[k].prio};
         for (const TreeSpec &sp : specs) {
-            want[sp.cls] = {sp.rate_bps, sp.ceil_bps ? sp.ceil_bps : sp.rate_bps, sp.parent, sp.prio};
+            want[sp.cls] = {sp.rate_bps, sp.ceil_bps ? sp.ceil_bps : sp.rate_bps, sp.parent,
+                            sp.prio};
             if (sp.parent != kNone && (sp.parent >= n || !cls_[sp.parent].used)) return false;
             if (sp.parent == sp.cls) return false;
         }
@@ -609,7 +611,8 @@ class ModelEngine {
             bool green = false;
             for (uint32_t j = 0; j < cls_.size(); ++j) {
                 const C &c = cls_[j];
-                if (!c.used || c.parent != a || !children(j) || c.rclock > g_ || !borrowable(j)) continue;
+                if (!c.used || c.parent != a || !children(j) || c.rclock > g_ || !borrowable(j))
+                    continue;
                 if (best == kNone || c.rclock < cls_[best].rclock) best = j;
             }
             if (best != kNone) {
@@ -657,8 +660,10 @@ class ModelEngine {
                 sys = std::max(sys, c.vtag);
             }
             share(c, l2);
-            if (int(i) == lender) c.lent += l2;
-            else if (int(i) > lender) c.borrowed += l2;
+            if (int(i) == lender)
+                c.lent += l2;
+            else if (int(i) > lender)
+                c.borrowed += l2;
         }
         return emit_frame(leaf);
     }

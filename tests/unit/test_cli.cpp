@@ -822,7 +822,8 @@ TEST_CASE("class trees: tc's words, printed back, and every refusal", "[cli][con
           "class 1:1: its children's rates sum to 300Mbit, above its rate 100Mbit (1 child)");
     CHECK(tree_error({spec({"1:1", "normal"}), spec({"1:10", "1mbit", "parent", "1:1"})}) ==
           "class 1:10: parent 1:1 is a normal class (a parent needs a rate to share)");
-    CHECK(tree_error({spec({"1:1", "1mbit", "parent", "1:2"}), spec({"1:2", "1mbit", "parent", "1:1"})}) ==
+    CHECK(tree_error(
+              {spec({"1:1", "1mbit", "parent", "1:2"}), spec({"1:2", "1mbit", "parent", "1:1"})}) ==
           "class 1:1: its parents form a cycle");
     std::vector<control::ClassSpec> chain{spec({"1:1", "1mbit"})};
     for (int i = 2; i <= 9; ++i) {

@@ -78,20 +78,19 @@ void tree_against_model(uint64_t seed, TreeCoverage &cov) {
     // the parent's ceil (top level: up to M); prios 0..2.
     const uint64_t M = cfg.line_rate_bps;
     std::vector<TreeSpec> specs;
-    std::function<void(uint32_t, uint64_t, uint64_t, int)> grow = [&](uint32_t parent,
-                                                                     uint64_t room, uint64_t ceil,
-                                                                     int depth) {
-        const int n = 1 + int(rng() % (depth == 0 ? 4 : 3));
-        for (int i = 0; i < n && room >= 2; ++i) {
-            const uint64_t rate = 1 + rng() % (room / 2);
-            room -= rate;
-            const uint64_t c = rate + (rng() % 2 ? 0 : rng() % (ceil - rate + 1));
-            const uint32_t k = add(rate / 4); // added small; the tree sets the rate
-            REQUIRE(k != kNone);
-            specs.push_back(TreeSpec{k, rate, parent, c, uint32_t(rng() % 3)});
-            if (depth < 3 && rng() % 2) grow(k, rate, c, depth + 1);
-        }
-    };
+    std::function<void(uint32_t, uint64_t, uint64_t, int)> grow =
+        [&](uint32_t parent, uint64_t room, uint64_t ceil, int depth) {
+            const int n = 1 + int(rng() % (depth == 0 ? 4 : 3));
+            for (int i = 0; i < n && room >= 2; ++i) {
+                const uint64_t rate = 1 + rng() % (room / 2);
+                room -= rate;
+                const uint64_t c = rate + (rng() % 2 ? 0 : rng() % (ceil - rate + 1));
+                const uint32_t k = add(rate / 4); // added small; the tree sets the rate
+                REQUIRE(k != kNone);
+                specs.push_back(TreeSpec{k, rate, parent, c, uint32_t(rng() % 3)});
+                if (depth < 3 && rng() % 2) grow(k, rate, c, depth + 1);
+            }
+        };
     grow(kNone, M - M / 10, M, 0);
     if (rng() % 3 == 0) add(0); // a normal class beside the tree
     const bool built = configure(specs);
@@ -207,9 +206,8 @@ TEST_CASE("a class tree decides exactly as the literal model", "[engine][tree][m
     TreeCoverage cov;
     for (uint64_t seed = 1; seed <= 80; ++seed) tree_against_model(seed, cov);
     INFO("frames " << cov.frames << ", lent " << cov.lent << ", borrowed " << cov.borrowed
-                   << ", gaps " << cov.gaps << ", configs accepted " << cov.accepted
-                   << ", refused " << cov.refused << ", clockless frames "
-                   << cov.clockless_frames);
+                   << ", gaps " << cov.gaps << ", configs accepted " << cov.accepted << ", refused "
+                   << cov.refused << ", clockless frames " << cov.clockless_frames);
     CHECK(cov.frames > 20'000);
     CHECK(cov.lent > 1'000'000);
     CHECK(cov.borrowed > 1'000'000);
@@ -316,8 +314,8 @@ void shares_match(const std::vector<Fluid> &t, uint64_t frames, double tolerance
     water_fill(t, kNone, double(cfg.line_rate_bps), ideal);
     for (uint32_t k = 0; k < t.size(); ++k) {
         if (!leaf[k] || !t[k].backlogged) continue;
-        const double got = double(e.class_counters(k).l2_bytes - before[k]) / span *
-                           double(cfg.line_rate_bps);
+        const double got =
+            double(e.class_counters(k).l2_bytes - before[k]) / span * double(cfg.line_rate_bps);
         INFO("leaf " << k << " got " << got << " ideal " << ideal[k]);
         CHECK(std::abs(got - ideal[k]) <= tolerance * ideal[k]);
     }
@@ -331,10 +329,10 @@ TEST_CASE("a saturated tree shares as the water-filling of its rules", "[engine]
         // The tc example: 1:1 1gbit; 1:10 300mbit ceil 1gbit prio 0;
         // 1:20 100mbit ceil 600mbit prio 1; 1:30 50mbit (ceil = rate).
         shares_match({{G, G, kNone, 0, false},
-                       {300 * Mb, G, 0, 0, true},
-                       {100 * Mb, 600 * Mb, 0, 1, true},
-                       {50 * Mb, 50 * Mb, 0, 0, true}},
-                      200'000, 1e-3);
+                      {300 * Mb, G, 0, 0, true},
+                      {100 * Mb, 600 * Mb, 0, 1, true},
+                      {50 * Mb, 50 * Mb, 0, 0, true}},
+                     200'000, 1e-3);
     }
     SECTION("equal prio: the spare in proportion to rate, capped by a ceil") {
         shares_match({{G, G, kNone, 0, false},

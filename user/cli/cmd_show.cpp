@@ -153,8 +153,9 @@ std::vector<KeyDoc> key_docs() {
          "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
         {"classes[]", "rate_bps", "paced: the rate, L2 bit/s with FCS; 0 for normal"},
         {"classes[]", "parent", "class trees: the parent class (\"\": top level)"},
-        {"classes[]", "ceil_bps", "class trees: what the class may borrow up to, bit/s (the rate "
-                                  "when not set)"},
+        {"classes[]", "ceil_bps",
+         "class trees: what the class may borrow up to, bit/s (the rate "
+         "when not set)"},
         {"classes[]", "prio", "class trees: lower borrows first (0..7)"},
         {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
         {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
@@ -267,7 +268,8 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
     uint64_t paced = 0;
     for (const auto &c : s.classes)
-        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED && !pspxdp_classid_raw(c.config.parent))
+        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED &&
+            !pspxdp_classid_raw(c.config.parent))
             paced += c.config.rate_bps; // a tree's children share their parent's rate
     p.string("dev", dev, "dev %s ");
     p.rate("line_rate", s.st.line_rate_bps);

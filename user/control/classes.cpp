@@ -211,7 +211,8 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
         for (const auto &f : *fl)
             if (std::binary_search(inner.begin(), inner.end(), f.classid.raw()))
                 return refuse("class " + format_classid(f.classid) + " is used by filter \"" +
-                              format_filter(f) + "\" and cannot have children (frames go to leaves)");
+                              format_filter(f) +
+                              "\" and cannot have children (frames go to leaves)");
     }
 
     std::optional<common::SlotAllocator> slots;

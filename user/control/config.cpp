@@ -141,7 +141,8 @@ static Result<void> take_tree_words(std::vector<std::string> &words, ClassSpec &
         if (key == "parent") {
             auto p = parse_class_id(w);
             if (!p) return refuse(cls + ": parent " + p.error());
-            if (*p == c.classid) return refuse(cls + ": parent " + quoted(w) + " is the class itself");
+            if (*p == c.classid)
+                return refuse(cls + ": parent " + quoted(w) + " is the class itself");
             c.parent = *p;
         } else if (key == "ceil") {
             auto r = parse_rate_bps(w);
@@ -426,7 +427,8 @@ Result<void> check_tree(const std::vector<ClassSpec> &classes) {
         unsigned depth = 1;
         for (uint32_t a = c.parent; a; a = by_id.count(a) ? by_id[a]->parent : 0) {
             if (a == c.classid) return refuse(cls + ": its parents form a cycle");
-            if (++depth > 8) return refuse(cls + ": the tree is deeper than 8 levels (htb's limit)");
+            if (++depth > 8)
+                return refuse(cls + ": the tree is deeper than 8 levels (htb's limit)");
         }
         const ClassSpec &pp = *p->second;
         const uint64_t ceil = c.ceil_bps ? c.ceil_bps : c.rate_bps;
@@ -442,10 +444,10 @@ Result<void> check_tree(const std::vector<ClassSpec> &classes) {
         for (const ClassSpec *k : kids) sum += k->rate_bps;
         const ClassSpec &p = *by_id[parent];
         if (sum > p.rate_bps)
-            return refuse(at_line(kids.back()->line) + name(parent) + ": its children's rates sum to " +
-                          format_rate(sum) + ", above its rate " + format_rate(p.rate_bps) + " (" +
-                          std::to_string(kids.size()) +
-                          (kids.size() == 1 ? " child)" : " children)"));
+            return refuse(
+                at_line(kids.back()->line) + name(parent) + ": its children's rates sum to " +
+                format_rate(sum) + ", above its rate " + format_rate(p.rate_bps) + " (" +
+                std::to_string(kids.size()) + (kids.size() == 1 ? " child)" : " children)"));
     }
     return {};
 }

@@ -191,6 +191,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     c.clock = clock_floor(cls);
     paced_sum_bps_ += rate_bps;
     // A new class is flat: top level, its ceil its rate (configure_tree()).
+    ++troot_.nchildren;
     TreeNode &t = tnodes_[cls];
     const uint32_t tgen = t.gen; // stale tree entries of a former user may remain
     t = TreeNode{};
@@ -260,8 +261,8 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
     if (tree_) {
         // In a tree the rate is checked against the parent's: the whole tree.
         const TreeNode &t = tnodes_[cls];
-        return configure_tree({TreeSpec{cls, rate_bps, t.parent, std::max(t.ceil_bps, rate_bps),
-                                        t.prio}});
+        return configure_tree(
+            {TreeSpec{cls, rate_bps, t.parent, std::max(t.ceil_bps, rate_bps), t.prio}});
     }
     uint64_t others = paced_sum_bps_ - c.rate_bps;
     if (rate_bps > cfg_.line_rate_bps - others)
@@ -305,7 +306,7 @@ Result<void> Engine::remove_class(uint32_t cls) {
     if (t.nchildren) return err("class has children");
     if (t.parent == kNone) paced_sum_bps_ -= c.rate_bps;
     if (tree_making(cls) && --tree_making_ == 0) tree_ = false;
-    if (t.parent != kNone) --tnodes_[t.parent].nchildren;
+    --tnode(t.parent).nchildren;
     ++t.gen; // its stale tree entries (it is idle: placed nowhere)
     t.place = kPlaceNone;
     t.parent = kNone;

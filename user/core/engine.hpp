@@ -495,7 +495,7 @@ class Engine {
     uint64_t inputs_ = 0;
     // Class trees: on while some class has a parent or a ceil above its rate.
     bool tree_ = false;
-    uint32_t tree_making_ = 0; // classes with a parent or a ceil above their rate
+    uint32_t tree_making_ = 0;     // classes with a parent or a ceil above their rate
     std::vector<TreeNode> tnodes_; // per class handle (while tree_)
     TreeNode troot_;               // the wire
     TreeStep tpath_[kMaxTreeDepth + 1];

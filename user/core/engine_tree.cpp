@@ -282,9 +282,9 @@ void Engine::tree_charge_guaranteed(uint32_t leaf) {
 
 // A borrowed frame along tpath_: K and V of every class on the path, R of
 // the lender (the deepest green class) and its ancestors; a parent's share
-// clock moves up to the tag of the child it chose by tag. The leaf leaves the flat engine's pending set
-// with its R untouched (what it borrows does not spend its guarantee); the
-// caller emits the frame.
+// clock moves up to the tag of the child it chose by tag. The leaf leaves the flat engine's pending
+// set with its R untouched (what it borrows does not spend its guarantee); the caller emits the
+// frame.
 void Engine::tree_charge_borrowed(uint32_t leaf) {
     Class &c = classes_[leaf];
     unlink(leaf);
@@ -399,6 +399,9 @@ Result<void> Engine::configure_tree(const std::vector<TreeSpec> &specs) {
         t.nchildren = children[k];
     }
     paced_sum_bps_ = top_sum;
+    troot_.nchildren = 0;
+    for (uint32_t k = 0; k < n; ++k)
+        troot_.nchildren += classes_[k].state != State::Free && want[k].parent == kNone;
     tree_update_mode();
     return {};
 }

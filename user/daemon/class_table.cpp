@@ -5,8 +5,8 @@
 #include "daemon/log.hpp"
 
 #include <algorithm>
-#include <map>
 #include <cstring>
+#include <map>
 
 namespace pspxdp::daemon {
 
@@ -117,7 +117,8 @@ bool ClassTable::reconcile(uint64_t now) {
 void ClassTable::apply_tree(const std::vector<uint32_t> &added) {
     std::map<uint32_t, uint32_t> handle_of; // class id -> engine handle
     for (uint32_t slot : configured_)
-        if (table_[slot].life == ClassLife::Served) handle_of[table_[slot].classid] = table_[slot].handle;
+        if (table_[slot].life == ClassLife::Served)
+            handle_of[table_[slot].classid] = table_[slot].handle;
     std::vector<TreeSpec> specs;
     std::string missing;
     for (uint32_t slot : configured_) {
@@ -150,7 +151,8 @@ void ClassTable::apply_tree(const std::vector<uint32_t> &added) {
         if (c.life != ClassLife::Served) continue;
         const uint64_t rate = engine_.class_rate(c.handle);
         if (rate != c.rate_bps && std::find(added.begin(), added.end(), slot) == added.end())
-            log_.add("class %s: rate %s -> %s", format_classid(ClassId::from_raw(c.classid)).c_str(),
+            log_.add("class %s: rate %s -> %s",
+                     format_classid(ClassId::from_raw(c.classid)).c_str(),
                      format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
         c.rate_bps = rate;
         c.limits = limits_for(c.config);

@@ -91,6 +91,13 @@ struct pspxdp_class_config {
     __u32 burst_bytes;
     __u32 burst_mtus;
     __u32 flags; /* PSPXDP_CLASS_* */
+    /* Class trees (docs/design.md §3.12), daemon only: the parent class
+     * ({0, 0}: the wire, top level), the ceil (L2 bits/s with FCS; 0: the
+     * rate) and prio (lower borrows first). A class with children holds no
+     * frames. */
+    struct pspxdp_classid parent;
+    __u64 ceil_bps;
+    __u32 prio;
     __u32 reserved;
 };
 /* flows off: the class is one FIFO (CE above ce_threshold_ns, as before
@@ -523,7 +530,8 @@ struct pspxdp_lateness {
 static_assert(sizeof(struct pspxdp_classid) == 4, "classid layout");
 static_assert(sizeof(enum pspxdp_class_kind) == 4, "enum fields are 4 bytes");
 static_assert(sizeof(enum pspxdp_slot_state) == 4, "enum fields are 4 bytes");
-static_assert(sizeof(struct pspxdp_class_config) == 56, "class_config layout");
+static_assert(sizeof(struct pspxdp_class_config) == 72, "class_config layout");
+static_assert(__builtin_offsetof(struct pspxdp_class_config, ceil_bps) == 56, "class_config");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, slot) == 32, "class_config");
 static_assert(__builtin_offsetof(struct pspxdp_class_config, burst_bytes) == 40, "class_config");
 static_assert(sizeof(struct pspxdp_tag) == PSPXDP_TAG_BYTES, "tag layout");

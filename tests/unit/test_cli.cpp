@@ -537,7 +537,7 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
                Catch::StartsWith("class 1:1: ce_threshold \"1ms\": needs a paced class"));
     CHECK(bad({"1:1", "1mbit", "bucket", "1"}) ==
           "class 1:1: unknown word \"bucket\" (expected limit BYTES|TIME, ce_threshold TIME|off, "
-          "burst SIZE or flows on|off)");
+          "burst SIZE, flows on|off, parent CLASSID, ceil RATE or prio N)");
     CHECK(bad({"1:1", "1mbit", "burst", "2.5mtu"}) ==
           "class 1:1: burst \"2.5mtu\": not a whole number of largest frames");
     CHECK(bad({"1:1", "1mbit", "burst", "3mtu", "burst", "4mtu"}) ==
@@ -803,4 +803,107 @@ TEST_CASE("run: the words after -- are the command, DEV before it", "[cli]") {
     auto c = parse_for(kRun, {"--class", "1:5"});
     REQUIRE(c);
     CHECK_FALSE(c->dashdash);
+}
+
+TEST_CASE("class trees: tc's words, printed back, and every refusal", "[cli][config][tree]") {
+    auto spec = [](std::vector<std::string> w) {
+        auto s = control::parse_class_spec(w);
+        INFO((s ? std::string("ok") : s.error()));
+        REQUIRE(s.ok());
+        return *s;
+    };
+    auto bad = [](std::vector<std::string> w) {
+        auto s = control::parse_class_spec(w);
+        REQUIRE(!s.ok());
+        CHECK(s.exit_code() == 2);
+        return s.error();
+    };
+    // tc's order (parent before rate, "rate" spelt out) and pspxdp's.
+    const control::ClassSpec a =
+        spec({"1:10", "parent", "1:1", "rate", "300mbit", "ceil", "1gbit", "prio", "1"});
+    CHECK(a.parent == 0x10001);
+    CHECK(a.rate_bps == 300'000'000);
+    CHECK(a.ceil_bps == 1'000'000'000);
+    CHECK(a.prio == 1);
+    CHECK(control::format_class_spec(a) == "1:10 parent 1:1 300Mbit ceil 1Gbit prio 1");
+    const control::ClassSpec b = spec({"1:20", "100mbit", "limit", "10ms", "parent", "1:1"});
+    CHECK(b.parent == 0x10001);
+    CHECK(b.limit_ns == 10'000'000);
+    // Printed back, parsed again: the same class.
+    auto words = [](const std::string &s) {
+        std::vector<std::string> w;
+        size_t i = 0;
+        while (i < s.size()) {
+            size_t j = s.find(' ', i);
+            if (j == std::string::npos) j = s.size();
+            w.push_back(s.substr(i, j - i));
+            i = j + 1;
+        }
+        return w;
+    };
+    CHECK(spec(words(control::format_class_spec(a))).same_config(a));
+    CHECK(spec(words(control::format_class_spec(b))).same_config(b));
+
+    CHECK(bad({"1:10", "300mbit", "ceil", "100mbit"}) ==
+          "class 1:10: ceil 100Mbit is below its rate 300Mbit");
+    CHECK(bad({"1:10", "300mbit", "prio", "8"}) ==
+          "class 1:10: prio \"8\": expected 0..7 (as htb)");
+    CHECK(bad({"1:10", "300mbit", "parent", "1:10"}) ==
+          "class 1:10: parent \"1:10\" is the class itself");
+    CHECK_THAT(bad({"1:10", "normal", "parent", "1:1"}),
+               Catch::StartsWith("class 1:10: a normal class cannot have a parent"));
+    CHECK_THAT(bad({"1:10", "normal", "ceil", "1gbit"}),
+               Catch::StartsWith("class 1:10: ceil and prio need a paced class"));
+    CHECK(bad({"1:10", "1mbit", "parent", "1:1", "parent", "1:2"}) ==
+          "class 1:10: parent given twice (\"1:2\")");
+
+    const uint64_t G = 1'000'000'000;
+    auto tree_error = [&](std::vector<control::ClassSpec> cs) {
+        auto r = control::check_rates(cs, G, "eth0", 1500);
+        REQUIRE(!r.ok());
+        return r.error();
+    };
+    const control::ClassSpec root = spec({"1:1", "900mbit"});
+    // Children's rates do not count against the line rate: only the top level.
+    CHECK(control::check_rates({root, a, b}, G, "eth0", 1500).ok() == false); // a's ceil > 1:1's
+    const control::ClassSpec root_c = spec({"1:1", "900mbit", "ceil", "1gbit"});
+    CHECK(control::check_rates({root_c, a, b}, G, "eth0", 1500).ok());
+    CHECK(tree_error({root, a, b}) ==
+          "class 1:10: ceil 1Gbit is above its parent 1:1's ceil 900Mbit");
+    CHECK(tree_error({a}) ==
+          "class 1:10: parent 1:1 does not exist (add it first, or in the same change)");
+    CHECK(tree_error({spec({"1:1", "100mbit", "ceil", "1gbit"}), a}) ==
+          "class 1:1: its children's rates sum to 300Mbit, above its rate 100Mbit (1 child)");
+    CHECK(tree_error({spec({"1:1", "normal"}), spec({"1:10", "1mbit", "parent", "1:1"})}) ==
+          "class 1:10: parent 1:1 is a normal class (a parent needs a rate to share)");
+    CHECK(tree_error(
+              {spec({"1:1", "1mbit", "parent", "1:2"}), spec({"1:2", "1mbit", "parent", "1:1"})}) ==
+          "class 1:1: its parents form a cycle");
+    std::vector<control::ClassSpec> chain{spec({"1:1", "1mbit"})};
+    for (int i = 2; i <= 9; ++i) {
+        char id[8], parent[8];
+        std::snprintf(id, sizeof id, "1:%x", i);
+        std::snprintf(parent, sizeof parent, "1:%x", i - 1);
+        chain.push_back(spec({id, "1mbit", "parent", parent}));
+    }
+    CHECK(tree_error(chain) == "class 1:9: the tree is deeper than 8 levels (htb's limit)");
+    chain.pop_back();
+    CHECK(control::check_rates(chain, G, "eth0", 1500).ok());
+    CHECK(tree_error({spec({"1:1", "900mbit", "ceil", "2gbit"})}) ==
+          "class 1:1: ceil 2Gbit is above the line rate 1Gbit of eth0");
+
+    // A filter or the default class on a class with children.
+    control::Config c;
+    c.classes = {root_c, a, spec({"1:ffff", "normal"})};
+    c.default_classid = 0x1ffff;
+    CHECK(control::check_config(c, G, 0x1ffff, "eth0", 1500).ok());
+    auto def = control::check_config(c, G, 0x10001, "eth0", 1500);
+    REQUIRE(!def.ok());
+    CHECK(def.error() == "default class 1:1 has children and would hold no frames");
+    auto f = control::parse_filter(std::vector<std::string>{"proto", "udp", "classid", "1:1"});
+    REQUIRE(f.ok());
+    c.filters.push_back(control::ConfigFilter{*f, 7});
+    auto fl = control::check_config(c, G, 0x1ffff, "eth0", 1500);
+    REQUIRE(!fl.ok());
+    CHECK_THAT(fl.error(), Catch::Contains("class 1:1 has children and holds no frames"));
 }

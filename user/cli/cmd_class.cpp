@@ -97,8 +97,8 @@ int run_default(const Args &args) {
 
 const Command kClass = {
     "class",
-    "add|set|change|del|show [DEV] [CLASSID [(RATE | normal) [limit BYTES|TIME] "
-    "[ce_threshold TIME|off] [burst SIZE] [flows on|off]]]",
+    "add|set|change|del|show [DEV] [CLASSID [parent CLASSID] ([rate] RATE [ceil RATE] [prio N] | "
+    "normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE] [flows on|off]]]",
     "configure the classes of an attached device, as tc class does",
     "add fails if the class exists, change fails if it does not, set does either.\n"
     "add/change/set replace the whole class: what is not given is the default.\n"
@@ -130,6 +130,15 @@ const Command kClass = {
     "MTU were measured at 10, 100 and 500 Mbit/s with a bound of 3mtu (about 2\n"
     "MTU more). On a byte clock (a NIC) it changes nothing. Refused below one\n"
     "largest frame.\n"
+    "Class trees, as tc's htb: parent CLASSID places the class under another, whose\n"
+    "rate its children share; a class with children holds no frames (filters and\n"
+    "the default class name leaves). Every class is paced at its ceil RATE (default:\n"
+    "its rate) at every level; a backlogged leaf always gets its rate; what a parent\n"
+    "leaves unused goes to children below their ceil, lower prio N first (0..7,\n"
+    "default 0), then in proportion to rate (design §3.12). Refused: an unknown\n"
+    "parent, a cycle, more than 8 levels, ceil below rate or above the parent's ceil,\n"
+    "children's rates above the parent's rate, a normal class in a tree, a filter or\n"
+    "the default class on a class with children, deleting a class with children.\n"
     "Refused, with the configuration unchanged: a rate above what one class can\n"
     "reach on the wire (full-size frames at DEV's MTU: 1518/1538 of the line rate\n"
     "at MTU 1500), paced rates summing above the line rate, a class in use by a\n"

@@ -78,6 +78,15 @@ void print_class(Printer &p, const control::ClassInfo &c, const control::ClassIn
     p.string("kind", kind_name(c), "%s ");
     // JSON: every key always (a fixed schema; 0 = the default). Text: what is set.
     if (p.json() || paced) p.rate("rate", c.config.rate_bps);
+    // Class trees (docs/design.md §3.12): text shows what is set.
+    const uint32_t parent = pspxdp_classid_raw(c.config.parent);
+    if (p.json())
+        p.string("parent", parent ? format_classid(ClassId::from_raw(parent)) : "");
+    else if (parent)
+        p.text("parent " + format_classid(ClassId::from_raw(parent)) + " ");
+    if (p.json() || (c.config.ceil_bps && c.config.ceil_bps != c.config.rate_bps))
+        p.rate("ceil", c.config.ceil_bps ? c.config.ceil_bps : c.config.rate_bps);
+    if (p.json() || c.config.prio) p.u64("prio", c.config.prio);
     if (p.json() || c.config.limit_bytes) p.bytes("limit", c.config.limit_bytes);
     if (p.json() || c.config.limit_ns) p.duration("limit", c.config.limit_ns);
     const bool ce_off = c.config.ce_threshold_ns == PSPXDP_CE_THRESHOLD_OFF;
@@ -143,6 +152,11 @@ std::vector<KeyDoc> key_docs() {
         {"classes[]", "kind",
          "paced, normal; deleted (still draining) or unconfigured (seen by TC only)"},
         {"classes[]", "rate_bps", "paced: the rate, L2 bit/s with FCS; 0 for normal"},
+        {"classes[]", "parent", "class trees: the parent class (\"\": top level)"},
+        {"classes[]", "ceil_bps",
+         "class trees: what the class may borrow up to, bit/s (the rate "
+         "when not set)"},
+        {"classes[]", "prio", "class trees: lower borrows first (0..7)"},
         {"classes[]", "limit_bytes", "backlog limit in L2 bytes; 0: limit_ns or the default"},
         {"classes[]", "limit_ns", "backlog limit as time at the rate; 0: not set"},
         {"classes[]", "ce_threshold_ns",
@@ -258,7 +272,9 @@ void print_device(Printer &p, const std::string &dev, const Snapshot &s, const S
     const uint64_t dt = before ? s.t_ns - before->t_ns : 0;
     uint64_t paced = 0;
     for (const auto &c : s.classes)
-        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED) paced += c.config.rate_bps;
+        if (c.configured && c.config.kind == PSPXDP_CLASS_PACED &&
+            !pspxdp_classid_raw(c.config.parent))
+            paced += c.config.rate_bps; // a tree's children share their parent's rate
     p.string("dev", dev, "dev %s ");
     p.rate("line_rate", s.st.line_rate_bps);
     p.rate("paced", paced);

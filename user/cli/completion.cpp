@@ -39,6 +39,7 @@ std::string words_after_dev(const Command &c) {
     if (std::string_view(c.name) == "class") {
         add("normal");
         for (std::string_view w : control::class_words()) add(w);
+        for (std::string_view w : control::class_tree_words()) add(w);
     }
     return out;
 }

@@ -199,6 +199,21 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
     auto mtu_bytes = mtu();
     if (!mtu_bytes) return mtu_bytes.failure();
     if (auto r = check_rates(all, st->line_rate_bps, dev_, *mtu_bytes); !r) return r;
+    // A class with children holds no frames: not the default class, no filter's.
+    if (const auto inner = inner_classes(all); !inner.empty()) {
+        const uint32_t def = pspxdp_classid_raw(st->default_classid);
+        if (std::binary_search(inner.begin(), inner.end(), def))
+            return refuse("class " + format_classid(ClassId::from_raw(def)) +
+                          " is the default class of " + dev_ +
+                          " and cannot have children (it would hold no frames)");
+        auto fl = filters();
+        if (!fl) return fl.failure();
+        for (const auto &f : *fl)
+            if (std::binary_search(inner.begin(), inner.end(), f.classid.raw()))
+                return refuse("class " + format_classid(f.classid) + " is used by filter \"" +
+                              format_filter(f) +
+                              "\" and cannot have children (frames go to leaves)");
+    }
 
     std::optional<common::SlotAllocator> slots;
     std::vector<uint32_t> ids;
@@ -225,6 +240,17 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
 Result<void> Device::class_del(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
     if (auto r = require_class(classid, ""); !r) return r;
+    auto specs = class_specs();
+    if (!specs) return specs.failure();
+    std::string kids;
+    size_t nkids = 0;
+    for (const auto &c : *specs)
+        if (c.parent == classid && nkids++ < 8)
+            kids += (kids.empty() ? "" : ", ") + format_classid(ClassId::from_raw(c.classid));
+    if (nkids)
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) + " has " +
+                      std::to_string(nkids) + (nkids == 1 ? " child (" : " children (") + kids +
+                      (nkids > 8 ? ", ..." : "") + "): delete them first");
     auto st = state();
     if (!st) return st.failure();
     if (pspxdp_classid_raw(st->default_classid) == classid)

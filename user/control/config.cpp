@@ -84,6 +84,9 @@ pspxdp_class_config ClassSpec::to_config(uint32_t slot) const {
     c.burst_mtus = uint32_t(burst.mtus);
     c.flags = flows ? 0 : PSPXDP_CLASS_FLOWS_OFF;
     c.slot = slot;
+    c.parent = pspxdp_classid_of(parent);
+    c.ceil_bps = paced() ? ceil_bps : 0;
+    c.prio = prio;
     return c;
 }
 
@@ -97,6 +100,9 @@ ClassSpec ClassSpec::from_config(uint32_t classid, const pspxdp_class_config &c)
     s.ce_threshold_ns = c.ce_threshold_ns;
     s.burst = BurstSize{c.burst_bytes, c.burst_mtus};
     s.flows = !(c.flags & PSPXDP_CLASS_FLOWS_OFF);
+    s.parent = pspxdp_classid_raw(c.parent);
+    s.ceil_bps = s.paced() ? c.ceil_bps : 0;
+    s.prio = c.prio;
     return s;
 }
 
@@ -104,7 +110,8 @@ bool ClassSpec::same_config(const ClassSpec &o) const {
     return classid == o.classid && kind == o.kind && rate_bps == o.rate_bps &&
            limit_bytes == o.limit_bytes && limit_ns == o.limit_ns &&
            ce_threshold_ns == o.ce_threshold_ns && burst.bytes == o.burst.bytes &&
-           burst.mtus == o.burst.mtus && flows == o.flows;
+           burst.mtus == o.burst.mtus && flows == o.flows && parent == o.parent &&
+           ceil_bps == o.ceil_bps && prio == o.prio;
 }
 
 const std::vector<std::string_view> &class_words() {
@@ -112,12 +119,68 @@ const std::vector<std::string_view> &class_words() {
     return words;
 }
 
-Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
-    if (words.empty()) return refuse("missing CLASSID (e.g. 1:1)");
+const std::vector<std::string_view> &class_tree_words() {
+    static const std::vector<std::string_view> words = {"parent", "rate", "ceil", "prio"};
+    return words;
+}
+
+// tc's htb words of a class tree (parent, rate, ceil, prio), anywhere after
+// CLASSID: taken out of `words` (rate RATE becomes the positional RATE).
+static Result<void> take_tree_words(std::vector<std::string> &words, ClassSpec &c) {
+    const std::string cls = "class " + words[0];
+    std::vector<std::string> rest{words[0]};
+    bool have_parent = false, have_ceil = false, have_prio = false, have_rate = false;
+    std::string rate;
+    for (size_t i = 1; i < words.size(); ++i) {
+        const std::string &key = words[i];
+        if (std::find(class_tree_words().begin(), class_tree_words().end(), key) ==
+            class_tree_words().end()) {
+            rest.push_back(key);
+            // The value of another option is not a keyword of ours.
+            if (std::find(class_words().begin(), class_words().end(), key) != class_words().end())
+                if (i + 1 < words.size()) rest.push_back(words[++i]);
+            continue;
+        }
+        if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
+        const std::string &w = words[++i];
+        bool &seen = key == "parent" ? have_parent
+                     : key == "ceil" ? have_ceil
+                     : key == "prio" ? have_prio
+                                     : have_rate;
+        if (seen) return refuse(cls + ": " + key + " given twice (" + quoted(w) + ")");
+        seen = true;
+        if (key == "parent") {
+            auto p = parse_class_id(w);
+            if (!p) return refuse(cls + ": parent " + p.error());
+            if (*p == c.classid)
+                return refuse(cls + ": parent " + quoted(w) + " is the class itself");
+            c.parent = *p;
+        } else if (key == "ceil") {
+            auto r = parse_rate_bps(w);
+            if (!r) return refuse(cls + ": ceil " + r.error());
+            if (!*r) return refuse(cls + ": ceil " + quoted(w) + " must be above 0");
+            c.ceil_bps = *r;
+        } else if (key == "prio") {
+            if (w.size() != 1 || w[0] < '0' || w[0] > '7')
+                return refuse(cls + ": prio " + quoted(w) + ": expected 0..7 (as htb)");
+            c.prio = uint32_t(w[0] - '0');
+        } else {
+            rate = w;
+        }
+    }
+    if (have_rate) rest.insert(rest.begin() + 1, rate);
+    words = std::move(rest);
+    return {};
+}
+
+Result<ClassSpec> parse_class_spec(std::span<const std::string> given) {
+    if (given.empty()) return refuse("missing CLASSID (e.g. 1:1)");
     ClassSpec c;
-    auto id = parse_class_id(words[0]);
+    auto id = parse_class_id(given[0]);
     if (!id) return id.failure();
     c.classid = *id;
+    std::vector<std::string> words(given.begin(), given.end());
+    if (auto r = take_tree_words(words, c); !r) return r.failure();
     const std::string cls = "class " + words[0];
     if (words.size() < 2) return refuse(cls + ": missing RATE or \"normal\"");
     if (words[1] == "normal") {
@@ -133,9 +196,9 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
     for (size_t i = 2; i < words.size(); i += 2) {
         const std::string &key = words[i];
         if (std::find(class_words().begin(), class_words().end(), key) == class_words().end())
-            return refuse(
-                cls + ": unknown word " + quoted(key) +
-                " (expected limit BYTES|TIME, ce_threshold TIME|off, burst SIZE or flows on|off)");
+            return refuse(cls + ": unknown word " + quoted(key) +
+                          " (expected limit BYTES|TIME, ce_threshold TIME|off, burst SIZE, flows "
+                          "on|off, parent CLASSID, ceil RATE or prio N)");
         if (i + 1 >= words.size()) return refuse(cls + ": " + quoted(key) + " needs a value");
         const std::string &w = words[i + 1];
         if (key == "burst") {
@@ -193,12 +256,23 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words) {
             }
         }
     }
+    if (!c.paced() && (c.ceil_bps || c.prio))
+        return refuse(cls + ": ceil and prio need a paced class (a normal class is not in a tree)");
+    if (!c.paced() && c.parent)
+        return refuse(cls + ": a normal class cannot have a parent (it fills the wire's gaps; "
+                            "give the class a rate to place it in a tree)");
+    if (c.ceil_bps && c.ceil_bps < c.rate_bps)
+        return refuse(cls + ": ceil " + format_rate(c.ceil_bps) + " is below its rate " +
+                      format_rate(c.rate_bps));
     return c;
 }
 
 std::string format_class_spec(const ClassSpec &c) {
-    std::string s = format_classid(ClassId::from_raw(c.classid)) + " " +
-                    (c.paced() ? format_rate(c.rate_bps) : "normal");
+    std::string s = format_classid(ClassId::from_raw(c.classid)) + " ";
+    if (c.parent) s += "parent " + format_classid(ClassId::from_raw(c.parent)) + " ";
+    s += c.paced() ? format_rate(c.rate_bps) : "normal";
+    if (c.ceil_bps && c.ceil_bps != c.rate_bps) s += " ceil " + format_rate(c.ceil_bps);
+    if (c.prio) s += " prio " + std::to_string(c.prio);
     if (c.limit_bytes)
         s += " limit " + format_bytes(c.limit_bytes);
     else if (c.limit_ns)
@@ -336,6 +410,12 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
                           format_burst(c.burst) + " is below one largest frame (" +
                           std::to_string(framing.l2_bytes(frame)) + " bytes at MTU " +
                           std::to_string(mtu_bytes) + " of " + dev + ")");
+        if (c.ceil_bps > line_rate_bps)
+            return refuse(at_line(c.line) + "class " +
+                          format_classid(ClassId::from_raw(c.classid)) + ": ceil " +
+                          format_rate(c.ceil_bps) + " is above the line rate " +
+                          format_rate(line_rate_bps) + " of " + dev);
+        if (c.parent) continue; // within its parent's rate (check_tree)
         sum += c.rate_bps;
         if (sum > line_rate_bps)
             return refuse(cls + ": paced rates would sum to " +
@@ -343,7 +423,57 @@ Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_ra
                                             : format_rate(uint64_t(sum))) +
                           ", above the line rate " + format_rate(line_rate_bps) + " of " + dev);
     }
+    return check_tree(classes);
+}
+
+Result<void> check_tree(const std::vector<ClassSpec> &classes) {
+    std::map<uint32_t, const ClassSpec *> by_id;
+    for (const auto &c : classes) by_id[c.classid] = &c;
+    std::map<uint32_t, std::vector<const ClassSpec *>> children;
+    auto name = [](uint32_t id) { return "class " + format_classid(ClassId::from_raw(id)); };
+    for (const auto &c : classes) {
+        if (!c.parent) continue;
+        const std::string cls = at_line(c.line) + name(c.classid);
+        auto p = by_id.find(c.parent);
+        if (p == by_id.end())
+            return refuse(cls + ": parent " + format_classid(ClassId::from_raw(c.parent)) +
+                          " does not exist (add it first, or in the same change)");
+        if (!p->second->paced())
+            return refuse(cls + ": parent " + format_classid(ClassId::from_raw(c.parent)) +
+                          " is a normal class (a parent needs a rate to share)");
+        unsigned depth = 1;
+        for (uint32_t a = c.parent; a; a = by_id.count(a) ? by_id[a]->parent : 0) {
+            if (a == c.classid) return refuse(cls + ": its parents form a cycle");
+            if (++depth > 8)
+                return refuse(cls + ": the tree is deeper than 8 levels (htb's limit)");
+        }
+        const ClassSpec &pp = *p->second;
+        const uint64_t ceil = c.ceil_bps ? c.ceil_bps : c.rate_bps;
+        const uint64_t pceil = pp.ceil_bps ? pp.ceil_bps : pp.rate_bps;
+        if (ceil > pceil)
+            return refuse(cls + ": ceil " + format_rate(ceil) + " is above its parent " +
+                          format_classid(ClassId::from_raw(c.parent)) + "'s ceil " +
+                          format_rate(pceil));
+        children[c.parent].push_back(&c);
+    }
+    for (const auto &[parent, kids] : children) {
+        uint64_t sum = 0;
+        for (const ClassSpec *k : kids) sum += k->rate_bps;
+        const ClassSpec &p = *by_id[parent];
+        if (sum > p.rate_bps)
+            return refuse(
+                at_line(kids.back()->line) + name(parent) + ": its children's rates sum to " +
+                format_rate(sum) + ", above its rate " + format_rate(p.rate_bps) + " (" +
+                std::to_string(kids.size()) + (kids.size() == 1 ? " child)" : " children)"));
+    }
     return {};
+}
+
+std::vector<uint32_t> inner_classes(const std::vector<ClassSpec> &classes) {
+    std::set<uint32_t> ids;
+    for (const auto &c : classes)
+        if (c.parent) ids.insert(c.parent);
+    return {ids.begin(), ids.end()};
 }
 
 Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t default_classid,
@@ -353,6 +483,16 @@ Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t defa
     if (auto r = check_rates(c.classes, line_rate_bps, dev, mtu_bytes); !r) return r;
     std::set<uint32_t> ids;
     for (const auto &cs : c.classes) ids.insert(cs.classid);
+    const std::vector<uint32_t> inner = inner_classes(c.classes);
+    auto is_inner = [&](uint32_t id) { return std::binary_search(inner.begin(), inner.end(), id); };
+    if (is_inner(default_classid))
+        return refuse("default class " + format_classid(ClassId::from_raw(default_classid)) +
+                      " has children and would hold no frames");
+    for (const auto &f : c.filters)
+        if (is_inner(f.spec.classid.raw()))
+            return refuse(at_line(f.line) + "filter \"" + format_filter(f.spec) + "\": class " +
+                          format_classid(f.spec.classid) +
+                          " has children and holds no frames (name one of its leaves)");
     if (!ids.count(default_classid))
         return refuse("default class " + format_classid(ClassId::from_raw(default_classid)) +
                       " is not among the classes (add \"class " +

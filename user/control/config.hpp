@@ -3,8 +3,9 @@
 // unit tests check every accepted and refused form.
 //
 // A class, as `pspxdp class add` and a configuration file write it:
-//   CLASSID (RATE | normal) [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE]
-//   [flows on|off]
+//   CLASSID [parent CLASSID] ([rate] RATE [ceil RATE] [prio N] | normal)
+//   [limit BYTES|TIME] [ce_threshold TIME|off] [burst SIZE] [flows on|off]
+// (class trees, docs/design.md §3.12: parent, ceil and prio as tc's htb).
 // A configuration file (what `pspxdp save` prints and `apply` reads), one
 // statement a line, '#' starts a comment:
 //   line-rate 1Gbit
@@ -48,6 +49,9 @@ struct ClassSpec {
     uint64_t ce_threshold_ns = 0; // paced only; 0: the default; PSPXDP_CE_THRESHOLD_OFF: never
     BurstSize burst;              // paced only; not set: the attachment's default
     bool flows = true;            // per-flow queues with CoDel; false: one FIFO
+    uint32_t parent = 0;          // class trees: the parent's raw class id; 0: top level
+    uint64_t ceil_bps = 0;        // paced only; 0: the rate
+    uint32_t prio = 0;            // paced only; lower borrows first
     std::string rate_word;        // the rate as typed, for messages ("" = format_rate)
     size_t line = 0;              // of the configuration file it came from, for messages
 
@@ -65,6 +69,8 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> words);
 // The words after a class's rate (each takes a value): what parse_class_spec
 // takes, and what bash completion offers.
 const std::vector<std::string_view> &class_words();
+// A class tree's words (tc's htb: parent, rate, ceil, prio), anywhere after CLASSID.
+const std::vector<std::string_view> &class_tree_words();
 std::string format_class_spec(const ClassSpec &c);
 // "1:a": minor 0 names a qdisc in tc, not a class; refused.
 Result<uint32_t> parse_class_id(std::string_view word);
@@ -108,6 +114,15 @@ std::string format_config(const Config &c, const std::vector<std::string> &heade
 // `dev` names the device in messages.
 Result<void> check_rates(const std::vector<ClassSpec> &classes, uint64_t line_rate_bps,
                          const std::string &dev, uint32_t mtu_bytes);
+// The tree of the classes of one device (docs/design.md §3.12): parents
+// exist and are paced, no cycle, depth at most 8, ceil >= rate, a child's
+// ceil at most its parent's, the children's rates at most their parent's
+// rate. check_rates() runs it (the sum against the line rate counts the
+// top-level classes only).
+Result<void> check_tree(const std::vector<ClassSpec> &classes);
+// The classes with children among `classes` (raw ids): they hold no frames,
+// so no filter and not the default class may name them.
+std::vector<uint32_t> inner_classes(const std::vector<ClassSpec> &classes);
 // A whole configuration: the rate checks, no class twice, no filter twice,
 // every filter's class and the default class among the classes.
 Result<void> check_config(const Config &c, uint64_t line_rate_bps, uint32_t default_classid,

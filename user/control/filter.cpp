@@ -1,6 +1,7 @@
 #include "control/filter.hpp"
 
 #include "common/cgroup.hpp"
+#include "common/config_map.hpp"
 #include "common/text.hpp"
 
 #include <bpf/bpf.h>
@@ -195,11 +196,26 @@ Error capacity_error(const std::string &what, size_t need, size_t max) {
 Result<void> check_classes(const FilterMaps &m, std::span<const StoredFilter> filters) {
     if (m.class_config < 0) return {};
     std::set<uint32_t> checked;
+    std::optional<std::set<uint32_t>> inner; // classes with children (class trees)
     for (const StoredFilter &f : filters) {
         uint32_t raw = f.spec.classid.raw();
         if (!checked.insert(raw).second) continue;
         pspxdp_class_config cfg{};
-        if (bpf_map_lookup_elem(m.class_config, &raw, &cfg) == 0) continue;
+        if (bpf_map_lookup_elem(m.class_config, &raw, &cfg) == 0) {
+            if (!inner) {
+                auto all = common::read_class_configs(m.class_config);
+                if (!all) return err(all.error());
+                inner.emplace();
+                for (const auto &e : *all)
+                    if (pspxdp_classid_raw(e.config.parent))
+                        inner->insert(pspxdp_classid_raw(e.config.parent));
+            }
+            if (inner->count(raw))
+                return refuse("classid " + format_classid(f.spec.classid) +
+                              ": the class has children and holds no frames (filter \"" +
+                              format_filter(f.spec) + "\"): name one of its leaves");
+            continue;
+        }
         if (errno != ENOENT) return sys_error("read class_config");
         const std::string id = format_classid(f.spec.classid);
         return refuse("classid " + id + ": no such class (filter \"" + format_filter(f.spec) +

@@ -61,6 +61,7 @@ void Engine::set_clockless(bool clockless) {
     planned_ = false;
     update_horizon();
     resize_classes();
+    if (tree_) tree_rebuild();
 }
 
 // Every class's limits again (a mode or the line rate changed): a backlogged
@@ -181,6 +182,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
         cls = uint32_t(classes_.size());
         classes_.emplace_back();
         cold_.emplace_back();
+        tnodes_.emplace_back();
     }
     Class &c = classes_[cls];
     const uint32_t gen = c.gen; // stale heap entries of a former user may remain
@@ -194,6 +196,18 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     if (rate_bps) size_class(cls);
     c.clock = clock_floor(cls);
     paced_sum_bps_ += rate_bps;
+    // A new class is flat: top level, its ceil its rate (configure_tree()).
+    ++troot_.nchildren;
+    TreeNode &t = tnodes_[cls];
+    const uint32_t tgen = t.gen; // stale tree entries of a former user may remain
+    t = TreeNode{};
+    t.gen = tgen + 1;
+    t.ceil_bps = rate_bps;
+    if (tree_) {
+        tree_init_node(cls);
+        t.lag_r = rate_bps ? lag_limit_for(rate_bps) : 0;
+        t.lag_k = t.lag_r;
+    }
     return cls;
 }
 
@@ -250,12 +264,26 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
     ++inputs_;
     if (!has_class(cls)) return err("no such class");
     Class &c = classes_[cls];
+    if (tree_) {
+        // In a tree the rate is checked against the parent's: the whole tree.
+        const TreeNode &t = tnodes_[cls];
+        return configure_tree(
+            {TreeSpec{cls, rate_bps, t.parent, std::max(t.ceil_bps, rate_bps), t.prio}});
+    }
     uint64_t others = paced_sum_bps_ - c.rate_bps;
     if (rate_bps > cfg_.line_rate_bps - others)
         return err("rate " + format_rate(rate_bps) + " would make the paced rates sum to " +
                    format_rate(others + rate_bps) + ", above the line rate " +
                    format_rate(cfg_.line_rate_bps));
     paced_sum_bps_ = others + rate_bps;
+    tnodes_[cls].ceil_bps = rate_bps;
+    apply_rate(cls, rate_bps);
+    return {};
+}
+
+// set_rate() without its checks (configure_tree() checks the whole tree).
+void Engine::apply_rate(uint32_t cls, uint64_t rate_bps) {
+    Class &c = classes_[cls];
     // Out of the pending wheel before its key (C_k) changes.
     const bool backlogged = c.state == State::Backlogged;
     if (backlogged) unlink(cls);
@@ -272,7 +300,6 @@ Result<void> Engine::set_rate(uint32_t cls, uint64_t rate_bps) {
     if (rate_bps) size_class(cls);
     if (c.clock < clock_floor(cls)) c.clock = clock_floor(cls);
     if (backlogged) admit(cls);
-    return {};
 }
 
 Result<void> Engine::remove_class(uint32_t cls) {
@@ -281,7 +308,14 @@ Result<void> Engine::remove_class(uint32_t cls) {
     Class &c = classes_[cls];
     if (c.state == State::Backlogged || c.state == State::Sent)
         return err("class still has queued frames");
-    paced_sum_bps_ -= c.rate_bps;
+    TreeNode &t = tnodes_[cls];
+    if (t.nchildren) return err("class has children");
+    if (t.parent == kNone) paced_sum_bps_ -= c.rate_bps;
+    if (tree_making(cls) && --tree_making_ == 0) tree_ = false;
+    --tnode(t.parent).nchildren;
+    ++t.gen; // its stale tree entries (it is idle: placed nowhere)
+    t.place = kPlaceNone;
+    t.parent = kNone;
     if (last_cls_ == cls) last_cls_ = kNone;
     const uint32_t gen = c.gen;
     c = Class{};
@@ -303,6 +337,7 @@ Result<void> Engine::set_line_rate(uint64_t line_rate_bps) {
     planned_ = false;
     update_horizon();
     resize_classes();
+    if (tree_) tree_rebuild(); // lag limits are in byte times at M
     return {};
 }
 
@@ -372,6 +407,11 @@ void Engine::restore_frac(Class &c) {
 void Engine::set_head(uint32_t cls, uint32_t len, uint64_t now_ns) {
     ++inputs_;
     assert(has_class(cls));
+    // A class with children holds no frames (docs/design.md §3.12): the
+    // caller must not queue any on it.
+    assert(!tnodes_[cls].nchildren);
+    if (tnodes_[cls].nchildren) [[unlikely]]
+        return;
     Class &c = classes_[cls];
     switch (c.state) {
     case State::Idle:
@@ -402,6 +442,7 @@ void Engine::set_head(uint32_t cls, uint32_t len, uint64_t now_ns) {
     ++backlogged_;
     c.head_len = len;
     admit(cls);
+    if (tree_) tree_refresh_path(cls);
 }
 
 void Engine::set_empty(uint32_t cls, uint64_t now_ns) {
@@ -415,13 +456,14 @@ void Engine::set_empty(uint32_t cls, uint64_t now_ns) {
         --backlogged_;
         restore_frac(c);
     }
-    c.state = State::Idle;
+    if (c.state != State::Free) c.state = State::Idle;
     // From here the class could have sent once its next frame may start:
     // C_k (clockless the stored clock is C_k - D_k, size_class()).
     if (now_ns != kNoTime && c.rate_bps && anchored_) {
         const uint64_t next = cfg_.clockless ? c.clock + cold_[cls].lag_limit : c.clock;
         cold_[cls].empty_from_ns = std::max(now_ns, real_time_of(next));
     }
+    if (tree_) tree_refresh_path(cls);
 }
 
 void Engine::normal_push(uint32_t cls) {
@@ -514,6 +556,7 @@ Decision Engine::next(uint64_t now_ns) {
         relag(cls);
     }
     c.clock = c.finish; // and frac already holds F_k's remainder
+    if (tree_) tree_charge_guaranteed(cls);
     return emit_frame(cls);
 }
 
@@ -627,6 +670,13 @@ void Engine::resume(uint64_t now_ns) {
 // earliest paced wake-up; a wake-up is late only past its slack, where a
 // class would exceed its bound.
 Decision Engine::clockless_unpaced() {
+    if (tree_ && vwire_ <= g_) {
+        const uint32_t leaf = tree_borrow();
+        if (leaf != kNone) {
+            tree_charge_borrowed(leaf);
+            return emit_frame(leaf);
+        }
+    }
     if (normal_count_ && vwire_ <= g_) {
         const uint32_t cls = normal_head_;
         normal_unlink(cls);
@@ -635,7 +685,10 @@ Decision Engine::clockless_unpaced() {
     const uint64_t wake = pending_.exact_min(classes_.data());
     uint64_t due = UINT64_MAX;
     if (wake != UINT64_MAX) due = wake + std::min(min_slack_bytes_, UINT64_MAX - wake);
-    return plan_wait(normal_count_ ? std::min(wake, vwire_) : wake, due, true);
+    uint64_t target = normal_count_ ? std::min(wake, vwire_) : wake;
+    // Borrowing waits for what the wire's line-rate model has room for.
+    if (tree_) target = std::min(target, std::max(tree_due(), vwire_));
+    return plan_wait(target, due, true);
 }
 
 // Wait until the wire reaches `target`; the earliest paced frame is due at
@@ -705,12 +758,20 @@ void Engine::restart_fresh(uint32_t cls) {
 // beyond the gap horizon an idle wire.
 Decision Engine::next_unpaced() {
     if (cfg_.clockless) return clockless_unpaced();
+    if (tree_) {
+        const uint32_t leaf = tree_borrow();
+        if (leaf != kNone) {
+            tree_charge_borrowed(leaf);
+            return emit_frame(leaf);
+        }
+    }
     if (normal_count_) {
         uint32_t cls = normal_head_;
         // min_key() is exact when the earliest class is within a largest gap
         // and one smallest of G, else a bound beyond that: a frame fits then.
         uint64_t end = g_ + cfg_.framing.wire_bytes(classes_[cls].head_len);
-        const uint64_t min = pending_.empty() ? UINT64_MAX : pending_.min_key();
+        uint64_t min = pending_.empty() ? UINT64_MAX : pending_.min_key();
+        if (tree_) min = std::min(min, tree_due());
         bool fits = end <= min || end - min <= cfg_.normal_block_bytes;
         if (!fits && normal_held_since_ == UINT64_MAX) normal_held_since_ = g_;
         bool starving = !fits && g_ - normal_held_since_ >= cfg_.normal_starve_bytes;
@@ -725,7 +786,8 @@ Decision Engine::next_unpaced() {
     // The gap horizon: a due time further than H is reached by idling, not
     // by gap frames (clockless: H = 0, never a gap).
     if (horizon_bytes_ != UINT64_MAX) {
-        const uint64_t due = pending_.exact_min(classes_.data());
+        uint64_t due = pending_.exact_min(classes_.data());
+        if (tree_) due = std::min(due, tree_due());
         if (due - g_ > horizon_bytes_) return plan_wait(due - horizon_bytes_, due, true);
     }
     return emit_gap();
@@ -768,7 +830,8 @@ uint32_t Engine::more_gaps(uint32_t max_n) {
     // slow class's whole run go at once.
     // next() checks the window before each decision: G - wire below it.
     if (cached_wire_ > g_ || g_ - cached_wire_ >= ahead_limit_) return 0;
-    const uint64_t bound = pending_.exact_min(classes_.data());
+    uint64_t bound = pending_.exact_min(classes_.data());
+    if (tree_) bound = std::min(bound, tree_due());
     if (bound < g_ + max_wire + min_wire) return 0;
     uint64_t n = (bound - g_ - min_wire) / max_wire;
     n = std::min<uint64_t>(n, (cached_wire_ + ahead_limit_ - 1 - g_) / max_wire + 1);
@@ -790,7 +853,7 @@ Decision Engine::emit_gap() {
     const uint64_t max_wire = cfg_.framing.max_gap_wire_bytes();
     // next() advanced the wheel to G. When its minimum is only a bound, the
     // bound is at least max_wire + min_wire ahead: a largest gap either way.
-    uint64_t need = pending_.min_key() - g_;
+    uint64_t need = (tree_ ? std::min(pending_.min_key(), tree_due()) : pending_.min_key()) - g_;
     uint64_t wire;
     if (need < min_wire) {
         wire = min_wire;

@@ -253,10 +253,28 @@ struct ClassCounters {
     // during a planned idle) counts as empty: the engine cannot see it.
     uint64_t empty_ns = 0;
     uint64_t empty_events = 0;
+    // Class trees (docs/design.md §3.12). An inner class counts the frames
+    // and L2 bytes of its subtree above. L2 bytes a class lent from its rate
+    // to a borrower below it, and that a class (inner or leaf) took beyond
+    // its rate from a lender above it (or from the wire).
+    uint64_t lent_bytes = 0;
+    uint64_t borrowed_bytes = 0;
 };
 
 // set_head/set_empty without the caller's time: no empty-time accounting.
 inline constexpr uint64_t kNoTime = UINT64_MAX;
+
+// Where a class sits in a tree (docs/design.md §3.12); see configure_tree().
+struct TreeSpec {
+    uint32_t cls = 0;
+    uint64_t rate_bps = 0;
+    uint32_t parent = UINT32_MAX; // a class handle; UINT32_MAX: the wire (top level)
+    uint64_t ceil_bps = 0;        // 0: the rate
+    uint32_t prio = 0;            // lower borrows first
+};
+
+inline constexpr uint32_t kTreeNoParent = UINT32_MAX;
+inline constexpr uint32_t kMaxTreeDepth = 8; // htb's
 
 class Engine {
   public:
@@ -284,6 +302,22 @@ class Engine {
 
     void set_head(uint32_t cls, uint32_t len, uint64_t now_ns = kNoTime);
     void set_empty(uint32_t cls, uint64_t now_ns = kNoTime);
+
+    // Class trees (docs/design.md §3.12). Sets rate, parent, ceil and prio
+    // of the listed classes at once (others keep theirs) and checks the
+    // whole result: parents exist and are paced, no cycle, depth at most
+    // kMaxTreeDepth, ceil >= rate, a child's ceil <= its parent's, the
+    // children's rates sum to at most their parent's, the top-level rates
+    // to at most M, no class with children has frames. Refused as a whole,
+    // nothing changed. Rate changes take effect as set_rate's do. The tree's
+    // rules are in force while some class has a parent or a ceil above its
+    // rate; otherwise the engine is the flat one, decision for decision.
+    Result<void> configure_tree(const std::vector<TreeSpec> &specs);
+    bool tree() const { return tree_; }
+    uint32_t class_parent(uint32_t cls) const;
+    uint64_t class_ceil(uint32_t cls) const;
+    uint32_t class_prio(uint32_t cls) const;
+    uint32_t class_children(uint32_t cls) const;
 
     Decision next(uint64_t now_ns);
     // Right after next() returned a largest gap: how many more largest gaps
@@ -394,6 +428,62 @@ class Engine {
     void normal_unlink(uint32_t cls);
     uint64_t lag_limit_for(uint64_t rate_bps) const;
     void set_class_rate(Class &c, uint64_t rate_bps);
+    void apply_rate(uint32_t cls, uint64_t rate_bps);
+
+    // ---- class trees (engine_tree.cpp; docs/design.md §3.12)
+    using u128 = unsigned __int128;
+    struct TreeEntry {
+        u128 key;
+        uint32_t prio;
+        uint32_t node;
+        uint32_t gen;
+    };
+    // A lazy min-heap of (prio, key, node); an entry is live while its
+    // node's generation and placement match (see TreeNode::gen).
+    struct TreeHeap {
+        std::vector<TreeEntry> v;
+    };
+    enum : uint8_t { kPlaceNone = 0, kPlacePending = 1, kPlaceEligible = 2 };
+    struct TreeNode {
+        uint32_t parent = kNone;
+        uint32_t nchildren = 0;
+        uint32_t prio = 0;
+        uint32_t gen = 0; // bumped whenever the node leaves its parent's heaps
+        uint8_t place = kPlaceNone;
+        bool active = false; // a backlogged leaf below (V joins the share clock on activation)
+        uint32_t n_pend = 0; // children placed pending / eligible
+        uint32_t n_elig = 0;
+        uint64_t ceil_bps = 0;
+        uint64_t lag_r = 0, lag_k = 0;  // lag limits at the rate and at the ceil
+        uint64_t kclock = 0, kfrac = 0; // K, the ceil clock
+        uint64_t rclock = 0, rfrac = 0; // R of an inner class (a leaf's is Class::clock)
+        u128 vtag = 0;                  // V, the share tag
+        uint64_t vfrac = 0;
+        u128 vsys = 0; // the share clock of this node's children
+        TreeHeap pend, green, yellow;
+    };
+    struct TreeStep {
+        uint32_t node;
+        bool green;
+    };
+    TreeNode &tnode(uint32_t k) { return k == kNone ? troot_ : tnodes_[k]; }
+    void tree_init_node(uint32_t cls);
+    bool tree_making(uint32_t k) const;
+    void tree_update_mode();
+    void tree_rebuild();
+    void tree_refresh(uint32_t k);
+    void tree_refresh_path(uint32_t k);
+    bool tree_entry_live(const TreeEntry &e, uint8_t place) const;
+    void tree_clean(TreeHeap &h, uint8_t place);
+    void tree_push(TreeNode &p, TreeHeap &h, const TreeEntry &e);
+    void tree_hand_over(TreeNode &n);
+    uint64_t tree_due();
+    uint32_t tree_borrow();
+    void tree_charge(uint64_t &clock, uint64_t &frac, uint64_t rate_bps, uint64_t l2) const;
+    void tree_charge_share(TreeNode &n, uint64_t rate_bps, uint64_t l2) const;
+    void tree_charge_guaranteed(uint32_t leaf);
+    void tree_charge_borrowed(uint32_t leaf);
+    void tree_rescale(uint64_t &clock, uint64_t &frac, uint64_t old_bps, uint64_t new_bps) const;
 
     EngineConfig cfg_;
     uint64_t g_ = 0;
@@ -438,6 +528,13 @@ class Engine {
     uint64_t normal_held_since_ = UINT64_MAX; // G when the normal head was first held back
     EngineCounters counters_;
     uint64_t inputs_ = 0;
+    // Class trees: on while some class has a parent or a ceil above its rate.
+    bool tree_ = false;
+    uint32_t tree_making_ = 0;     // classes with a parent or a ceil above their rate
+    std::vector<TreeNode> tnodes_; // per class handle (while tree_)
+    TreeNode troot_;               // the wire
+    TreeStep tpath_[kMaxTreeDepth + 1];
+    uint32_t tpath_n_ = 0;
 };
 
 } // namespace pspxdp

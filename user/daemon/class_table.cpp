@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 namespace pspxdp::daemon {
 
@@ -17,6 +18,11 @@ constexpr uint64_t kDrainGraceNs = 50'000'000;
 
 uint64_t paced_rate(const pspxdp_class_config &c) {
     return c.kind == PSPXDP_CLASS_PACED ? c.rate_bps : 0;
+}
+
+// A class in a tree: it has a parent or may borrow above its rate.
+bool in_tree(const pspxdp_class_config &c) {
+    return pspxdp_classid_raw(c.parent) || (paced_rate(c) && c.ceil_bps > c.rate_bps);
 }
 
 } // namespace
@@ -60,6 +66,9 @@ bool ClassTable::reconcile(uint64_t now) {
     }
     ++maps_.daemon().config_reloads;
     ++gen_;
+    tree_ = engine_.tree() ||
+            std::any_of(all->begin(), all->end(), [](const auto &e) { return in_tree(e.config); });
+    added_.clear();
     std::vector<uint32_t> configured;
     configured.reserve(all->size());
     for (const auto &e : *all) {
@@ -96,8 +105,58 @@ bool ClassTable::reconcile(uint64_t now) {
             c = ClassState{};
     }
     configured_ = std::move(configured);
+    if (tree_) apply_tree(added_);
     log_.flush("class changes");
     return true;
+}
+
+// The whole tree to the engine at once (a parent and its children may
+// arrive in any order, and a sum holds only as a whole). Refused: the
+// classes keep the rates they had, and the classes added in this reconcile
+// are not served.
+void ClassTable::apply_tree(const std::vector<uint32_t> &added) {
+    std::map<uint32_t, uint32_t> handle_of; // class id -> engine handle
+    for (uint32_t slot : configured_)
+        if (table_[slot].life == ClassLife::Served)
+            handle_of[table_[slot].classid] = table_[slot].handle;
+    std::vector<TreeSpec> specs;
+    std::string missing;
+    for (uint32_t slot : configured_) {
+        const ClassState &c = table_[slot];
+        if (c.life != ClassLife::Served) continue;
+        const uint32_t parent = pspxdp_classid_raw(c.config.parent);
+        auto p = handle_of.find(parent);
+        if (parent && p == handle_of.end())
+            missing = format_classid(ClassId::from_raw(parent)) + " (parent of " +
+                      format_classid(ClassId::from_raw(c.classid)) + ") is not served";
+        specs.push_back(TreeSpec{c.handle, paced_rate(c.config),
+                                 parent && p != handle_of.end() ? p->second : kTreeNoParent,
+                                 paced_rate(c.config) ? c.config.ceil_bps : 0, c.config.prio});
+    }
+    Result<void> r = missing.empty() ? engine_.configure_tree(specs) : err(missing);
+    if (!r) {
+        log_.add("class tree refused, rates kept: %s", r.error().c_str());
+        ++maps_.daemon().config_refused;
+        for (uint32_t slot : added) {
+            ClassState &c = table_[slot];
+            if (c.life != ClassLife::Served || !engine_.remove_class(c.handle)) continue;
+            maps_.set_state(slot, PSPXDP_SLOT_FREE);
+            c.life = ClassLife::Refused;
+            --served_;
+        }
+        return;
+    }
+    for (uint32_t slot : configured_) {
+        ClassState &c = table_[slot];
+        if (c.life != ClassLife::Served) continue;
+        const uint64_t rate = engine_.class_rate(c.handle);
+        if (rate != c.rate_bps && std::find(added.begin(), added.end(), slot) == added.end())
+            log_.add("class %s: rate %s -> %s",
+                     format_classid(ClassId::from_raw(c.classid)).c_str(),
+                     format_rate(c.rate_bps).c_str(), format_rate(rate).c_str());
+        c.rate_bps = rate;
+        c.limits = limits_for(c.config);
+    }
 }
 
 // The class's burst bound in bytes at DEV's MTU; 0: the engine's default.
@@ -121,7 +180,8 @@ void ClassTable::publish_engine_counters() {
 
 void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg) {
     ClassState &c = table_[slot];
-    const uint64_t rate = paced_rate(cfg);
+    // In a tree the rate comes with the whole tree (apply_tree).
+    const uint64_t rate = tree_ ? 0 : paced_rate(cfg);
     auto h = engine_.add_class(rate, burst_of(cfg));
     if (!h) {
         refuse(slot, classid, cfg, h.error());
@@ -134,6 +194,7 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     c.config = cfg;
     c.limits = limits_for(cfg);
     c.life = ClassLife::Served;
+    if (tree_) added_.push_back(slot);
     if (handle_slot_.size() <= *h) handle_slot_.resize(*h + 1);
     handle_slot_[*h] = slot;
     ++served_;
@@ -154,8 +215,9 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     c.empty_base_events = pc.empty_events;
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
+    const uint64_t shown = paced_rate(cfg);
     log_.add("class %s: %s%s on slot %u%s", format_classid(ClassId::from_raw(classid)).c_str(),
-             rate ? "paced at " : "normal", rate ? format_rate(rate).c_str() : "", slot,
+             shown ? "paced at " : "normal", shown ? format_rate(shown).c_str() : "", slot,
              adopted ? " (taken over, counters continue)" : "");
 }
 
@@ -163,7 +225,7 @@ void ClassTable::update(uint32_t slot, const pspxdp_class_config &cfg) {
     ClassState &c = table_[slot];
     const bool changed = std::memcmp(&c.config, &cfg, sizeof(cfg)) != 0;
     const uint64_t rate = paced_rate(cfg);
-    if (rate != c.rate_bps) {
+    if (rate != c.rate_bps && !tree_) { // a tree's rates: apply_tree
         auto r = engine_.set_rate(c.handle, rate);
         if (!r) {
             if (changed) {

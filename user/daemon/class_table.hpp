@@ -108,6 +108,7 @@ class ClassTable {
 
   private:
     void add(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg);
+    void apply_tree(const std::vector<uint32_t> &added);
     void update(uint32_t slot, const pspxdp_class_config &cfg);
     void start_drain(uint32_t slot, uint64_t now_ns);
     void refuse(uint32_t slot, uint32_t classid, const pspxdp_class_config &cfg,
@@ -123,6 +124,10 @@ class ClassTable {
     std::vector<uint32_t> backlogged_;
     uint32_t gen_ = 0;
     uint32_t served_ = 0;
+    // Class trees (docs/design.md §3.12): rates, parents, ceils and prios go
+    // to the engine in one configure_tree() after each reconcile.
+    bool tree_ = false;
+    std::vector<uint32_t> added_; // slots added in this reconcile (tree mode)
     LogBatch log_;
 };
 

@@ -197,20 +197,20 @@ TEST_CASE("group join: the class the agent's etcd connection goes through", "[cl
     const uint8_t src[4] = {10, 0, 0, 1}, etcd_ip[4] = {10, 0, 0, 10};
     const uint32_t group = 0x10001, other = 0x1ffff;
     // No filter: the default class, which may be the group's (refused).
-    CHECK(agent::class_for_tcp({}, group, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp({}, group, 4, src, etcd_ip, 2379) == group);
     // The etcd port sent elsewhere: that class.
     auto f = filters({{"proto", "tcp", "dport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2380) == group);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2380) == group);
     // UDP, another destination, a source port (the kernel's choice): not it.
     f = filters({{"proto", "udp", "dport", "2379", "classid", "1:ffff"},
                  {"dst", "10.0.1.0/24", "classid", "1:ffff"},
                  {"sport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == group);
     // The first that matches wins: a prefix over etcd's address, then a port.
     f = filters({{"pref", "1", "dst", "10.0.0.0/28", "classid", "1:1"},
                  {"pref", "2", "dport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, other, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp(f, other, 4, src, etcd_ip, 2379) == group);
     f = filters({{"src", "10.0.0.0/31", "dport", "2000-3000", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
 }

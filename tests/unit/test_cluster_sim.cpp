@@ -410,32 +410,31 @@ TEST_CASE("cluster sim: measured demand uses the budget and converges within 1 s
     }
 }
 
-TEST_CASE("cluster demand: unsatisfied, held, headroom, a start from idle", "[cluster]") {
-    constexpr uint64_t B = 1'000'000'000, M = 1'000'000;
+TEST_CASE("cluster demand: taken + dropped, unsatisfied when limited, held", "[cluster]") {
+    constexpr uint64_t B = 1'000'000'000, M = 1'000'000, step = B;
     DemandEstimator e;
     // Idle: nothing wanted.
     CHECK(e.sample(0, 0, false, B) == 0);
     CHECK(e.sample(200 * ms, 0, false, B) == 0);
-    // Limited: the whole budget, held 600 ms past the last limited window.
-    CHECK(e.sample(400 * ms, 100 * M, true, B) == B);
-    CHECK(e.sample(600 * ms, 30 * M, false, B) == B); // one quiet window
-    CHECK(e.sample(800 * ms, 30 * M, false, B) == B);
-    // Then the highest arrival of the last 600 ms (the limited window's
-    // included while it is in them), plus 1/16.
-    CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M + 100 * M / 16);
-    CHECK(e.sample(1001 * ms, 32 * M, false, B) == 34 * M);
+    // Limited (drops or marks in the window): unsatisfied (the budget),
+    // held 600 ms past the last limited window.
+    CHECK(e.sample(400 * ms, 100 * M, true, B) == step);
+    CHECK(e.sample(600 * ms, 30 * M, false, B) == step); // one quiet window
+    CHECK(e.sample(800 * ms, 30 * M, false, B) == step);
+    // Then the highest offered rate of the last 600 ms, no headroom: a
+    // satisfied host asks for exactly what it offers.
+    CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M);
+    CHECK(e.sample(1001 * ms, 32 * M, false, B) == 32 * M);
+    // Never above the budget.
+    CHECK(e.sample(1800 * ms, B, true, B) == B);
     // Stopped: 0 at once, not held (the others get its share now).
-    CHECK(e.sample(1200 * ms, 0, false, B) == 0);
-    for (uint64_t t = 1400; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
+    CHECK(e.sample(2000 * ms, 0, false, B) == 0);
+    for (uint64_t t = 2200; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
     CHECK(e.sample(2600 * ms, 0, false, B) == 0);
-    // Starting from idle, without a backlog: unsatisfied for the hold.
-    CHECK(e.sample(2800 * ms, 2 * M, false, B) == B);
-    CHECK(e.sample(3200 * ms, 2 * M, false, B) == B);
-    CHECK(e.sample(3400 * ms, 2 * M, false, B) == 2 * M + 2 * M / 16);
-    // Limited while nothing arrives (a class held near 0 with a backlog):
-    // unsatisfied, not idle.
-    CHECK(e.sample(3600 * ms, 0, true, B) == B);
-    CHECK(e.sample(3800 * ms, 0, false, B) == 0);
-    // A pause of one window, then back: unsatisfied at once.
-    CHECK(e.sample(4000 * ms, 50 * M, false, B) == B);
+    // Starting from idle without a drop: limited for the hold.
+    CHECK(e.sample(2800 * ms, 2 * M, false, B) == step);
+    CHECK(e.sample(3200 * ms, 2 * M, false, B) == step);
+    CHECK(e.sample(3500 * ms, 2 * M, false, B) == 2 * M);
+    // Limited while nothing arrives (held near 0 with drops): not idle.
+    CHECK(e.sample(3600 * ms, 0, true, B) == step);
 }

@@ -146,6 +146,14 @@ int run(const AgentConfig &given) {
             close(fd);
         }
     } held_lock{lock_file, lock_fd};
+    // A state file left by a killed agent of this class (the lock is ours,
+    // so it is dead): the class's own rate it recorded.
+    for (const auto &j : agent_states(cfg.dev))
+        if (j.value("classid", "") == format_classid(ClassId::from_raw(cfg.classid)) &&
+            !j.value("alive", true))
+            cfg.inherited_own_rate_bps = j.value("own_rate_bps", uint64_t(0));
+    struct stat log_before {};
+    const bool log_existed = stat(cfg.log_path.c_str(), &log_before) == 0;
     int log_fd = open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log_fd < 0) {
         std::fprintf(stderr, "pspxdp group join: %s: %s\n", cfg.log_path.c_str(),
@@ -179,17 +187,20 @@ int run(const AgentConfig &given) {
         watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log, agent_pid);
     }
     close(pipefd[0]);
-    log_line("joining group " + cfg.group + " as " + cfg.host + " on " + cfg.dev + " class " +
-             format_classid(ClassId::from_raw(cfg.classid)) + " (budget " +
-             format_rate(cfg.budget_bps) + ", floor " + format_rate(cfg.floor_bps) + ", weight " +
-             std::to_string(cfg.weight) + "; watchdog pid " + std::to_string(child) + ")");
     int code = run_group_member(cfg, sh, log, child);
     close(pipefd[1]); // the watchdog's cue
     waitpid(child, nullptr, 0);
-    log_line("left group " + cfg.group + ": " + std::to_string(sh->rate_changes.load()) +
-             " rate changes, " + std::to_string(sh->watchdog_lowerings.load()) +
-             " by the watchdog");
+    if (code != 2)
+        log_line("left group " + cfg.group + ": " + std::to_string(sh->rate_changes.load()) +
+                 " rate changes, " + std::to_string(sh->watchdog_lowerings.load()) +
+                 " by the watchdog");
     close(log_fd);
+    // Refused: the rate log this run created (empty: nothing was applied)
+    // goes too, so a refused join leaves nothing behind.
+    struct stat log_after {};
+    if (code == 2 && !log_existed && stat(cfg.log_path.c_str(), &log_after) == 0 &&
+        log_after.st_size == 0)
+        unlink(cfg.log_path.c_str());
     return code;
 }
 

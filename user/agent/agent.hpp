@@ -45,6 +45,10 @@ struct AgentConfig {
     // counted from when it was sent (R4); this bounds how long a dead
     // endpoint holds up the next.
     long request_timeout_ms = 500;
+    // The class's own rate as a killed agent before this one recorded it
+    // (its state file): what leave restores, not the floor its watchdog
+    // left. 0: the rate the class has when the group first holds it.
+    uint64_t inherited_own_rate_bps = 0;
 };
 
 // Refuses (one line, exit code 2) a group class that the agent's own etcd

@@ -181,7 +181,7 @@ class Runner final : public cluster::Effects {
     // When the loop last turned, by both clocks; when the protocol call
     // now running was decided (the apply guard's reference).
     uint64_t turn_boot_ns_ = 0, turn_mono_ns_ = 0, decided_ns_ = 0;
-    bool gap_seen_ = false;
+    bool gap_seen_ = false, said_joined_ = false;
     // The class's own rate, read when the group first held it (0: never held).
     uint64_t own_rate_bps_ = 0;
     uint64_t wake_ns_ = UINT64_MAX;
@@ -231,7 +231,8 @@ void Runner::apply_rate(uint64_t rate_bps) {
         if (raise && checked_ns != 0) gap_seen_ = true;
         return;
     }
-    if (own_rate_bps_ == 0) own_rate_bps_ = *was;
+    if (own_rate_bps_ == 0)
+        own_rate_bps_ = cfg_.inherited_own_rate_bps ? cfg_.inherited_own_rate_bps : *was;
     sh_->applied_bps = rate_bps;
     sh_->rate_changes++;
     log_.write(rate_bps);
@@ -546,6 +547,15 @@ int Runner::run() {
         }
         lease_ = proto_.lease();
         sync_shared();
+        // Said once the group accepted it (a refused join says one line).
+        if (!said_joined_ && proto_.phase() == cluster::HostProtocol::Phase::member) {
+            said_joined_ = true;
+            log_line("joined group " + cfg_.group + " as " + cfg_.host + " on " + cfg_.dev +
+                     " class " + format_classid(ClassId::from_raw(cfg_.classid)) + " (budget " +
+                     format_rate(proto_.budget_bps()) + ", floor " + format_rate(cfg_.floor_bps) +
+                     ", weight " + std::to_string(cfg_.weight) + "; watchdog pid " +
+                     std::to_string(watchdog_) + ")");
+        }
         if (proto_.phase() == cluster::HostProtocol::Phase::refused && !leaving) {
             std::fprintf(stderr, "pspxdp group join: %s\n", proto_.refusal().c_str());
             if (proto_.lease()) revoke_lease(proto_.lease());

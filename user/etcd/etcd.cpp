@@ -246,6 +246,8 @@ Result<void> check_endpoint(std::string_view url) {
     }
     rest.remove_prefix(host.size());
     if (rest.empty()) return {}; // http's port, 80
+    if (rest.find('/') != std::string_view::npos)
+        return refuse(what + "nothing may follow the host but :PORT (no path)");
     if (rest.front() != ':') return refuse(what + "nothing may follow the host but :PORT");
     std::string_view port = rest.substr(1);
     bool digits = !port.empty() && port.size() <= 5;

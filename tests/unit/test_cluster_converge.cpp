@@ -129,8 +129,9 @@ TEST_CASE("cluster converge: the table", "[.converge-table]") {
               std::pair{std::vector<uint32_t>{2, 1, 1}, kWeighted}}) {
             Run r = run(300 * M, weights, phases, seed);
             for (size_t k = 0; k < phases.size(); ++k)
-                std::printf("| %u:%u:%u | %llu | %zu | %s | %s | %.2f s |\n", weights[0], weights[1],
-                            weights[2], (unsigned long long)seed, k, shares(r.ideal[k]).c_str(),
-                            shares(r.achieved[k]).c_str(), r.converge_s[k]);
+                std::printf("| %u:%u:%u | %llu | %zu | %s | %s | %.2f s |\n", weights[0],
+                            weights[1], weights[2], (unsigned long long)seed, k,
+                            shares(r.ideal[k]).c_str(), shares(r.achieved[k]).c_str(),
+                            r.converge_s[k]);
         }
 }

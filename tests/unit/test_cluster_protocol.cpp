@@ -216,8 +216,7 @@ TEST_CASE("protocol: a name taken while a member (a put refused) refuses it", "[
     CHECK(j.p.refusal().find("in use in the group by a live member on vm-x") != std::string::npos);
 }
 
-TEST_CASE("protocol: after a gap, the fallback at once; a raise only once re-proven",
-          "[cluster]") {
+TEST_CASE("protocol: after a gap, the fallback at once; a raise only once re-proven", "[cluster]") {
     Joined j;
     REQUIRE(j.p.applied_bps() == 500);
     // Stopped for a while (still within the lease as far as the clock goes).

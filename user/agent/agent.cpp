@@ -88,7 +88,7 @@ Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
         int family = to.ss_family == AF_INET ? 4 : 6;
         uint16_t dport = uint16_t(std::stoul(p));
         uint32_t via = control::class_for_tcp(*filters, default_classid, family, addr_bytes(src),
-                                     addr_bytes(to), dport);
+                                              addr_bytes(to), dport);
         if (via == cfg.classid)
             return refuse("etcd at " + url + " is reached through " + cfg.dev + "'s class " + cls +
                           ", the class the group holds at 0 while it joins: send its port to an "

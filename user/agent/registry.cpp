@@ -58,7 +58,8 @@ std::vector<nlohmann::json> agent_states(const std::string &dev) {
         auto j = nlohmann::json::parse(f, nullptr, false);
         if (j.is_discarded() || !j.contains("pid") || !j.contains("start_time")) continue;
         pid_t pid = j["pid"].get<pid_t>();
-        j["alive"] = kill(pid, 0) == 0 && process_start_time(pid) == j["start_time"].get<uint64_t>();
+        j["alive"] =
+            kill(pid, 0) == 0 && process_start_time(pid) == j["start_time"].get<uint64_t>();
         out.push_back(std::move(j));
     }
     closedir(d);

@@ -209,8 +209,8 @@ int run_budget(const Args &args) {
         for (const auto &[h, m] : next.members) floors += m.floor_bps;
         if (floors > *budget)
             return fail_input("group budget: the members' floors sum to " +
-                              format_rate(uint64_t(floors)) + ", above " +
-                              format_rate(*budget) + " (budget unchanged)");
+                              format_rate(uint64_t(floors)) + ", above " + format_rate(*budget) +
+                              " (budget unchanged)");
         next.budget_bps = *budget;
         auto ok = c.cas(keys.roster(), agent::roster_json(next), view->roster_rev);
         if (!ok) return fail(ok);
@@ -218,8 +218,7 @@ int run_budget(const Args &args) {
             std::printf("group %s: budget %s -> %s (the members follow epoch by epoch: the sum "
                         "stays within %s until all have, then within %s)\n",
                         group.c_str(), format_rate(was).c_str(), format_rate(*budget).c_str(),
-                        format_rate(std::max(was, *budget)).c_str(),
-                        format_rate(*budget).c_str());
+                        format_rate(std::max(was, *budget)).c_str(), format_rate(*budget).c_str());
             return 0;
         }
         // The roster changed meanwhile (a join, a leave): read it again.
@@ -261,8 +260,7 @@ int run_group(const Args &args) {
     if (verb == "show") return run_show(args);
     if (verb == "check") return run_check(args);
     if (verb == "budget") return run_budget(args);
-    return fail_input("group: unknown action \"" + verb +
-                      "\" (join, leave, show, budget, check)");
+    return fail_input("group: unknown action \"" + verb + "\" (join, leave, show, budget, check)");
 }
 
 } // namespace

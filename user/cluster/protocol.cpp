@@ -38,8 +38,8 @@ void HostProtocol::on_name_taken(uint64_t now_ns, const Live &there) {
     if (there.instance != instance_) {
         phase_ = Phase::refused;
         refusal_ = "host name " + host_ + " is in use in the group by a live member on " +
-                   (there.node.empty() ? std::string("another host") : there.node) +
-                   " (lease " + std::to_string(there.lease) + "): give this host its own --name";
+                   (there.node.empty() ? std::string("another host") : there.node) + " (lease " +
+                   std::to_string(there.lease) + "): give this host its own --name";
         return;
     }
     // Our own earlier record: put again once its lease has gone.

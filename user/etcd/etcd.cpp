@@ -401,8 +401,8 @@ Result<bool> Client::cas(std::string_view key, std::string_view value, int64_t e
     return parse_txn(*j);
 }
 
-Result<std::optional<KeyValue>> Client::put_exclusive(std::string_view key,
-                                                      std::string_view value, int64_t lease) {
+Result<std::optional<KeyValue>> Client::put_exclusive(std::string_view key, std::string_view value,
+                                                      int64_t lease) {
     std::optional<KeyValue> there;
     for (bool create : {false, true}) {
         auto j = call("/v3/kv/txn", exclusive_put_request(key, value, lease, create));

@@ -116,6 +116,26 @@ TEST_CASE("etcd: failover order and endpoint lists", "[cluster]") {
     CHECK(bad.exit_code() == 2);
     CHECK(!etcd::parse_endpoints("https://a:1"));
     CHECK(!etcd::parse_endpoints(""));
+    // Host and port checked before anything is touched.
+    CHECK(etcd::parse_endpoints("http://etcd-1.example:2379,http://[::1]:2379,http://h"));
+    auto error = [](std::string_view list) {
+        auto r = etcd::parse_endpoints(list);
+        return r ? std::string() : r.error() + " (" + std::to_string(r.exit_code()) + ")";
+    };
+    CHECK(error("http://127.0.0.1:99999") ==
+          "--etcd \"http://127.0.0.1:99999\": port \"99999\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:0") ==
+          "--etcd \"http://127.0.0.1:0\": port \"0\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:") ==
+          "--etcd \"http://127.0.0.1:\": port \"\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:x1") ==
+          "--etcd \"http://127.0.0.1:x1\": port \"x1\" is not 1-65535 (2)");
+    CHECK(error("http://:2379") == "--etcd \"http://:2379\": no host (2)");
+    CHECK(error("http://a:2379/v3") ==
+          "--etcd \"http://a:2379/v3\": nothing may follow the host but :PORT (no path) (2)");
+    CHECK(error("http://a b:1") == "--etcd \"http://a b:1\": host \"a b\" is not a name or an "
+                                   "address (nothing may follow HOST:PORT) (2)");
+    CHECK(error("http://[::1") == "--etcd \"http://[::1\": an IPv6 address is written [ADDR] (2)");
 }
 
 TEST_CASE("group keys: JSON both ways and a view kept by events", "[cluster]") {

@@ -182,6 +182,7 @@ class Runner final : public cluster::Effects {
     // now running was decided (the apply guard's reference).
     uint64_t turn_boot_ns_ = 0, turn_mono_ns_ = 0, decided_ns_ = 0;
     bool gap_seen_ = false, said_joined_ = false;
+    uint64_t next_waiting_ = 0;
     // The class's own rate, read when the group first held it (0: never held).
     uint64_t own_rate_bps_ = 0;
     uint64_t wake_ns_ = UINT64_MAX;
@@ -547,6 +548,18 @@ int Runner::run() {
         }
         lease_ = proto_.lease();
         sync_shared();
+        // Joining without an answer from etcd: said again every 5 s (the
+        // class untouched meanwhile), not once and then silence.
+        if (proto_.phase() == cluster::HostProtocol::Phase::joining && !leaving &&
+            now >= next_waiting_) {
+            if (next_waiting_ != 0)
+                log_line("still joining group " + cfg_.group + ": no answer from etcd at " +
+                         cfg_.endpoints.front() +
+                         (cfg_.endpoints.size() > 1 ? " or the others" : "") + " (class " +
+                         format_classid(ClassId::from_raw(cfg_.classid)) +
+                         " untouched until the group accepts it)");
+            next_waiting_ = now + 5'000'000'000;
+        }
         // Said once the group accepted it (a refused join says one line).
         if (!said_joined_ && proto_.phase() == cluster::HostProtocol::Phase::member) {
             said_joined_ = true;

@@ -4,10 +4,12 @@
 // (frames dropped at its limit, CE-marked or dropped by CoDel in the
 // window) may want more than it offers (a TCP sender held at its share
 // never offers more than the share): it is unsatisfied, which max-min reads
-// as wanting the whole budget. A satisfied class asks for exactly what it
-// offers, the highest seen over a hold time, so one quiet window does not
-// drop a host to its floor; what demands leave over is shared by weight on
-// top (allocator.hpp), so a host that grows has room before the next epoch.
+// as wanting the whole budget. A satisfied class asks for what it offers,
+// the highest seen over a hold time (one quiet window does not drop a host
+// to its floor), reached from a higher demand half the way per window while above twice it (a
+// TCP sender held back needs a while to offer its share again), then
+// exactly; what demands leave over is shared by weight on top
+// (allocator.hpp), so a host that grows has room before the next epoch.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ class DemandEstimator {
 
   private:
     uint64_t limited_until_ns_ = 0;
+    uint64_t last_bps_ = 0;                            // the demand returned last
     std::deque<std::pair<uint64_t, uint64_t>> recent_; // (time, offered)
 };
 

@@ -27,7 +27,7 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
 psp_require test_cluster_pause "$PSPXDP" -- etcd curl python3
-CL_PREFIX=${CL_PREFIX:-cp}
+CL_PREFIX=${CL_PREFIX:-cl}
 source "$HERE/cluster_lib.sh"
 cl_begin clp
 

@@ -12,7 +12,7 @@ _KI = 1024
 
 # tc's table (tc/tc_util.c get_rate): "bps" is BYTES per second, hence x8.
 RATE_UNITS: dict[str, int] = {
-    "": 1, "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
+    "bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12,
     "kibit": _KI, "mibit": _KI**2, "gibit": _KI**3, "tibit": _KI**4,
     "bps": 8, "kbps": 8 * 10**3, "mbps": 8 * 10**6, "gbps": 8 * 10**9, "tbps": 8 * 10**12,
     "kibps": 8 * _KI, "mibps": 8 * _KI**2, "gibps": 8 * _KI**3, "tibps": 8 * _KI**4,
@@ -100,6 +100,8 @@ def parse_rate_bps(text: str) -> int:
     # isalpha() alone would take non-ASCII letters, which the CLI's C locale does not.
     if not all(c.isascii() and c.isalpha() for c in unit):
         raise bad(f"unexpected {quote(unit)} after the number")
+    if not unit:
+        raise bad(f"no unit {expected}")
     factor = RATE_UNITS.get(unit.lower())
     if factor is None:
         raise bad("unknown unit " + quote(unit))

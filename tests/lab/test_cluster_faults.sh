@@ -226,7 +226,7 @@ psp_check "... its lock file removed (the rate log kept)" \
 psp_check "after a leave: the other takes the rest (250 Mbit/s)" psp_wait_for 10 cl_applied 2 250000000
 cl_ns 2 "$PSPXDP" group leave ${CL_P}d2$$ --group $CL_GROUP
 psp_check "group leave: the agent is gone" psp_wait_for 5 psp_gone ${CL_AGENTS[2]}
-psp_check "left at 0 (held: 1 bit/s)" test "$(cl_rate 2)" = 1
+psp_check "left: the class back at its own rate (100 Mbit/s)" test "$(cl_rate 2)" = $M100
 
 # The watchdog killed: the agent leaves (exit 1) rather than pace without
 # it; the watchdog lowered to the fallback on its way out.
@@ -237,8 +237,8 @@ wd=$(cl_watchdog 3)
 kill -TERM "$wd"
 wait ${CL_AGENTS[3]}
 psp_check "watchdog SIGTERMed: the agent left, exit 1" test $? -eq 1
-psp_check "... the class at 0 (held: 1 bit/s), no process of it left" \
-    eval 'test "$(cl_rate 3)" = 1 && [[ -z $(pgrep -f -- "group join ${CL_P}d3$$ .*--group $CL_GROUP( |$)") ]]'
+psp_check "... left the group: the class at its own rate, no process of it left" \
+    eval 'test "$(cl_rate 3)" = $M100 && [[ -z $(pgrep -f -- "group join ${CL_P}d3$$ .*--group $CL_GROUP( |$)") ]]'
 
 # DEV detached under a hung agent: the watchdog cannot lower (DEV is gone):
 # it retries every 250 ms, blocked in poll in between (it used to spin,

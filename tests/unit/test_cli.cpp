@@ -521,7 +521,8 @@ TEST_CASE("class words: every refusal names the word", "[cli][config]") {
     CHECK_THAT(bad({"1", "1mbit"}), Catch::StartsWith("class id \"1\": no ':'"));
     CHECK(bad({"1:1"}) == "class 1:1: missing RATE or \"normal\"");
     CHECK(bad({"1:1", "5xbit"}) == "class 1:1: rate \"5xbit\": unknown unit \"xbit\"");
-    CHECK(bad({"1:1", "0"}) == "class 1:1: rate \"0\": zero rate");
+    CHECK(bad({"1:1", "0bit"}) == "class 1:1: rate \"0bit\": zero rate");
+    CHECK(bad({"1:1", "300"}) == "class 1:1: rate \"300\": no unit (expected e.g. \"500mbit\")");
     CHECK(bad({"1:1", "1mbit", "limit"}) == "class 1:1: \"limit\" needs a value");
     CHECK(bad({"1:1", "1mbit", "limit", "100"}) ==
           "class 1:1: limit \"100\": out of range 1518b..1gb");

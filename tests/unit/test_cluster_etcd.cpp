@@ -116,6 +116,26 @@ TEST_CASE("etcd: failover order and endpoint lists", "[cluster]") {
     CHECK(bad.exit_code() == 2);
     CHECK(!etcd::parse_endpoints("https://a:1"));
     CHECK(!etcd::parse_endpoints(""));
+    // Host and port checked before anything is touched.
+    CHECK(etcd::parse_endpoints("http://etcd-1.example:2379,http://[::1]:2379,http://h"));
+    auto error = [](std::string_view list) {
+        auto r = etcd::parse_endpoints(list);
+        return r ? std::string() : r.error() + " (" + std::to_string(r.exit_code()) + ")";
+    };
+    CHECK(error("http://127.0.0.1:99999") ==
+          "--etcd \"http://127.0.0.1:99999\": port \"99999\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:0") ==
+          "--etcd \"http://127.0.0.1:0\": port \"0\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:") ==
+          "--etcd \"http://127.0.0.1:\": port \"\" is not 1-65535 (2)");
+    CHECK(error("http://127.0.0.1:x1") ==
+          "--etcd \"http://127.0.0.1:x1\": port \"x1\" is not 1-65535 (2)");
+    CHECK(error("http://:2379") == "--etcd \"http://:2379\": no host (2)");
+    CHECK(error("http://a:2379/v3") ==
+          "--etcd \"http://a:2379/v3\": nothing may follow the host but :PORT (no path) (2)");
+    CHECK(error("http://a b:1") == "--etcd \"http://a b:1\": host \"a b\" is not a name or an "
+                                   "address (nothing may follow HOST:PORT) (2)");
+    CHECK(error("http://[::1") == "--etcd \"http://[::1\": an IPv6 address is written [ADDR] (2)");
 }
 
 TEST_CASE("group keys: JSON both ways and a view kept by events", "[cluster]") {
@@ -197,20 +217,20 @@ TEST_CASE("group join: the class the agent's etcd connection goes through", "[cl
     const uint8_t src[4] = {10, 0, 0, 1}, etcd_ip[4] = {10, 0, 0, 10};
     const uint32_t group = 0x10001, other = 0x1ffff;
     // No filter: the default class, which may be the group's (refused).
-    CHECK(agent::class_for_tcp({}, group, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp({}, group, 4, src, etcd_ip, 2379) == group);
     // The etcd port sent elsewhere: that class.
     auto f = filters({{"proto", "tcp", "dport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2380) == group);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2380) == group);
     // UDP, another destination, a source port (the kernel's choice): not it.
     f = filters({{"proto", "udp", "dport", "2379", "classid", "1:ffff"},
                  {"dst", "10.0.1.0/24", "classid", "1:ffff"},
                  {"sport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == group);
     // The first that matches wins: a prefix over etcd's address, then a port.
     f = filters({{"pref", "1", "dst", "10.0.0.0/28", "classid", "1:1"},
                  {"pref", "2", "dport", "2379", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, other, 4, src, etcd_ip, 2379) == group);
+    CHECK(control::class_for_tcp(f, other, 4, src, etcd_ip, 2379) == group);
     f = filters({{"src", "10.0.0.0/31", "dport", "2000-3000", "classid", "1:ffff"}});
-    CHECK(agent::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
+    CHECK(control::class_for_tcp(f, group, 4, src, etcd_ip, 2379) == other);
 }

@@ -133,14 +133,16 @@ TEST_CASE("protocol: without an acknowledged epoch holding its floor, a host hol
     Recorder fx;
     HostProtocol p{"a", kMember, 1000, Timing{}, fx};
     p.on_demand(0, 500);
-    CHECK(fx.grants == 1);
+    // No lease before the join is accepted (a refusal asks etcd for nothing).
+    CHECK(fx.grants == 0);
     p.on_lease_granted(1 * ms, 7, 0);
     // Epoch 1 gives a 500 but b has not acknowledged it: a stays at 0.
     p.on_view(2 * ms, group(10, 1, {{"a", 500}, {"b", 500}}, 1, 0));
     CHECK(p.applied_bps() == 0);
     CHECK_FALSE(p.floor_established());
     p.on_timer(Timing{}.safe_span_ns());
-    CHECK(fx.rates.empty());
+    // Held at 0 when it joined, and nothing since.
+    CHECK(fx.rates == std::vector<uint64_t>{0});
 }
 
 TEST_CASE("protocol: joins by compare-and-swap, refuses floors that do not fit", "[cluster]") {
@@ -166,6 +168,75 @@ TEST_CASE("protocol: joins by compare-and-swap, refuses floors that do not fit",
     CHECK(big.refusal() ==
           "floor 801bit does not fit: the floors would sum to 1001bit, above the budget 1Kbit");
     CHECK(fx2.rosters.empty());
+    // Refused: the class was never touched, no lease was asked.
+    CHECK(fx2.rates.empty());
+    CHECK(fx2.grants == 0);
+}
+
+TEST_CASE("protocol: one name, one member: a live record of another instance refuses the join",
+          "[cluster]") {
+    // b is live under lease 8 from instance "vm-b/..."; a second "b" joins.
+    Recorder fx;
+    HostProtocol p{"b", kMember, 1000, Timing{}, fx};
+    p.set_identity("vm-c", "boot-c/d/1:1");
+    View v = group(10, 1, {{"a", 500}, {"b", 500}}, 1, 1);
+    v.live["b"].node = "vm-b";
+    v.live["b"].instance = "boot-b/d/1:1";
+    p.on_view(1 * ms, v);
+    CHECK(p.phase() == HostProtocol::Phase::refused);
+    CHECK(p.refusal() == "host name b is in use in the group by a live member on vm-b (lease 8): "
+                         "give this host its own --name");
+    CHECK(fx.rates.empty());
+    CHECK(fx.grants == 0);
+    CHECK(fx.rosters.empty());
+
+    // The same instance (this agent restarted before its old lease expired):
+    // it waits for the old record to go, then joins.
+    Recorder fx2;
+    HostProtocol again{"b", kMember, 1000, Timing{}, fx2};
+    again.set_identity("vm-b", "boot-b/d/1:1");
+    again.on_view(1 * ms, v);
+    CHECK(again.phase() == HostProtocol::Phase::joining);
+    CHECK(fx2.rates.empty());
+    View gone = v;
+    gone.revision = 11;
+    gone.live.erase("b");
+    again.on_view(2 * ms, gone);
+    CHECK(again.phase() == HostProtocol::Phase::member);
+    CHECK(fx2.rates == std::vector<uint64_t>{0});
+    CHECK(fx2.grants == 1);
+}
+
+TEST_CASE("protocol: a name taken while a member (a put refused) refuses it", "[cluster]") {
+    Joined j;
+    j.p.set_identity("vm-a", "boot-a/d/1:1");
+    Live other{9, 1, 0, "vm-x", "boot-x/d/1:1"};
+    j.p.on_name_taken(5 * ms, other);
+    CHECK(j.p.phase() == HostProtocol::Phase::refused);
+    CHECK(j.p.refusal().find("in use in the group by a live member on vm-x") != std::string::npos);
+}
+
+TEST_CASE("protocol: after a gap, the fallback at once; a raise only once re-proven", "[cluster]") {
+    Joined j;
+    REQUIRE(j.p.applied_bps() == 500);
+    // Stopped for a while (still within the lease as far as the clock goes).
+    j.p.on_gap(10 * ms);
+    CHECK(j.p.applied_bps() == 100); // the floor, established
+    CHECK(j.p.raise_until_ns() == 0);
+    // A renewal sent before the gap does not prove it over, nor does a view
+    // from the watch stream.
+    j.p.on_lease_renewed(11 * ms, 7, 5 * ms);
+    j.p.on_view(12 * ms, group(11, 1, {{"a", 500}, {"b", 500}}, 1, 1));
+    CHECK(j.p.applied_bps() == 100);
+    // A keep-alive sent after the gap, answered; still no fresh read.
+    j.p.on_lease_renewed(20 * ms, 7, 15 * ms);
+    CHECK(j.p.applied_bps() == 100);
+    // A fresh read: both proofs in, back to its share.
+    View fresh = group(12, 1, {{"a", 500}, {"b", 500}}, 1, 1);
+    fresh.fresh = true;
+    j.p.on_view(21 * ms, fresh);
+    CHECK(j.p.applied_bps() == 500);
+    CHECK(j.p.raise_until_ns() == 15 * ms + Timing{}.safe_span_ns());
 }
 
 TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move",

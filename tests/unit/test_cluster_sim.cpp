@@ -410,32 +410,39 @@ TEST_CASE("cluster sim: measured demand uses the budget and converges within 1 s
     }
 }
 
-TEST_CASE("cluster demand: unsatisfied, held, headroom, a start from idle", "[cluster]") {
+TEST_CASE("cluster demand: taken + dropped, unsatisfied when limited, held, eased down",
+          "[cluster]") {
     constexpr uint64_t B = 1'000'000'000, M = 1'000'000;
     DemandEstimator e;
     // Idle: nothing wanted.
     CHECK(e.sample(0, 0, false, B) == 0);
     CHECK(e.sample(200 * ms, 0, false, B) == 0);
-    // Limited: the whole budget, held 600 ms past the last limited window.
+    // Limited (drops or marks in the window): unsatisfied (the budget),
+    // held 600 ms past the last limited window.
     CHECK(e.sample(400 * ms, 100 * M, true, B) == B);
     CHECK(e.sample(600 * ms, 30 * M, false, B) == B); // one quiet window
     CHECK(e.sample(800 * ms, 30 * M, false, B) == B);
-    // Then the highest arrival of the last 600 ms (the limited window's
-    // included while it is in them), plus 1/16.
-    CHECK(e.sample(1000 * ms, 30 * M, false, B) == 100 * M + 100 * M / 16);
-    CHECK(e.sample(1001 * ms, 32 * M, false, B) == 34 * M);
-    // Stopped: 0 at once, not held (the others get its share now).
-    CHECK(e.sample(1200 * ms, 0, false, B) == 0);
-    for (uint64_t t = 1400; t <= 2400; t += 200) e.sample(t * ms, 0, false, B);
-    CHECK(e.sample(2600 * ms, 0, false, B) == 0);
-    // Starting from idle, without a backlog: unsatisfied for the hold.
-    CHECK(e.sample(2800 * ms, 2 * M, false, B) == B);
+    // Then down to the highest offered rate of the last 600 ms, half the way
+    // per window while above twice it, then exactly; no headroom.
+    CHECK(e.sample(1000 * ms, 30 * M, false, B) == 550 * M); // peak 100 (400 ms)
+    CHECK(e.sample(1001 * ms, 32 * M, false, B) == 291 * M); // peak 32
+    CHECK(e.sample(1200 * ms, 32 * M, false, B) == 161'500'000);
+    CHECK(e.sample(1400 * ms, 32 * M, false, B) == 96'750'000);
+    // ... 64.375, then exactly what it offers (below twice it), no headroom.
+    for (uint64_t t = 1600; t <= 2400; t += 200) e.sample(t * ms, 32 * M, false, B);
+    CHECK(e.sample(2600 * ms, 32 * M, false, B) == 32 * M);
+    // Stopped: 0 at once, not held or eased (the others get its share now).
+    CHECK(e.sample(2800 * ms, 0, false, B) == 0);
+    CHECK(e.sample(3000 * ms, 0, false, B) == 0);
+    // Starting from idle without a drop: limited for the hold.
     CHECK(e.sample(3200 * ms, 2 * M, false, B) == B);
-    CHECK(e.sample(3400 * ms, 2 * M, false, B) == 2 * M + 2 * M / 16);
-    // Limited while nothing arrives (a class held near 0 with a backlog):
-    // unsatisfied, not idle.
-    CHECK(e.sample(3600 * ms, 0, true, B) == B);
-    CHECK(e.sample(3800 * ms, 0, false, B) == 0);
-    // A pause of one window, then back: unsatisfied at once.
-    CHECK(e.sample(4000 * ms, 50 * M, false, B) == B);
+    CHECK(e.sample(3600 * ms, 2 * M, false, B) == B);
+    // Limited while nothing arrives (held near 0 with drops): not idle.
+    CHECK(e.sample(3800 * ms, 0, true, B) == B);
+    // Eased down from the budget to 5 Mbit/s in at most 12 windows (2.4 s)
+    // after the hold; then growing while satisfied: at once.
+    uint64_t t = 4600, d = 0;
+    for (; t <= 7000 && d != 5 * M; t += 200) d = e.sample(t * ms, 5 * M, false, B);
+    CHECK(d == 5 * M);
+    CHECK(e.sample(t * ms, 9 * M, false, B) == 9 * M);
 }

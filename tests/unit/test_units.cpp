@@ -36,7 +36,7 @@ TEST_CASE("parse_rate_bps: tc units", "[units]") {
     CHECK(rate("1gbit") == 1'000'000'000);
     CHECK(rate("2tbit") == 2'000'000'000'000);
     CHECK(rate("1500bit") == 1500);
-    CHECK(rate("1500") == 1500); // bare number is bit/s
+    CHECK(rate_error("1500") == "rate \"1500\": no unit (expected e.g. \"500mbit\")");
     CHECK(rate("1kibit") == 1024);
     CHECK(rate("1mibit") == 1024 * 1024);
     CHECK(rate("1gibit") == 1024ull * 1024 * 1024);
@@ -61,13 +61,12 @@ TEST_CASE("parse_rate_bps: case and decimals", "[units]") {
     CHECK(rate("1.5mbit") == 1'500'000);
     CHECK(rate("0.5kbit") == 500);
     CHECK(rate(".5kbit") == 500);
-    CHECK(rate("2.") == 2);
+    CHECK(rate("2.bit") == 2);
     CHECK(rate("1.000000000000000000000000000000gbit") == 1'000'000'000);
     CHECK(rate("0.125bps") == 1); // an eighth of a byte is one bit
     CHECK(rate("0.5kibit") == 512);
     // 1 bit/s in tibit: 2^-40 written out exactly (40 decimals).
     CHECK(rate("0.0000000000009094947017729282379150390625tibit") == 1);
-    CHECK(rate("18446744073709551615") == std::numeric_limits<uint64_t>::max());
     CHECK(rate("18446744073709551615bit") == std::numeric_limits<uint64_t>::max());
     CHECK(rate("18446744073709.551615mbit") == std::numeric_limits<uint64_t>::max());
     CHECK(rate("000500mbit") == 500'000'000);
@@ -94,7 +93,8 @@ TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
     CHECK(rate_error("5xbit") == "rate \"5xbit\": unknown unit \"xbit\"");
     CHECK(rate_error("") == "rate \"\": empty (expected e.g. \"500mbit\")");
     CHECK(rate_error("-5mbit") == "rate \"-5mbit\": negative rate");
-    CHECK(rate_error("0") == "rate \"0\": zero rate");
+    CHECK(rate_error("0") == "rate \"0\": no unit (expected e.g. \"500mbit\")");
+    CHECK(rate_error("0bit") == "rate \"0bit\": zero rate");
     CHECK(rate_error("0mbit") == "rate \"0mbit\": zero rate");
     CHECK(rate_error("0.000kbit") == "rate \"0.000kbit\": zero rate");
     CHECK(rate_error("0.5bit") == "rate \"0.5bit\": not a whole number of bit/s");
@@ -103,8 +103,8 @@ TEST_CASE("parse_rate_bps: every error names the input", "[units]") {
     CHECK(rate_error("1.00000000000000000000000000000000000000000001gbit") ==
           "rate \"1.00000000000000000000000000000000000000000001gbit\": not a whole number "
           "of bit/s");
-    CHECK(rate_error("18446744073709551616") ==
-          "rate \"18446744073709551616\": too large (over 64 bits of bit/s)");
+    CHECK(rate_error("18446744073709551616bit") ==
+          "rate \"18446744073709551616bit\": too large (over 64 bits of bit/s)");
     CHECK(rate_error("18446745tbit") == "rate \"18446745tbit\": too large (over 64 bits of bit/s)");
     CHECK(rate_error("99999999999999999999999999999gbit") ==
           "rate \"99999999999999999999999999999gbit\": too large (over 64 bits of bit/s)");

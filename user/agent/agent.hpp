@@ -1,13 +1,16 @@
 // The group agent (docs/design.md §11): `pspxdp group join` in the
-// foreground. It measures the class's demand, runs cluster::HostProtocol
-// against etcd (etcd::Client: a watch, a keep-alive, compare-and-swaps) and
-// applies the rates through the control plane's hitless class change; every
+// foreground (agent.cpp; its runner, runner.cpp; its watchdog,
+// watchdog.cpp; its files, registry.cpp). It measures the class's demand,
+// runs cluster::HostProtocol against etcd (etcd::Client: a watch, a
+// keep-alive, compare-and-swaps) and applies the rates through the control
+// plane (Device::set_rate, hitless); every
 // applied rate is logged (REALTIME_NS RATE_BPS) and counted. A watchdog
 // process, forked before anything else, holds the lease deadline: if the
 // agent stops (hangs, is stopped, dies) the class falls to its fallback
 // (floor or 0) by the deadline all the same (§11.4, R4).
 #pragma once
 
+#include "agent/registry.hpp"
 #include "cluster/protocol.hpp"
 #include "control/control.hpp"
 #include "core/result.hpp"
@@ -42,26 +45,11 @@ struct AgentConfig {
     // counted from when it was sent (R4); this bounds how long a dead
     // endpoint holds up the next.
     long request_timeout_ms = 500;
+    // The class's own rate as a killed agent before this one recorded it
+    // (its state file): what leave restores, not the floor its watchdog
+    // left. 0: the rate the class has when the group first holds it.
+    uint64_t inherited_own_rate_bps = 0;
 };
-
-// A class the group drives at "0" holds this rate: a paced class needs one
-// above 0, and 1 bit/s lets at most one minimum frame out in ~8 minutes.
-inline constexpr uint64_t kHoldRateBps = 1;
-
-// /run/pspxdp/DEV.group-MAJ-MIN.{json,lock,rates}: the running agent's state
-// (for status, leave), the lock that makes it the only one, its rate log.
-std::string state_path(const std::string &dev, uint32_t classid);
-std::string default_log_path(const std::string &dev, uint32_t classid);
-
-// The running agents of DEV (state files whose pid is alive and is the agent
-// that wrote them), as their state JSON.
-std::vector<nlohmann::json> running_agents(const std::string &dev);
-
-// The class of DEV a TCP connection from src to dst:dport goes through
-// (addresses in network order, family 4 or 6): the first of DEV's filters
-// (in evaluation order) that can match it, else the default class.
-uint32_t class_for_tcp(std::span<const control::FilterSpec> filters, uint32_t default_classid,
-                       int family, const uint8_t *src, const uint8_t *dst, uint16_t dport);
 
 // Refuses (one line, exit code 2) a group class that the agent's own etcd
 // traffic would go through: an endpoint reached by DEV (the kernel's source

@@ -35,8 +35,10 @@ std::string alloc_json(const cluster::Allocation &a) {
 }
 
 std::string live_json(const cluster::Live &l) {
-    return Json{{"lease", l.lease}, {"ack_epoch", l.ack_epoch}, {"demand_bps", l.demand_bps}}
-        .dump();
+    Json j{{"lease", l.lease}, {"ack_epoch", l.ack_epoch}, {"demand_bps", l.demand_bps}};
+    if (!l.node.empty()) j["node"] = l.node;
+    if (!l.instance.empty()) j["instance"] = l.instance;
+    return j.dump();
 }
 
 namespace {
@@ -78,7 +80,8 @@ Result<cluster::Allocation> parse_alloc(std::string_view text) {
 Result<cluster::Live> parse_live(std::string_view text) {
     return parse_json<cluster::Live>("live", text, [](const Json &j) {
         return cluster::Live{j.at("lease").get<uint64_t>(), j.at("ack_epoch").get<uint64_t>(),
-                             j.at("demand_bps").get<uint64_t>()};
+                             j.at("demand_bps").get<uint64_t>(), j.value("node", ""),
+                             j.value("instance", "")};
     });
 }
 

@@ -1,6 +1,7 @@
 // pspxdp group join|leave|show|check: cluster mode (docs/design.md §11).
 #include "agent/agent.hpp"
 #include "agent/codec.hpp"
+#include "agent/watchdog.hpp"
 #include "cli/command.hpp"
 #include "cli/group.hpp"
 #include "cli/table.hpp"
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -173,6 +175,57 @@ int run_show(const Args &args) {
     return 0;
 }
 
+// A live group's budget changed: the roster's, by compare-and-swap. The
+// proposer's next epoch divides the new budget; every member lowers to it
+// at once and raises only once all have acknowledged it (R1-R3), so the sum
+// stays within the old budget until the change is through, and within the
+// new one after (docs/design.md §11.4.4).
+int run_budget(const Args &args) {
+    if (args.positional.size() != 3 || !args.has("etcd"))
+        return fail_input("group budget: give NAME RATE and --etcd URL[,URL...]");
+    const std::string group = args.positional[1];
+    if (auto r = agent::check_name("group", group); !r) return fail(r);
+    auto budget = parse_rate_bps(args.positional[2]);
+    if (!budget) return fail_input("group budget: " + budget.error());
+    auto endpoints = etcd::parse_endpoints(args.text("etcd"));
+    if (!endpoints) return fail(endpoints);
+    etcd::Client c(*endpoints, 2000);
+    agent::GroupKeys keys(group);
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        auto range = c.range_prefix(keys.prefix);
+        if (!range) return fail(range);
+        auto view = agent::view_from_range(keys, *range);
+        if (!view) return fail(view);
+        if (!view->roster)
+            return fail_input("group " + group + " does not exist (no roster in etcd)");
+        cluster::Roster next = *view->roster;
+        const uint64_t was = next.budget_bps;
+        if (was == *budget) {
+            std::printf("group %s: budget is %s already\n", group.c_str(),
+                        format_rate(was).c_str());
+            return 0;
+        }
+        unsigned __int128 floors = 0;
+        for (const auto &[h, m] : next.members) floors += m.floor_bps;
+        if (floors > *budget)
+            return fail_input("group budget: the members' floors sum to " +
+                              format_rate(uint64_t(floors)) + ", above " + format_rate(*budget) +
+                              " (budget unchanged)");
+        next.budget_bps = *budget;
+        auto ok = c.cas(keys.roster(), agent::roster_json(next), view->roster_rev);
+        if (!ok) return fail(ok);
+        if (*ok) {
+            std::printf("group %s: budget %s -> %s (the members follow epoch by epoch: the sum "
+                        "stays within %s until all have, then within %s)\n",
+                        group.c_str(), format_rate(was).c_str(), format_rate(*budget).c_str(),
+                        format_rate(std::max(was, *budget)).c_str(), format_rate(*budget).c_str());
+            return 0;
+        }
+        // The roster changed meanwhile (a join, a leave): read it again.
+    }
+    return fail("group budget: the roster kept changing; nothing changed, try again");
+}
+
 // The checker over agents' rate logs (one clock: one machine's CLOCK_REALTIME).
 int run_check(const Args &args) {
     if (args.positional.size() < 2 || !args.has("budget"))
@@ -206,33 +259,73 @@ int run_group(const Args &args) {
     if (verb == "leave") return run_leave(args);
     if (verb == "show") return run_show(args);
     if (verb == "check") return run_check(args);
-    return fail_input("group: unknown action \"" + verb + "\" (join, leave, show, check)");
+    if (verb == "budget") return run_budget(args);
+    return fail_input("group: unknown action \"" + verb + "\" (join, leave, show, budget, check)");
 }
 
 } // namespace
 
 void print_groups(Printer &p, const std::string &dev) {
+    // What status knows first-hand: the class's rate as DEV paces it now,
+    // and how old the agent's own account is. The agent's account (phase,
+    // epoch, etcd) is shown as what it last said, with its age.
+    std::map<std::string, uint64_t> class_rate;
+    if (auto d = control::Device::open(dev, control::Access::Read); d)
+        if (auto cs = d->classes(); cs)
+            for (const auto &c : *cs)
+                if (c.configured)
+                    class_rate[format_classid(ClassId::from_raw(c.classid))] = c.config.rate_bps;
+    const uint64_t now_ns = agent::real_ns();
     p.open_array("groups");
-    for (const auto &j : agent::running_agents(dev)) {
+    for (const auto &j : agent::agent_states(dev)) {
         p.open_object();
-        bool safe = j.value("lease_safe", false);
-        bool reachable = j.value("etcd_reachable", false);
+        const bool alive = j.value("alive", false);
+        const uint64_t updated = j.value("updated_ns", uint64_t(0));
+        const uint64_t age_ns = now_ns > updated ? now_ns - updated : 0;
+        // The agent writes its state every 250 ms: a second without one is
+        // an agent that does not run (stopped, hung).
+        const bool answering = alive && age_ns < 1'000'000'000;
+        const std::string cls = j.value("classid", "");
         p.string("group", j.value("group", ""), "group %s: ");
-        p.string("classid", j.value("classid", ""), "class %s ");
-        p.string("host", j.value("host", ""), "as %s, ");
-        p.string("phase", j.value("phase", ""), "%s, ");
+        p.string("classid", cls, "class %s ");
+        p.string("host", j.value("host", ""), "as %s: ");
+        if (auto it = class_rate.find(cls); it != class_rate.end())
+            p.rate("class_rate", it->second, "paced at %s now; ");
+        else
+            p.null("class_rate_bps");
+        p.u64("pid", j.value("pid", uint64_t(0)), "agent pid %s ");
+        p.boolean("agent_alive", alive, alive ? "" : "GONE (killed?): ");
+        p.boolean("agent_answering", answering,
+                  !alive      ? ""
+                  : answering ? "running; "
+                              : "NOT ANSWERING (stopped or hung): ");
+        p.value("state_age_ns", age_ns, fixed(double(age_ns) / 1e9, 1) + " s",
+                answering ? "" : "its last state is %s old, when it said: ");
+        p.newline();
+        bool reachable = j.value("etcd_reachable", false);
+        p.string("phase", j.value("phase", ""), "  %s, ");
         p.u64("epoch", j.value("epoch", uint64_t(0)), "epoch %s, ");
         p.rate("applied", j.value("applied_bps", uint64_t(0)), "applied %s, ");
-        p.rate("demand", j.value("demand_bps", uint64_t(0)), "demand %s, ");
-        p.boolean("etcd_reachable", reachable, reachable ? "etcd reachable" : "etcd UNREACHABLE");
-        p.boolean("lease_safe", safe, "");
+        p.rate("demand", j.value("demand_bps", uint64_t(0)), "demand %s ");
+        p.rate("offered", j.value("offered_bps", uint64_t(0)), "(offered %s), ");
+        p.boolean("etcd_reachable", reachable,
+                  reachable ? "etcd reachable, " : "etcd UNREACHABLE, ");
+        const uint64_t renewed = j.value("renewed_ago_ns", uint64_t(0));
+        p.value("renewed_ago_ns", renewed, fixed(double(renewed) / 1e9, 1) + " s",
+                "lease renewed %s before that");
+        p.boolean("lease_safe", j.value("lease_safe", false), "");
         p.rate("safe_allocation", j.value("safe_allocation_bps", uint64_t(0)), "");
         bool holding = j.value("holding_safe_allocation", false);
         p.boolean("holding_safe_allocation", holding,
-                  holding ? ": holds a safe allocation (at most its floor, reserved for it)" : "");
-        p.u64("rate_changes", j.value("rate_changes", uint64_t(0)), ", %s rate changes");
-        p.u64("pid", j.value("pid", uint64_t(0)), " (agent pid %s)");
-        p.u64("updated_ns", j.value("updated_ns", uint64_t(0)), ""); // CLOCK_REALTIME
+                  holding ? "; holds a safe allocation (at most its floor, reserved for it)" : "");
+        p.rate("own_rate", j.value("own_rate_bps", uint64_t(0)), "");
+        p.u64("rate_changes", j.value("rate_changes", uint64_t(0)), "; %s rate changes");
+        p.u64("updated_ns", updated, ""); // CLOCK_REALTIME
+        if (!alive) {
+            p.newline();
+            p.text("  its watchdog lowered the class to its fallback; the group keeps its "
+                   "reservation until `pspxdp group join` and `group leave` run again");
+        }
         p.close_object();
         p.newline();
     }
@@ -241,19 +334,27 @@ void print_groups(Printer &p, const std::string &dev) {
 
 const Command kGroup = {
     "group",
-    "join DEV | leave DEV | show NAME | check LOG...",
+    "join DEV | leave DEV | show NAME | budget NAME RATE | check LOG...",
     "share a budget among hosts through etcd (cluster mode)",
     "join DEV --etcd URL[,URL...] --group NAME --budget RATE --class CLASSID\n"
     "  [--weight W] [--floor RATE] [--name HOST] [--log FILE] [--ttl TIME]\n"
+    "  [--orphan-after TIME]\n"
     "  runs in the foreground until SIGTERM/SIGINT, then leaves the group (exit 0).\n"
     "  The paced class CLASSID of DEV gets a share of the group's budget,\n"
     "  weighted max-min fair over the members' measured demands, never below its\n"
     "  floor; the sum of the rates applied on all hosts never exceeds the budget.\n"
     "  The floors must fit in the budget (refused otherwise). Every applied rate\n"
     "  is logged to FILE as \"REALTIME_NS RATE_BPS\" (default\n"
-    "  /run/pspxdp/DEV.group-MAJ-MIN.rates). One group per class of DEV.\n"
-    "leave DEV --group NAME: stops that agent (it leaves the group first).\n"
+    "  /run/pspxdp/DEV.group-MAJ-MIN.rates). One group per class of DEV, one\n"
+    "  member per --name: a join under a name a live member holds is refused.\n"
+    "  A refused join (exit 2) changes nothing: the class is held at 0 only once\n"
+    "  the group accepts it.\n"
+    "leave DEV --group NAME: stops that agent; it leaves the group and the class\n"
+    "  gets its own rate back (or the agent says in one line what it leaves).\n"
     "show NAME --etcd URLS [-j]: members, demand, allocation, applied rate, epoch.\n"
+    "budget NAME RATE --etcd URLS: changes a live group's budget (the floors must\n"
+    "  fit); the members follow epoch by epoch, the sum never above the old budget\n"
+    "  or, once all follow, the new one. Members joining later give the new one.\n"
     "check --budget RATE LOG...: replays rate logs (one per host, one clock)\n"
     "  against the budget; exit 1 on any violation.",
     {opt(OptType::String, "etcd", 'e', "URLS", "etcd client URLs, comma-separated"),

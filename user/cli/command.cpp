@@ -422,7 +422,8 @@ struct TypeNote {
 };
 constexpr TypeNote kTypeNotes[] = {
     {OptType::Rate, "RATE",
-     "bit/s as tc writes them: 64kbit, 500mbit, 1gbit (kbps, mbps, gbps: bytes/s)"},
+     "bit/s as tc writes them, with a unit: 64kbit, 500mbit, 1gbit (kbps, mbps, gbps: "
+     "bytes/s; a bare number is refused)"},
     {OptType::Bytes, "BYTES", "bytes: 1500, 64kb, 2mb (k, m, g: powers of 1024)"},
     {OptType::Duration, "TIME",
      "ns, us, ms or s: 250ns, 50us, 1.5ms, 2s (a bare number other than 0 only where said)"},

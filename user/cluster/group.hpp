@@ -49,6 +49,11 @@ struct Live {
     uint64_t lease = 0;
     uint64_t ack_epoch = 0;
     uint64_t demand_bps = 0;
+    // Who holds the name (§11.1): the machine, as its owner knows it (the
+    // host name, for messages), and the agent instance (the machine's boot
+    // id, DEV and class: one agent at a time per instance). A record under
+    // the same name from another instance is another host.
+    std::string node = {}, instance = {};
 };
 
 // The group's keys at one store revision, as one host last saw them.

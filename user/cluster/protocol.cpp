@@ -29,10 +29,41 @@ HostProtocol::HostProtocol(HostId host, Member member, uint64_t budget_bps, Timi
     : host_(std::move(host)), member_(member), budget_bps_(budget_bps), timing_(timing),
       effects_(effects) {}
 
+void HostProtocol::set_identity(std::string node, std::string instance) {
+    node_ = std::move(node);
+    instance_ = std::move(instance);
+}
+
+void HostProtocol::on_name_taken(uint64_t now_ns, const Live &there) {
+    if (there.instance != instance_) {
+        phase_ = Phase::refused;
+        refusal_ = "host name " + host_ + " is in use in the group by a live member on " +
+                   (there.node.empty() ? std::string("another host") : there.node) + " (lease " +
+                   std::to_string(there.lease) + "): give this host its own --name";
+        return;
+    }
+    // Our own earlier record: put again once its lease has gone.
+    put_lease_ = 0;
+    step(now_ns);
+}
+
+void HostProtocol::on_gap(uint64_t now_ns) {
+    gap_ = true;
+    gap_ns_ = now_ns;
+    gap_lease_proven_ = gap_view_proven_ = false;
+    step(now_ns);
+}
+
 void HostProtocol::on_view(uint64_t now_ns, const View &view) {
+    // A fresh read made after a gap proves the keys are current (a watch
+    // stream may have sat on a dead connection through it).
+    if (gap_ && view.fresh) gap_view_proven_ = true;
     // Watches deliver revisions in order, but a re-read after a reconnect may
     // race one: never step back.
-    if (view_ && view.revision <= view_->revision) return;
+    if (view_ && view.revision <= view_->revision) {
+        if (gap_) step(now_ns);
+        return;
+    }
     view_ = std::make_unique<View>(view);
     // R8: since when each absent member is known absent. Never earlier than
     // its record's deletion: a deletion is seen as an event, or it falls
@@ -63,6 +94,7 @@ void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t se
         return;
     }
     lease_ = lease;
+    if (gap_ && sent_ns >= gap_ns_) gap_lease_proven_ = true;
     safe_until_ns_ = sent_ns + timing_.safe_span_ns();
     deadline_ns_ = safe_until_ns_;
     step(now_ns);
@@ -70,6 +102,7 @@ void HostProtocol::on_lease_granted(uint64_t now_ns, uint64_t lease, uint64_t se
 
 void HostProtocol::on_lease_renewed(uint64_t now_ns, uint64_t lease, uint64_t sent_ns) {
     if (lease != lease_) return;
+    if (gap_ && sent_ns >= gap_ns_) gap_lease_proven_ = true;
     safe_until_ns_ = std::max(safe_until_ns_, sent_ns + timing_.safe_span_ns());
     deadline_ns_ = safe_until_ns_;
     step(now_ns);
@@ -111,7 +144,7 @@ void HostProtocol::on_rate_lowered(uint64_t now_ns, uint64_t rate_bps) {
 void HostProtocol::leave(uint64_t now_ns) {
     if (phase_ == Phase::left || phase_ == Phase::leaving) return;
     // At 0 first: once the reservation is gone no epoch holds a floor for us.
-    apply(0);
+    if (held_) apply(0);
     established_ = false;
     phase_ = Phase::leaving;
     if (lease_ != 0) effects_.revoke_lease(lease_);
@@ -122,9 +155,14 @@ void HostProtocol::leave(uint64_t now_ns) {
 }
 
 void HostProtocol::apply(uint64_t rate_bps) {
-    if (rate_bps == applied_bps_) return;
+    if (held_ && rate_bps == applied_bps_) return;
     effects_.apply_rate(rate_bps);
     applied_bps_ = rate_bps;
+    held_ = true;
+}
+
+void HostProtocol::hold() {
+    if (!held_) apply(0);
 }
 
 bool HostProtocol::all_acked(uint64_t epoch) const {
@@ -195,8 +233,18 @@ void HostProtocol::join(uint64_t now_ns) {
                        " ms: join with the group's --orphan-after";
             return;
         }
+        // One name, one member: a live record under our name is another
+        // host's (refused), or this instance's from a run whose lease has
+        // not expired yet (wait for it to go).
+        if (auto there = view_->live.find(host_);
+            there != view_->live.end() && (lease_ == 0 || there->second.lease != lease_)) {
+            if (there->second.instance != instance_) return on_name_taken(now_ns, there->second);
+            effects_.wake_at(now_ns + timing_.retry_ns);
+            return;
+        }
         auto it = next.members.find(host_);
         if (it != next.members.end() && it->second == member_) {
+            hold();
             phase_ = Phase::member;
             return;
         }
@@ -214,6 +262,9 @@ void HostProtocol::join(uint64_t now_ns) {
             return;
         }
     }
+    // At 0 before the roster can hold us: the epochs until one counts us
+    // give us nothing. Nothing before this point has changed anything.
+    hold();
     next.members[host_] = member_;
     roster_cas_rev_ = view_->roster_rev;
     roster_cas_ns_ = now_ns;
@@ -237,17 +288,24 @@ void HostProtocol::step(uint64_t now_ns) {
         effects_.wake_at(roster_cas_ns_ + timing_.retry_ns);
         return;
     }
+    if (phase_ == Phase::joining && view_) join(now_ns);
+    if (phase_ == Phase::refused) return;
     uint64_t wake_ns = UINT64_MAX;
-    if (lease_ == 0 && (!lease_asked_ || now_ns - lease_asked_ns_ >= timing_.retry_ns)) {
+    // A lease once a member (a join refused has asked etcd for nothing).
+    if (phase_ == Phase::member && lease_ == 0 &&
+        (!lease_asked_ || now_ns - lease_asked_ns_ >= timing_.retry_ns)) {
         lease_asked_ = true;
         lease_asked_ns_ = now_ns;
         effects_.grant_lease();
     }
-    if (lease_ == 0) wake_ns = lease_asked_ns_ + timing_.retry_ns;
+    if (phase_ == Phase::member && lease_ == 0) wake_ns = lease_asked_ns_ + timing_.retry_ns;
 
     // The most this host may hold now. Without a safe lease: the floor, if
     // an acknowledged epoch ever held it for us, else nothing.
-    bool safe = lease_safe(now_ns);
+    if (gap_ && proven()) gap_ = false;
+    // After a gap, not safe until proven again (on_gap): the rate falls to
+    // the fallback here and rises only once both proofs are in.
+    bool safe = lease_safe(now_ns) && proven();
     // R7: without a safe lease the established floor lasts orphan_after
     // past the deadline (or the loss, if that came first), then goes: the
     // others may take it once this host's record has been gone
@@ -263,10 +321,8 @@ void HostProtocol::step(uint64_t now_ns) {
     uint64_t fallback_bps = established_ ? member_.floor_bps : 0;
     uint64_t cap_bps = fallback_bps;
     if (safe && view_ && view_->alloc) cap_bps = view_->alloc->of(host_);
-    if (applied_bps_ > cap_bps) apply(cap_bps); // lower at once
+    if (held_ && applied_bps_ > cap_bps) apply(cap_bps); // lower at once
 
-    if (phase_ == Phase::joining && view_) join(now_ns);
-    if (phase_ == Phase::refused) return;
     if (phase_ == Phase::member && safe && view_) {
         uint64_t n = epoch();
         auto own = view_->live.find(host_);
@@ -288,7 +344,7 @@ void HostProtocol::step(uint64_t now_ns) {
             put_ack_ = n;
             put_demand_bps_ = demand_bps_;
             put_ns_ = now_ns;
-            effects_.put_live(Live{lease_, n, demand_bps_});
+            effects_.put_live(Live{lease_, n, demand_bps_, node_, instance_});
         } else if (demand_moved) {
             wake_ns = std::min(wake_ns, put_ns_ + timing_.demand_interval_ns);
         }

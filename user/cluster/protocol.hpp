@@ -101,6 +101,28 @@ class HostProtocol final : public Agent {
     void leave(uint64_t now_ns) override;
     uint64_t lease() const override { return lease_; }
 
+    // Who this agent is (Live::node, Live::instance): put in its live
+    // record; a live record under its name from another instance refuses
+    // the join (one name, one member).
+    void set_identity(std::string node, std::string instance);
+    // The live record could not be put: `there` holds the name under
+    // another lease. Another instance: refused (it names the other);
+    // this one's (a previous run's lease not yet expired): put again later.
+    void on_name_taken(uint64_t now_ns, const Live &there);
+    // The agent was not running for a while (stopped, suspended, starved:
+    // a gap between its loop's turns longer than the margin, §11.4.2): at
+    // the fallback at once, and no raise until a keep-alive sent after
+    // now_ns is answered and the keys are read afresh.
+    void on_gap(uint64_t now_ns);
+    // Until when (local) a raise may be written: the lease's safe span,
+    // 0 while a gap is not yet proven over.
+    uint64_t raise_until_ns() const { return proven() ? safe_until_ns() : 0; }
+    // The group's budget as the roster says (the one asked before a roster
+    // is seen): `group budget` changes it live.
+    uint64_t budget_bps() const {
+        return view_ && view_->roster ? view_->roster->budget_bps : budget_bps_;
+    }
+
     Phase phase() const { return phase_; }
     const std::string &refusal() const { return refusal_; }
     uint64_t applied_bps() const { return applied_bps_; }
@@ -129,6 +151,9 @@ class HostProtocol final : public Agent {
     void step(uint64_t now_ns);
     void join(uint64_t now_ns);
     void apply(uint64_t rate_bps);
+    // Before the roster can hold this host: the class at 0 (held).
+    void hold();
+    bool proven() const { return !gap_ || (gap_lease_proven_ && gap_view_proven_); }
     bool all_acked(uint64_t epoch) const;
     bool proposer() const;
     void propose(uint64_t now_ns);
@@ -142,6 +167,14 @@ class HostProtocol final : public Agent {
     std::string refusal_;
     std::unique_ptr<View> view_;
     uint64_t applied_bps_ = 0;
+    // The class is the group's (held at 0 or more) from the join on;
+    // before, the protocol has not touched it.
+    bool held_ = false;
+    std::string node_, instance_;
+    // A gap (on_gap) not yet proven over: since when, and what proved.
+    bool gap_ = false;
+    uint64_t gap_ns_ = 0;
+    bool gap_lease_proven_ = false, gap_view_proven_ = false;
     bool established_ = false;
     uint64_t lease_ = 0;
     uint64_t safe_until_ns_ = 0;

@@ -237,6 +237,39 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
     return bump_config_gen();
 }
 
+Result<uint64_t> Device::set_rate(uint32_t classid, uint64_t rate_bps,
+                                  const std::function<Result<void>()> &before_write) {
+    if (auto r = require_change(); !r) return r.failure();
+    const std::string name = "class " + format_classid(ClassId::from_raw(classid));
+    pspxdp_class_config cfg{};
+    if (bpf_map_lookup_elem(class_config_.get(), &classid, &cfg) != 0)
+        return errno == ENOENT ? refuse(name + " does not exist on " + dev_)
+                               : err(dev_ + ": read class_config: " + errno_text(errno));
+    if (cfg.kind != PSPXDP_CLASS_PACED) return refuse(name + " of " + dev_ + " is not paced");
+    if (rate_bps == 0) return refuse(name + ": a paced class needs a rate above 0");
+    const uint64_t was_bps = cfg.rate_bps;
+    if (rate_bps > was_bps) {
+        auto got = class_specs();
+        if (!got) return got.failure();
+        std::vector<ClassSpec> specs = *got;
+        for (auto &s : specs)
+            if (s.classid == classid) s.rate_bps = rate_bps;
+        auto st = state();
+        if (!st) return st.failure();
+        auto mtu_bytes = mtu();
+        if (!mtu_bytes) return mtu_bytes.failure();
+        if (auto r = check_rates(specs, st->line_rate_bps, dev_, *mtu_bytes); !r)
+            return r.failure();
+    }
+    if (before_write)
+        if (auto r = before_write(); !r) return r.failure();
+    cfg.rate_bps = rate_bps;
+    if (bpf_map_update_elem(class_config_.get(), &classid, &cfg, BPF_EXIST) != 0)
+        return err(dev_ + ": write class_config: " + errno_text(errno));
+    if (auto r = bump_config_gen(); !r) return r.failure();
+    return was_bps;
+}
+
 Result<void> Device::class_del(uint32_t classid) {
     if (auto r = require_change(); !r) return r;
     if (auto r = require_class(classid, ""); !r) return r;

@@ -22,6 +22,7 @@
 #include "pspxdp/shared.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,16 @@ class Device {
     // twice: the last counts), one batch write, one config_gen.
     Result<void> class_put_many(Put how, const std::vector<ClassSpec> &specs);
     Result<void> class_del(uint32_t classid);
+    // A paced class's rate, the rest of it kept (what `class change` with
+    // every other parameter as it is does): one lookup, one update, one
+    // config_gen bump. A raise is checked against the line rate as any
+    // class change is (one batched read of the classes); a lowering needs
+    // no check. `before_write`, if given, runs under DEV's lock right
+    // before the write: an error from it is returned with nothing written
+    // (the cluster agent proves there that the rate is still its own).
+    // Returns the rate the class had.
+    Result<uint64_t> set_rate(uint32_t classid, uint64_t rate_bps,
+                              const std::function<Result<void>()> &before_write = {});
     Result<void> set_default(uint32_t classid);
     // Refused if the paced classes would not fit the new rate.
     Result<void> set_line_rate(uint64_t line_rate_bps);

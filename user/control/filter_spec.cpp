@@ -590,4 +590,26 @@ std::vector<pspxdp_filter_shape_slot> shape_table(const EntryMap &entries) {
     return out;
 }
 
+bool prefix_has(const Prefix &p, int family, const uint8_t *addr) {
+    if (p.family != family) return false;
+    for (unsigned bit = 0; bit < p.len; ++bit) {
+        unsigned byte = bit / 8, mask = 0x80u >> (bit % 8);
+        if ((p.addr[byte] & mask) != (addr[byte] & mask)) return false;
+    }
+    return true;
+}
+
+uint32_t class_for_tcp(std::span<const FilterSpec> filters, uint32_t default_classid, int family,
+                       const uint8_t *src, const uint8_t *dst, uint16_t dport) {
+    for (const auto &f : filters) {
+        if (f.sport || f.vlan || (f.dscp && *f.dscp != 0)) continue;
+        if (f.proto && *f.proto != IPPROTO_TCP) continue;
+        if (f.dport && (dport < f.dport->min || dport > f.dport->max)) continue;
+        if (f.dst && !prefix_has(*f.dst, family, dst)) continue;
+        if (f.src && !prefix_has(*f.src, family, src)) continue;
+        return f.classid.raw();
+    }
+    return default_classid;
+}
+
 } // namespace pspxdp::control

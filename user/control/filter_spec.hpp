@@ -152,4 +152,15 @@ pspxdp_filter_key shape_mask(const pspxdp_filter_shape &shape);
 // The number of entries and shapes a filter needs alone.
 size_t entry_count(const FilterSpec &spec);
 
+// Does prefix p hold the address (family 4 or 6, network order)?
+bool prefix_has(const Prefix &p, int family, const uint8_t *addr);
+
+// The class a TCP connection from src to dst:dport goes through (addresses
+// in network order, family 4 or 6): the first of the filters (evaluation
+// order) that can match it, else default_classid. Its source port is the
+// kernel's choice, so a filter on sport, a VLAN or a DSCP other than 0 is
+// taken not to match.
+uint32_t class_for_tcp(std::span<const FilterSpec> filters, uint32_t default_classid, int family,
+                       const uint8_t *src, const uint8_t *dst, uint16_t dport);
+
 } // namespace pspxdp::control

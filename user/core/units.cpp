@@ -24,8 +24,10 @@ constexpr uint64_t kGi = kMi * 1024;
 constexpr uint64_t kTi = kGi * 1024;
 
 // tc's table (tc/tc_util.c get_rate): "bps" is BYTES per second, hence x8.
+// No bare number: "300" is refused ("no unit"), as a time without a unit
+// is, never read as 300 bit/s (where the user meant Mbit/s, a group's
+// budget would have starved every member).
 constexpr Unit kRateUnits[] = {
-    {"", 1},
     {"bit", 1},
     {"kbit", 1'000},
     {"mbit", 1'000'000},

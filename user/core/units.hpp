@@ -3,7 +3,8 @@
 // Rates are bit/s in 64 bits. Suffixes follow tc(8): bit kbit mbit gbit tbit
 // (SI, x1000), kibit mibit gibit tibit (IEC, x1024), and bps kbps mbps gbps
 // tbps (plus kibps ... tibps) which in tc mean BYTES per second. A bare number
-// is bit/s. Suffixes are case-insensitive, as in tc.
+// is refused ("no unit"; tc reads it as bit/s, which "--budget 300" never
+// meant). Suffixes are case-insensitive, as in tc.
 #pragma once
 
 #include "core/result.hpp"

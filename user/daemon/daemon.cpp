@@ -344,7 +344,7 @@ std::vector<std::string> to_args(const DaemonConfig &cfg) {
                                   "--clock", wire_clock_name(cfg.clock)};
     // Given, a bound as it is; not given, the default with its floor.
     if (!cfg.burst_floor_ns) a.insert(a.end(), {"--burst", format_burst(cfg.burst)});
-    if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", std::to_string(cfg.line_rate_bps)});
+    if (cfg.line_rate_bps) a.insert(a.end(), {"--line-rate", format_rate(cfg.line_rate_bps)});
     if (cfg.window_bytes) a.insert(a.end(), {"--window", std::to_string(cfg.window_bytes)});
     if (cfg.cpu >= 0) a.insert(a.end(), {"--cpu", std::to_string(cfg.cpu)});
     a.insert(a.end(), {"--sched", sched_policy_name(cfg.sched)});

@@ -3,6 +3,7 @@
 
 #include "common/clock.hpp"
 
+#include <cctype>
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
@@ -130,6 +131,18 @@ Json cas_request(std::string_view key, std::string_view value, int64_t expected_
                 {"success", Json::array({{{"request_put", put_request(key, value, 0)}}})}};
 }
 
+Json exclusive_put_request(std::string_view key, std::string_view value, int64_t lease,
+                           bool create) {
+    // A missing key compares as lease 0 and create revision 0.
+    Json cmp = create ? Json{{"target", "CREATE"}, {"create_revision", "0"}}
+                      : Json{{"target", "LEASE"}, {"lease", std::to_string(lease)}};
+    cmp["key"] = base64_encode(key);
+    cmp["result"] = "EQUAL";
+    return Json{{"compare", Json::array({cmp})},
+                {"success", Json::array({{{"request_put", put_request(key, value, lease)}}})},
+                {"failure", Json::array({{{"request_range", range_request(key, "")}}})}};
+}
+
 Json watch_request(std::string_view key, std::string_view range_end, int64_t start_revision) {
     return Json{{"create_request",
                  {{"key", base64_encode(key)},
@@ -213,6 +226,38 @@ Result<WatchAnswer> parse_watch_line(std::string_view line) {
 
 size_t next_endpoint(size_t failed, size_t n) { return n == 0 ? 0 : (failed + 1) % n; }
 
+Result<void> check_endpoint(std::string_view url) {
+    // http://HOST[:PORT], HOST a name, an IPv4 address or [IPv6]; nothing
+    // after it (the gateway's paths are the client's).
+    const std::string what = "--etcd \"" + std::string(url) + "\": ";
+    std::string_view rest = url.substr(7), host;
+    if (rest.starts_with('[')) {
+        size_t close = rest.find(']');
+        if (close == std::string_view::npos || close == 1)
+            return refuse(what + "an IPv6 address is written [ADDR]");
+        host = rest.substr(0, close + 1);
+    } else {
+        host = rest.substr(0, rest.find(':'));
+        if (host.empty()) return refuse(what + "no host");
+        for (char c : host)
+            if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+                return refuse(what + "host \"" + std::string(host) +
+                              "\" is not a name or an address (nothing may follow HOST:PORT)");
+    }
+    rest.remove_prefix(host.size());
+    if (rest.empty()) return {}; // http's port, 80
+    if (rest.find('/') != std::string_view::npos)
+        return refuse(what + "nothing may follow the host but :PORT (no path)");
+    if (rest.front() != ':') return refuse(what + "nothing may follow the host but :PORT");
+    std::string_view port = rest.substr(1);
+    bool digits = !port.empty() && port.size() <= 5;
+    for (char c : port) digits = digits && c >= '0' && c <= '9';
+    unsigned long n = digits ? std::stoul(std::string(port)) : 0;
+    if (n < 1 || n > 65535)
+        return refuse(what + "port \"" + std::string(port) + "\" is not 1-65535");
+    return {};
+}
+
 Result<std::vector<std::string>> parse_endpoints(std::string_view list) {
     std::vector<std::string> out;
     size_t start = 0;
@@ -224,6 +269,7 @@ Result<std::vector<std::string>> parse_endpoints(std::string_view list) {
             return refuse("--etcd \"" + std::string(url) +
                           "\": not an http:// URL (give URL[,URL...], e.g. http://10.0.0.1:2379)");
         while (!url.empty() && url.back() == '/') url.remove_suffix(1);
+        if (auto ok = check_endpoint(url); !ok) return ok.failure();
         out.emplace_back(url);
         if (comma == std::string_view::npos) break;
         start = comma + 1;
@@ -355,6 +401,32 @@ Result<bool> Client::cas(std::string_view key, std::string_view value, int64_t e
     return parse_txn(*j);
 }
 
+Result<std::optional<KeyValue>> Client::put_exclusive(std::string_view key, std::string_view value,
+                                                      int64_t lease) {
+    std::optional<KeyValue> there;
+    for (bool create : {false, true}) {
+        auto j = call("/v3/kv/txn", exclusive_put_request(key, value, lease, create));
+        if (!j) return j.failure();
+        auto ok = parse_txn(*j);
+        if (!ok) return ok.failure();
+        if (*ok) return std::optional<KeyValue>{};
+        there.reset();
+        // The failure branch's range: the record that is there.
+        const Json *kvs = nullptr;
+        if (auto r = j->find("responses"); r != j->end() && r->is_array() && !r->empty())
+            if (auto rr = (*r)[0].find("response_range"); rr != (*r)[0].end())
+                if (auto k = rr->find("kvs"); k != rr->end() && k->is_array() && !k->empty())
+                    kvs = &(*k)[0];
+        if (kvs) {
+            auto kv = parse_kv(*kvs);
+            if (!kv) return kv.failure();
+            there = std::move(kv.value());
+        }
+    }
+    if (!there) return err("etcd: " + std::string(key) + " neither absent nor present");
+    return there;
+}
+
 Result<int64_t> Client::grant(int64_t ttl_s) {
     auto j = call("/v3/lease/grant", Json{{"TTL", std::to_string(ttl_s)}});
     if (!j) return j.failure();
@@ -386,7 +458,7 @@ Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge
     size_t next = current_;
     uint64_t next_try_ns = 0;
     for (;;) {
-        uint64_t now = common::mono_ns();
+        uint64_t now = common::boot_ns();
         if (now >= give_up_ns) break;
         if (now >= next_try_ns && tries.size() < 2 * endpoints_.size()) {
             Try &t = tries.emplace_back();
@@ -397,7 +469,7 @@ Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge
             setup_post(t.easy, t.url, body, &t.answer, timeout_ms_);
             curl_easy_setopt(t.easy, CURLOPT_PRIVATE, &t);
             // Before the request can leave: the renewal happens after this.
-            t.sent_ns = common::mono_ns();
+            t.sent_ns = common::boot_ns();
             curl_multi_add_handle(multi, t.easy);
             next_try_ns = t.sent_ns + hedge_ns;
         }
@@ -419,7 +491,7 @@ Result<Client::KeepAlive> Client::keepalive_hedged(int64_t lease, uint64_t hedge
             // A try that failed (a refused connection: a dead member) is
             // followed soon, not a whole hedge later; not at once, or an
             // etcd refusing everywhere would be asked in a busy loop.
-            if (!got) next_try_ns = std::min(next_try_ns, common::mono_ns() + hedge_ns / 4);
+            if (!got) next_try_ns = std::min(next_try_ns, common::boot_ns() + hedge_ns / 4);
             curl_multi_remove_handle(multi, t->easy);
             curl_easy_cleanup(t->easy);
             tries.remove_if([t](const Try &x) { return &x == t; });

@@ -48,6 +48,10 @@ Json range_request(std::string_view key, std::string_view range_end);
 Json put_request(std::string_view key, std::string_view value, int64_t lease);
 // Puts key=value if key's mod revision is still expected_mod_rev (0: key absent).
 Json cas_request(std::string_view key, std::string_view value, int64_t expected_mod_rev);
+// Puts key=value under lease if the key is under that lease (create:
+// if it is absent); else ranges it.
+Json exclusive_put_request(std::string_view key, std::string_view value, int64_t lease,
+                           bool create);
 Json watch_request(std::string_view key, std::string_view range_end, int64_t start_revision);
 
 // Answers. Every one names what was missing or malformed.
@@ -75,7 +79,9 @@ Result<WatchAnswer> parse_watch_line(std::string_view line);
 // the list. The client keeps to an endpoint while it answers.
 size_t next_endpoint(size_t failed, size_t n);
 
-// The --etcd URLs: comma-separated http:// URLs, at least one.
+// One --etcd URL: http://HOST[:PORT], PORT 1-65535, nothing after it.
+Result<void> check_endpoint(std::string_view url);
+// The --etcd URLs: comma-separated http:// URLs, at least one, each checked.
 Result<std::vector<std::string>> parse_endpoints(std::string_view list);
 
 class Client {
@@ -93,12 +99,17 @@ class Client {
     Result<RangeAnswer> range_prefix(std::string_view prefix);
     Result<void> put(std::string_view key, std::string_view value, int64_t lease);
     Result<bool> cas(std::string_view key, std::string_view value, int64_t expected_mod_rev);
+    // Puts key=value under lease if the key is absent or under that lease
+    // already: one holder's record is never replaced by another's. nullopt
+    // when put, else the record there (under another lease).
+    Result<std::optional<KeyValue>> put_exclusive(std::string_view key, std::string_view value,
+                                                  int64_t lease);
     Result<int64_t> grant(int64_t ttl_s);
     Result<int64_t> keepalive(int64_t lease);
     // A keep-alive, hedged: sent to the current endpoint, and again to the
     // next one round the list every hedge_ns that no answer came (at once
     // after a refusal), each try with the client's timeout, until one
-    // answers or give_up_ns (CLOCK_MONOTONIC) passes. The answer's TTL (0:
+    // answers or give_up_ns (CLOCK_BOOTTIME) passes. The answer's TTL (0:
     // the lease is gone) and when the try that got it was sent, which is
     // what R4 counts from (docs/design.md §11.3). During an election a
     // member holds a renewal until it knows a leader (etcd polls for one

@@ -1,0 +1,137 @@
+// Convergence of the whole loop (docs/design.md §11.2): demands measured as
+// the agent measures them (the simulation's TCP-like classes: a class takes
+// min(want, applied) and is limited while it wants more), epochs, acks,
+// delays and late timers; the shares must reach weighted max-min over the
+// wants within 5 %, every run, with the sum never above the budget.
+#include "cluster/allocator.hpp"
+#include "cluster/simulation.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace pspxdp::cluster;
+
+namespace {
+
+constexpr uint64_t ms = 1'000'000, s = 1'000'000'000, M = 1'000'000;
+
+uint64_t rate_at(const std::vector<RateChange> &log, uint64_t t) {
+    uint64_t rate = 0;
+    for (const RateChange &c : log)
+        if (c.time_ns <= t) rate = c.rate_bps;
+    return rate;
+}
+
+struct Phase {
+    std::vector<uint64_t> want_bps; // per host
+};
+
+struct Run {
+    // Per phase: the ideal shares, the achieved ones at the phase's end, the
+    // time from the phase's start until every share stayed within 5 % (s).
+    std::vector<std::vector<uint64_t>> ideal, achieved;
+    std::vector<double> converge_s;
+    size_t violations = 0;
+};
+
+// Hosts join at 0, floors 10 Mbit/s; each phase lasts `len` from 1 s on.
+Run run(uint64_t budget, const std::vector<uint32_t> &weights, const std::vector<Phase> &phases,
+        uint64_t seed, uint64_t len = 6 * s) {
+    SimConfig c;
+    c.seed = seed;
+    c.budget_bps = budget;
+    c.end_ns = 1 * s + phases.size() * len;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        SimHost h;
+        h.name = "h" + std::to_string(i + 1);
+        h.member = {10 * M, weights[i], 0x10001};
+        h.clock_offset_ns = i * 1000 * s;
+        c.hosts.push_back(h);
+    }
+    for (size_t k = 0; k < phases.size(); ++k)
+        for (size_t i = 0; i < weights.size(); ++i)
+            c.offers.push_back({i, 1 * s + k * len, phases[k].want_bps[i]});
+    SimResult r = simulate_cluster(c);
+    Run out;
+    out.violations = check_budget(budget, r.logs).violations.size();
+    for (size_t k = 0; k < phases.size(); ++k) {
+        std::vector<Claim> claims;
+        for (size_t i = 0; i < weights.size(); ++i)
+            claims.push_back({10 * M, std::max(10 * M, phases[k].want_bps[i]), weights[i]});
+        std::vector<uint64_t> ideal = water_fill(budget, claims);
+        uint64_t from = 1 * s + k * len, to = from + len;
+        auto within = [&](uint64_t t) {
+            for (size_t i = 0; i < ideal.size(); ++i)
+                if (std::fabs(double(rate_at(r.logs[i], t)) - double(ideal[i])) >
+                    0.05 * double(ideal[i]))
+                    return false;
+            return true;
+        };
+        // The last time in the phase the shares were not within 5 %.
+        uint64_t last_out = from;
+        for (uint64_t t = from; t < to; t += 10 * ms)
+            if (!within(t)) last_out = t + 10 * ms;
+        std::vector<uint64_t> got;
+        for (size_t i = 0; i < ideal.size(); ++i) got.push_back(rate_at(r.logs[i], to - 1));
+        out.ideal.push_back(ideal);
+        out.achieved.push_back(got);
+        out.converge_s.push_back(double(last_out - from) / double(s));
+    }
+    return out;
+}
+
+std::string shares(const std::vector<uint64_t> &v) {
+    std::string out;
+    for (uint64_t x : v) out += (out.empty() ? "" : "/") + std::to_string(x / M);
+    return out;
+}
+
+// Phase A of the lab (300 Mbit/s; 250/150/20, then 160/120/20), and
+// weights 2:1:1 with every host wanting everything.
+const std::vector<Phase> kPhaseA = {{{250 * M, 150 * M, 20 * M}}, {{160 * M, 120 * M, 20 * M}}};
+const std::vector<Phase> kWeighted = {{{300 * M, 300 * M, 300 * M}}, {{300 * M, 40 * M, 300 * M}}};
+
+} // namespace
+
+TEST_CASE("cluster converge: uneven demands reach weighted max-min within 5 % in every run",
+          "[cluster]") {
+    for (uint64_t seed = 1; seed <= 10; ++seed) {
+        for (const auto &[weights, phases] :
+             {std::pair{std::vector<uint32_t>{1, 1, 1}, kPhaseA},
+              std::pair{std::vector<uint32_t>{2, 1, 1}, kWeighted}}) {
+            Run r = run(300 * M, weights, phases, seed);
+            CHECK(r.violations == 0);
+            for (size_t k = 0; k < phases.size(); ++k) {
+                INFO("seed " << seed << " phase " << k << ": ideal " << shares(r.ideal[k])
+                             << ", achieved " << shares(r.achieved[k]) << ", within 5 % after "
+                             << r.converge_s[k] << " s");
+                for (size_t i = 0; i < weights.size(); ++i)
+                    CHECK(std::fabs(double(r.achieved[k][i]) - double(r.ideal[k][i])) <=
+                          0.05 * double(r.ideal[k][i]));
+                // Settled well inside the phase (6 s), and stays settled.
+                CHECK(r.converge_s[k] <= 3.0);
+            }
+        }
+    }
+}
+
+// The table for the record: pspxdp's unit_tests "[.converge-table]".
+TEST_CASE("cluster converge: the table", "[.converge-table]") {
+    std::printf("| weights | seed | phase | ideal (Mbit/s) | achieved | within 5 %% after |\n"
+                "|---|---|---|---|---|---|\n");
+    for (uint64_t seed = 1; seed <= 10; ++seed)
+        for (const auto &[weights, phases] :
+             {std::pair{std::vector<uint32_t>{1, 1, 1}, kPhaseA},
+              std::pair{std::vector<uint32_t>{2, 1, 1}, kWeighted}}) {
+            Run r = run(300 * M, weights, phases, seed);
+            for (size_t k = 0; k < phases.size(); ++k)
+                std::printf("| %u:%u:%u | %llu | %zu | %s | %s | %.2f s |\n", weights[0],
+                            weights[1], weights[2], (unsigned long long)seed, k,
+                            shares(r.ideal[k]).c_str(), shares(r.achieved[k]).c_str(),
+                            r.converge_s[k]);
+        }
+}

@@ -1,0 +1,62 @@
+// What the group agent and its watchdog child share (docs/design.md §11.4):
+// one MAP_SHARED page with the deadline, the fallback and the applied
+// rate; the applied-rate log both append to; and the watchdog itself.
+#pragma once
+
+#include "control/control.hpp"
+#include "core/result.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <sys/types.h>
+
+namespace pspxdp::agent {
+
+// A class the group drives at "0" holds this rate: a paced class needs one
+// above 0, and 1 bit/s lets at most one minimum frame out in ~8 minutes.
+inline constexpr uint64_t kHoldRateBps = 1;
+
+uint64_t real_ns(); // CLOCK_REALTIME, what the rate log and status print
+// "SECONDS.MS TEXT" on stderr (the agent's log).
+void log_line(const std::string &text);
+
+// Every class change by either process is made under DEV's lock, with
+// these read and written there. Times are CLOCK_BOOTTIME (common::boot_ns).
+struct Shared {
+    std::atomic<uint64_t> safe_until_ns{0}; // 0: not safe
+    std::atomic<uint64_t> fallback_bps{0};
+    // R7: when the established floor goes to 0 (UINT64_MAX: never).
+    std::atomic<uint64_t> orphan_at_ns{UINT64_MAX};
+    std::atomic<uint64_t> applied_bps{0};
+    std::atomic<uint64_t> rate_changes{0};
+    std::atomic<uint64_t> watchdog_lowerings{0};
+    // The class is no longer the group's (left, refused): its own rate is
+    // back, and the watchdog leaves it alone.
+    std::atomic<bool> released{false};
+};
+
+// The group's rate for the class (kHoldRateBps for 0): Device::set_rate
+// under DEV's lock, which d holds. Returns the rate the class had.
+Result<uint64_t> set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
+                                const std::function<Result<void>()> &before_write = {});
+
+struct RateLog {
+    int fd = -1;
+    // "REALTIME_NS RATE_BPS": O_APPEND, so the two processes' lines never
+    // interleave.
+    void write(uint64_t rate_bps) const;
+};
+
+// The watchdog (a child process): at the deadline, with the agent not
+// having renewed it, lowers the class to the fallback. Also when the agent
+// is gone (its pipe closed, or PR_SET_PDEATHSIG) or the watchdog is told to
+// stop (SIGTERM, SIGINT, SIGHUP): it lowers once if the class is above the
+// fallback (unless released), then exits. It blocks in poll() on the
+// agent's pipe and a signalfd, woken by the deadline at the latest: a
+// lowering that fails (DEV gone) is tried again after 250 ms, never in a loop.
+[[noreturn]] void watchdog(const std::string &dev, uint32_t classid, Shared *sh, int pipe_rd,
+                           const RateLog &log, pid_t agent);
+
+} // namespace pspxdp::agent

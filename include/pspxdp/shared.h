@@ -263,7 +263,12 @@ struct pspxdp_class_entry {
     enum pspxdp_class_kind kind;
     enum pspxdp_slot_state state; /* FREE: configured but not served (see status) */
     __u32 slot;
+    /* The class's place in a tree (docs/design.md §3.12), as class_config
+     * has it: prio, parent ({0, 0}: top level) and ceil (0: the rate). */
+    __u32 prio;
+    struct pspxdp_classid parent;
     __u32 reserved;
+    __u64 ceil_bps;
     PSPXDP_TC_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
     PSPXDP_CLASS_COUNTERS(PSPXDP_COUNTER_FIELD)
 };
@@ -542,7 +547,7 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
 static_assert(sizeof(struct pspxdp_class_counters) == 8 + 21 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_class_entry) == 32 + 5 * 8 + 21 * 8, "classes layout");
+static_assert(sizeof(struct pspxdp_class_entry) == 48 + 5 * 8 + 21 * 8, "classes layout");
 static_assert(sizeof(struct pspxdp_daemon_stats) == 34 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");

@@ -108,10 +108,9 @@ static void print_scheduling(pid_t pid, daemon::SchedPolicy asked) {
     // A small host: what runs beside the pacer shares it (design §4.4, "A good
     // neighbour").
     if (const long cpus = sysconf(_SC_NPROCESSORS_ONLN); cpus > 0 && cpus <= kSmallHostCpus)
-        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon, the senders and a local "
-                    "receiver share it; at 500 Mbit/s the daemon takes a third to a half of a CPU "
-                    "and a receiver here got 97 %% of a clockless class (tbf 92-94 %%); judge the "
-                    "pacer from another host\n",
+        std::printf("pspxdp: note: a small host (%ld CPUs): the daemon (a third of a CPU at "
+                    "500 Mbit/s), the senders and a local receiver share it; judge the pacer "
+                    "from another host\n",
                     cpus);
 }
 

@@ -223,6 +223,9 @@ std::vector<KeyDoc> key_docs() {
          "epoch, applied_bps, demand_bps, etcd_reachable, lease_safe, safe_allocation_bps, "
          "holding_safe_allocation (at most its floor without etcd), rate_changes, pid, "
          "updated_ns"},
+        {"status", "scheduling",
+         "the daemon's scheduling as the kernel has it: policy (normal, fifo, deadline), "
+         "priority, runtime_ns, period_ns, reclaim; null: no daemon"},
         {"status", "lost_wire_share",
          "share of the wire's time the daemon lost by running late in its last second "
          "(lost_wire_ppm / 10^6), 0..1; null: no daemon counters"},

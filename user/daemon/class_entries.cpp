@@ -49,6 +49,9 @@ void ClassEntries::publish(const ClassTable &table, PacerMaps &maps, uint64_t no
         e.rate_bps = c.config.kind == PSPXDP_CLASS_PACED ? c.config.rate_bps : 0;
         e.kind = c.config.kind;
         e.slot = slot;
+        e.prio = c.config.prio;
+        e.parent = c.config.parent;
+        e.ceil_bps = c.config.ceil_bps;
         // The slot's counters are the class's only while it holds the slot.
         const pspxdp_class_counters &pc = maps.slot(slot);
         if (c.life == ClassLife::Served || c.life == ClassLife::Draining) {

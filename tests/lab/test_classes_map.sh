@@ -41,67 +41,30 @@ psp_check "the daemon took and sent every frame" psp_wait_for 10 psp_status_is $
     'c("1:1")["tx_frames"] == 40 and all(c(x)["tx_frames"] == 20 and c(x)["backlog_frames"] == 0 for x in ("1:2", "1:3"))'
 
 # The map is written once a second: wait until it caught up, then judge.
-cat >"$TMP/judge.py" <<'PY'
-import json, subprocess, sys
-pin, stats_path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-stats = json.load(open(stats_path))
-dump = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", pin], capture_output=True, text=True, check=True)
-entries = json.loads(dump.stdout)
-def cid(k): return "%x:%x" % (k["major"], k["minor"])
-got = {cid(e["formatted"]["key"]): e["formatted"]["value"] for e in entries}
-want = {c["class"]: c for c in stats["classes"]}
-bad = []
-if set(got) != set(want): bad.append(f"map classes {sorted(got)} != stats -j {sorted(want)}")
-counters = None
-for name, v in got.items():
-    c = want.get(name)
-    if c is None: continue
-    counters = [k for k in v if k not in ("updated_ns", "rate_bps", "kind", "state", "slot", "reserved")]
-    for k in counters:
-        if k not in c: bad.append(f"{name}: {k} is not a stats -j key"); continue
-        if v[k] != c[k]: bad.append(f"{name}: {k} map {v[k]} != stats -j {c[k]}")
-    if v["slot"] != c["slot"]: bad.append(f"{name}: slot {v['slot']} != {c['slot']}")
-    if v["rate_bps"] != c["rate_bps"]: bad.append(f"{name}: rate_bps {v['rate_bps']} != {c['rate_bps']}")
-    if not str(v["state"]).startswith("PSPXDP_SLOT_"): bad.append(f"{name}: state {v['state']} not an enum name")
-# Every per-class counter stats -j has is in the map.
-if counters is not None:
-    missing = [k for k in want["1:1"] if isinstance(want["1:1"][k], int) and not isinstance(want["1:1"][k], bool)
-               and k not in counters and k not in ("rate_bps", "slot", "limit_bytes", "limit_ns", "ce_threshold_ns",
-                                                  "burst_bytes", "burst_mtus", "measured_rate_bps")]
-    if missing: bad.append(f"stats -j counters not in the map: {missing}")
-if mode == "quiet":
-    sys.exit(1 if bad else 0)
-print("\n".join(bad)); sys.exit(1 if bad else 0)
-PY
-agree() { P stats $DEV -j >"$TMP/stats.json" && python3 "$TMP/judge.py" "$PIN" "$TMP/stats.json" quiet; }
+MAPJ=(python3 "$HERE/classes_map.py")
+agree() { P stats $DEV -j >"$TMP/stats.json" && "${MAPJ[@]}" agree "$PIN" "$TMP/stats.json" quiet; }
 psp_check "the classes map caught up with stats -j" psp_wait_for 5 agree
-psp_check "every class, every counter: the map equals stats -j" python3 "$TMP/judge.py" "$PIN" "$TMP/stats.json" loud
+psp_check "every class, every counter and its place in the tree: the map equals stats -j" \
+    "${MAPJ[@]}" agree "$PIN" "$TMP/stats.json"
 
 LINES=$(bpftool map dump pinned "$PIN" | wc -l)
 psp_check "bpftool map dump: 10 classes in $LINES lines (a few hundred)" test "$LINES" -ge 100 -a "$LINES" -le 800
-psp_check "... and 10 entries" bash -c "[[ \$(bpftool -j map dump pinned $PIN | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 10 ]]"
+psp_check "... and 10 entries" test "$("${MAPJ[@]}" entries "$PIN")" = 10
 
 # The one-class lookup as documented (shared.h, design): class 1:a is key
 # bytes minor then major, little endian. Here 1:3: key 3 0 1 0.
 bpftool -j map lookup pinned "$PIN" key 3 0 1 0 >"$TMP/one.json"
-psp_check "bpftool map lookup pinned .../classes key 3 0 1 0: class 1:3, its tx_frames" python3 -c "
-import json, sys
-e = json.load(open('$TMP/one.json'))['formatted']
-s = {c['class']: c for c in json.load(open('$TMP/stats.json'))['classes']}['1:3']
-sys.exit(0 if e['key'] == {'minor': 3, 'major': 1} and e['value']['tx_frames'] == s['tx_frames'] == 20 else 1)"
+psp_check "bpftool map lookup pinned .../classes key 3 0 1 0: class 1:3, its tx_frames" \
+    "${MAPJ[@]}" lookup "$TMP/one.json" "$TMP/stats.json" 3 20
 
 psp_check "1:1 sat empty past its due time: empty_events >= 1, empty_ns > 0" \
-    python3 -c "
-import json, sys
-c = {c['class']: c for c in json.load(open('$TMP/stats.json'))['classes']}['1:1']
-print('     1:1 empty_events', c['empty_events'], 'empty_ns', c['empty_ns'])
-sys.exit(0 if c['empty_events'] >= 1 and c['empty_ns'] > 0 else 1)"
+    psp_json_is "$TMP/stats.json" 'c("1:1")["empty_events"] >= 1 and c("1:1")["empty_ns"] > 0'
 psp_check "an idle class counts none" psp_status_is $DEV 'c("1:9")["empty_events"] == 0 and c("1:9")["empty_ns"] == 0'
 
 # A deleted class leaves the map once drained (it had nothing queued).
 psp_check "class del 1:9" P class del $DEV 1:9
 gone() { ! bpftool map lookup pinned "$PIN" key 9 0 1 0 >/dev/null 2>&1; }
 psp_check "1:9's entry is gone" psp_wait_for 10 gone
-psp_check "... the others stay (9 entries)" bash -c "[[ \$(bpftool -j map dump pinned $PIN | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') == 9 ]]"
+psp_check "... the others stay (9 entries)" test "$("${MAPJ[@]}" entries "$PIN")" = 9
 psp_check "detach" P detach $DEV
 psp_finish

@@ -28,6 +28,12 @@ psp_check "the daemon serves all four" psp_wait_for 10 psp_status_is $DEV \
 psp_check "... and refused nothing" psp_status_is $DEV 'd["daemon"]["config_refused"] == 0'
 
 P save $DEV >"$TMP/before"
+P stats $DEV --format prometheus >"$TMP/metrics"
+psp_check "exporter: a child carries its parent label, a top-level class none" bash -c "
+    grep -q '^pspxdp_class_tx_bytes_total{dev=\"$DEV\",class=\"1:20\",parent=\"1:1\"} ' '$TMP/metrics' &&
+    grep -q '^pspxdp_class_tx_bytes_total{dev=\"$DEV\",class=\"1:1\"} ' '$TMP/metrics'"
+psp_check "exporter: 1:20's ceil, 600 Mbit/s in bytes" \
+    grep -q '^pspxdp_class_ceil_bytes_per_second{dev="'"$DEV"'",class="1:20",parent="1:1"} 75000000$' "$TMP/metrics"
 psp_check "save prints the tree" grep -q '^class 1:20 parent 1:1 100Mbit ceil 600Mbit prio 1' "$TMP/before"
 refused() { # WHAT EXPECTED_TEXT CMD...
     local what=$1 want=$2

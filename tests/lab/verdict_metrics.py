@@ -22,7 +22,7 @@ def judge(stats: Json, prom: str, max_classes: int) -> None:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
         series[(m.group(1), labels.get("class"))] = float(m.group(3))
     config = {"slot", "rate_bps", "limit_bytes", "limit_ns", "ce_threshold_ns", "measured_rate_bps",
-              "burst_bytes", "burst_mtus"}
+              "burst_bytes", "burst_mtus", "ceil_bps", "prio"}
     gauges = {"active_flows", "sparse_flows", "bulk_flows"}
     classes = stats["classes"]
     shown = classes[:max_classes]
@@ -54,6 +54,8 @@ def judge(stats: Json, prom: str, max_classes: int) -> None:
     for c in shown:
         if series.get(("pspxdp_class_rate_bytes_per_second", c["class"])) != c["rate_bps"] // 8:
             check(f'{c["class"]}: rate_bytes_per_second is rate_bps / 8', False)
+        if series.get(("pspxdp_class_ceil_bytes_per_second", c["class"])) != c["ceil_bps"] // 8:
+            check(f'{c["class"]}: ceil_bytes_per_second is ceil_bps / 8', False)
     check("pspxdp_line_rate_bytes_per_second is line_rate_bps / 8",
           series.get(("pspxdp_line_rate_bytes_per_second", None)) == stats["line_rate_bps"] // 8)
     check("pacer alive, heartbeat age a number",

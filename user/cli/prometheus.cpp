@@ -154,9 +154,14 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, const P
     }
     const size_t shown = picked.size();
     std::vector<std::string> class_labels;
-    for (const auto *c : picked)
-        class_labels.push_back(dl + ",class=\"" + format_classid(ClassId::from_raw(c->classid)) +
-                               "\"");
+    for (const auto *c : picked) {
+        // Class trees (design §3.12): a class under another carries its
+        // parent, as tc_exporter's habit is; a top-level class has none.
+        const uint32_t parent = pspxdp_classid_raw(c->config.parent);
+        class_labels.push_back(
+            dl + ",class=\"" + format_classid(ClassId::from_raw(c->classid)) + "\"" +
+            (parent ? ",parent=\"" + format_classid(ClassId::from_raw(parent)) + "\"" : ""));
+    }
     const char *in_s = "; exposed in seconds";
 
     // Per class, one family per counter; and, device-wide whatever
@@ -194,6 +199,16 @@ std::string format_prometheus(const std::string &dev, const Snapshot &s, const P
             const auto &c = *picked[i];
             const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
             line(out, f.metric, class_labels[i], sample("", paced ? c.config.rate_bps / 8 : 0));
+        }
+        const Family ceil{"pspxdp_class_ceil_bytes_per_second", true};
+        head(out, ceil,
+             "what the class may send borrowing from its parent (class trees; its rate when no "
+             "ceil is set); 0: a normal class");
+        for (size_t i = 0; i < shown; ++i) {
+            const auto &c = *picked[i];
+            const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
+            const uint64_t ceil_bps = c.config.ceil_bps ? c.config.ceil_bps : c.config.rate_bps;
+            line(out, ceil.metric, class_labels[i], sample("", paced ? ceil_bps / 8 : 0));
         }
         const Family l{"pspxdp_line_rate_bytes_per_second", true};
         head(out, l, "the wire's rate M (L2 bytes with FCS)");

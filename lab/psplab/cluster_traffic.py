@@ -11,7 +11,8 @@ process's network namespace).
   flow per destination busy for --seconds (the §5.3 flows), or sends --bytes
   to every destination at once, each closing its half once written and done
   when the sink's close says every byte arrived (one all-to-all round:
-  MPI_Alltoall's pattern). Writes one JSON object: start, end, bytes.
+  MPI_Alltoall's pattern). Writes one JSON object: start, end, bytes,
+  errors; exit 1 when a destination failed (once the object is written).
 
 Bounded: every socket has a timeout, every run --seconds (at most 600).
 """
@@ -153,7 +154,7 @@ def main() -> int:
         result = send(a.to.split(","), a.port, a.bytes, a.seconds, a.start_at)
     with open(a.out, "w") as f:
         json.dump(asdict(result), f)
-    return 0
+    return 1 if isinstance(result, SendReport) and result.errors else 0
 
 
 if __name__ == "__main__":

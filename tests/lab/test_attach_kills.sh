@@ -23,8 +23,8 @@ for ms in 1 5 10 15 20 30 50 100; do
             >/dev/null 2>&1
         P status $DEV >"$TMP/left" 2>&1
         # What the kill left, in status's word (tallied per kill time).
-        P status -j 2>/dev/null | python3 -c 'import json, sys
-print(next((x["state"] for x in json.load(sys.stdin) if x["dev"] == sys.argv[1]), "nothing"))' $DEV >>"$TMP/left.$ms"
+        P status -j 2>/dev/null | python3 "$PSP_ROOT/lab/status_is.py" --print \
+            "next((x['state'] for x in d if x['dev'] == '$DEV'), 'nothing')" >>"$TMP/left.$ms"
         if ! works P attach $DEV --line-rate 1gbit; then
             # The one acceptable failure: a line naming the command to run.
             if ! grep -q "pspxdp detach $DEV" "$TMP/err"; then

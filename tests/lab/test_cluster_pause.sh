@@ -73,21 +73,15 @@ refused 'nothing may follow the host but :PORT' --etcd "http://127.0.0.1:2379/v3
 psp_check "the members still at 100 Mbit/s each" all_100
 
 # ---- status tells what it knows
-status_j() { cl_ns "$1" "$PSPXDP" status ${CL_P}d$1$$ -j; }
-group_is() { # I EXPR: EXPR over status -j's groups[0] (g) of host I
-    status_j "$1" | python3 -c 'import json, sys
-g = json.load(sys.stdin)["groups"][0]
-sys.exit(0 if eval(sys.argv[1]) else 1)' "$2"
-}
 cl_cut 3
 psp_check "cut off from etcd: status says etcd UNREACHABLE" \
-    psp_wait_for 10 group_is 3 "not g['etcd_reachable'] and g['agent_answering']"
+    psp_wait_for 10 cl_state 3 "not s['etcd_reachable'] and s['agent_answering']"
 cl_ns 3 "$PSPXDP" status ${CL_P}d3$$ | grep -A1 '^group ' | sed 's/^/     /'
 cl_heal 3
 psp_check "healed: 100 Mbit/s each" psp_wait_for 20 all_100
 kill -STOP ${CL_AGENTS[2]}
 psp_check "agent stopped: status says NOT ANSWERING, and the class's real rate (its floor)" \
-    psp_wait_for 10 group_is 2 "not g['agent_answering'] and g['agent_alive'] and g['class_rate_bps'] == $M50"
+    psp_wait_for 10 cl_state 2 "not s['agent_answering'] and s['agent_alive'] and s['class_rate_bps'] == $M50"
 cl_ns 2 "$PSPXDP" status ${CL_P}d2$$ | grep -A1 '^group ' | sed 's/^/     /'
 psp_check "... the text says so on one line, no line starting with ','" eval '
     out=$(cl_ns 2 "$PSPXDP" status ${CL_P}d2$$) &&
@@ -133,7 +127,7 @@ psp_check "budget back to 300 Mbit/s: 100 Mbit/s each" psp_wait_for 20 all_100
 t_kill=$(cl_now_ns)
 kill -9 ${CL_AGENTS[3]}
 psp_check "agent killed: status says GONE, the class at its floor" \
-    psp_wait_for 10 group_is 3 "not g['agent_alive'] and g['class_rate_bps'] == $M50"
+    psp_wait_for 10 cl_state 3 "not s['agent_alive'] and s['class_rate_bps'] == $M50"
 psp_check "the others take its share above its floor (125 Mbit/s)" \
     psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
 : >"$TMP/h3.log"

@@ -55,10 +55,8 @@ psp_verdict $N python3 "$HERE/exporter_clients.py" 127.0.0.1 $PORT $DEV
 
 # ---- stopped: one verdict for every reader
 all_says() { # all_says STATE PACER_ALIVE: status -j without DEV says so of DEV
-    $N "$PSPXDP" status -j | python3 -c '
-import json, sys
-d = next(x for x in json.load(sys.stdin) if x["dev"] == sys.argv[1])
-sys.exit(0 if d["state"] == sys.argv[2] and d["pacer_alive"] == (sys.argv[3] == "true") else 1)' "$DEV" "$1" "$2"
+    $N "$PSPXDP" status -j | python3 "$PSP_ROOT/lab/status_is.py" \
+        "dev('$DEV')['state'] == '$1' and dev('$DEV')['pacer_alive'] == ('$2' == 'true')"
 }
 scrape_says() { $N curl -sf --max-time 5 "$URL" | grep -q "^pspxdp_pacer_alive{dev=\"$DEV\"} $1\$"; }
 DAEMON=$(psp_daemon_pid $DEV)

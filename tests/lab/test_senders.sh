@@ -38,39 +38,11 @@ in_cgroup() {
     shift
     bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$CG$rel" $N "$@"
 }
-# A sender: udp|tcp, COUNT datagrams (or bytes of TCP), SO_PRIORITY PRIO.
-SENDER=$TMP/send.py
-cat >"$SENDER" <<'PY'
-import socket, sys
-kind, host, port, count, prio = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5], 0)
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
-if prio:
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, prio)
-if kind == "udp":
-    for _ in range(count):
-        s.sendto(b"x" * 200, (host, port))
-else:
-    s.settimeout(10)
-    s.connect((host, port))
-    s.sendall(b"y" * count)
-    s.shutdown(socket.SHUT_WR)
-    s.recv(1)
-s.close()
-PY
-SINK=$TMP/sink.py
-cat >"$SINK" <<'PY'
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1])))
-s.listen(8)
-s.settimeout(60)
-for _ in range(int(sys.argv[2])):
-    c, _ = s.accept()
-    while c.recv(65536):
-        pass
-    c.close()
-PY
+# Senders: UDP datagrams (with an SO_PRIORITY) from udp.py; TCP bytes, and
+# the sink they go to, from lab/psplab/cluster_traffic.py (exit 1 when the
+# sink did not take every byte).
+UDP=(python3 "$HERE/udp.py")
+TCP=(env PYTHONPATH="$PSP_ROOT/lab" python3 -m psplab.cluster_traffic)
 
 psp_check "attach" P attach $DEV --line-rate 1gbit
 psp_check "classes 1:1 (cgroup) 100mbit, 1:2 (child tcp) 100mbit, 1:7 (priority) 50mbit" \
@@ -84,8 +56,8 @@ psp_wait_for 10 psp_status_is $DEV 'c("1:1")["state"] == "served" and c("1:ffff"
 filter_stat() {
     P filter show $DEV -s -j | python3 -c "import json,sys; print(next(f['matched_packets'] for f in json.load(sys.stdin) if f['pref'] == $1))"
 }
-tcp_sink() { # PORT CONNECTIONS: a TCP sink in DST, returns once it listens
-    $D python3 "$SINK" "$1" "$2" &
+tcp_sink() { # PORT: a TCP sink in DST, returns once it listens
+    $D "${TCP[@]}" sink --port "$1" --seconds 120 --out "$TMP/sink.$1.json" >/dev/null &
     PIDS+=($!)
     psp_wait_for 5 psp_listening $DST tcp "$1"
 }
@@ -106,27 +78,27 @@ psp_check "... to the default class, none to 1:1" \
     psp_wait_for 10 tc_of 1:ffff $((D0 + 200))
 psp_check "1:1 still at 300" tc_of 1:1 300
 # ---- TCP, and a child cgroup inherits
-tcp_sink 5002 2
+tcp_sink 5002
 C1=$(classified 1:1)
-psp_check "a TCP sender in $TOP/svc/child sent 200000 bytes to port 5002" in_cgroup $TOP/svc/child python3 "$SENDER" tcp $NET.2 5002 200000 0
+psp_check "a TCP sender in $TOP/svc/child sent 200000 bytes to port 5002" in_cgroup $TOP/svc/child "${TCP[@]}" send --to $NET.2 --port 5002 --bytes 200000 --out "$TMP/sent.json"
 psp_check "the child's TCP packets went to 1:1 (the parent's filter)" gt "$(classified 1:1)" $((C1 + 10))
 psp_check "the child's tcp dport 873 filter did not match port 5002" test "$(filter_stat 5)" = 0
 D1=$(classified 1:ffff)
 C1=$(classified 1:1)
-psp_check "a TCP sender outside the cgroup sent 200000 bytes" in_cgroup $TOP/other python3 "$SENDER" tcp $NET.2 5002 200000 0
+psp_check "a TCP sender outside the cgroup sent 200000 bytes" in_cgroup $TOP/other "${TCP[@]}" send --to $NET.2 --port 5002 --bytes 200000 --out "$TMP/sent.json"
 psp_check "... to the default class" gt "$(classified 1:ffff)" $((D1 + 10))
 psp_check "... none to 1:1" test "$(classified 1:1)" = "$C1"
-tcp_sink 873 1
-psp_check "a TCP sender in the child to port 873" in_cgroup $TOP/svc/child python3 "$SENDER" tcp $NET.2 873 100000 0
+tcp_sink 873
+psp_check "a TCP sender in the child to port 873" in_cgroup $TOP/svc/child "${TCP[@]}" send --to $NET.2 --port 873 --bytes 100000 --out "$TMP/sent.json"
 psp_check "... matched the child's own filter (pref 5 beats the parent's)" gt "$(filter_stat 5)" 10
 
 # ---- SO_PRIORITY 1:7: before the filters
-psp_check "a sender in $TOP/svc with SO_PRIORITY 0x10007: 150 datagrams" in_cgroup $TOP/svc python3 "$SENDER" udp $NET.2 5003 150 0x10007
+psp_check "a sender in $TOP/svc with SO_PRIORITY 0x10007: 150 datagrams" in_cgroup $TOP/svc "${UDP[@]}" send $NET.2 5003 150 200 0 0x10007
 psp_check "its 150 datagrams went to 1:7, not to the cgroup's 1:1" psp_wait_for 10 tc_of 1:7 150
 psp_check "prio_direct counted 150" psp_status_is $DEV "d['tc']['prio_direct'] == 150"
 psp_check "change prio-direct off" P change $DEV prio-direct off
 C1=$(classified 1:1)
-psp_check "prio-direct off: the same sender, 40 datagrams" in_cgroup $TOP/svc python3 "$SENDER" udp $NET.2 5003 40 0x10007
+psp_check "prio-direct off: the same sender, 40 datagrams" in_cgroup $TOP/svc "${UDP[@]}" send $NET.2 5003 40 200 0 0x10007
 psp_check "... go to 1:1 (its cgroup)" psp_wait_for 10 tc_of 1:1 $((C1 + 40))
 psp_check "change prio-direct on" P change $DEV prio-direct on
 

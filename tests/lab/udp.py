@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """A UDP receiver and sender for the lab tests (test_pacer_e2e,
-test_safety_device, test_lab_resilience).
+test_safety_device, test_lab_resilience, test_senders).
 
   udp.py recv PORT SECONDS [ARRIVALS]
       receives on PORT for SECONDS (8 MiB of socket buffer); prints the
       datagrams received and their L2 rate in bit/s (frames with FCS, first
       to last arrival; 0 under three datagrams); ARRIVALS: one
       "MONOTONIC_TIME LENGTH" line per datagram
-  udp.py send ADDR PORT COUNT SIZE [GAP_SECONDS]
-      COUNT datagrams of SIZE bytes, GAP_SECONDS apart (default 0)
+  udp.py send ADDR PORT COUNT SIZE [GAP_SECONDS [PRIORITY]]
+      COUNT datagrams of SIZE bytes, GAP_SECONDS apart (default 0), from a
+      socket of SO_PRIORITY PRIORITY (e.g. 0x10007; default: not set)
 """
 import socket
 import sys
@@ -42,8 +43,10 @@ def recv(port: int, seconds: float, arrivals: str | None) -> None:
     print(len(got), rate)
 
 
-def send(addr: str, port: int, count: int, size: int, gap_s: float) -> None:
+def send(addr: str, port: int, count: int, size: int, gap_s: float, priority: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        if priority:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, priority)
         for _ in range(count):
             s.sendto(b"x" * size, (addr, port))
             if gap_s:
@@ -54,8 +57,9 @@ def main(argv: list[str]) -> int:
     cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
     if cmd == "recv" and len(a) in (2, 3):
         recv(int(a[0]), float(a[1]), a[2] if len(a) == 3 else None)
-    elif cmd == "send" and len(a) in (4, 5):
-        send(a[0], int(a[1]), int(a[2]), int(a[3]), float(a[4]) if len(a) == 5 else 0.0)
+    elif cmd == "send" and len(a) in (4, 5, 6):
+        send(a[0], int(a[1]), int(a[2]), int(a[3]), float(a[4]) if len(a) > 4 else 0.0,
+             int(a[5], 0) if len(a) == 6 else 0)
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -30,13 +30,7 @@ for prio2 in 1 0; do
   P stats $DEV -j > $TMP/s1.json
   wait ${PIDS[-1]} 2>/dev/null
   echo "prio of 1:20 = $prio2 (1:10 prio 0); ideal $([[ $prio2 == 1 ]] && echo '200/100' || echo '150/150') Mbit/s"
-  python3 - "$TMP/s0.json" "$TMP/s1.json" <<'PY'
-import json,sys
-a,b=json.load(open(sys.argv[1])),json.load(open(sys.argv[2]))
-def c(d,k): return next(x for x in d["classes"] if x["class"]==k)
-for k in ("1:10","1:20"):
-    print(k, "tx_bytes", c(b,k)["tx_bytes"]-c(a,k)["tx_bytes"], "drops", sum(v for n,v in c(b,k).items() if n.startswith("drop_"))-sum(v for n,v in c(a,k).items() if n.startswith("drop_")))
-PY
+  python3 "$HERE/../../bench/tree_share.py" "$TMP/s0.json" "$TMP/s1.json"
   cat "$TMP/sink.json" | head -30
 done
 P detach $DEV

@@ -53,15 +53,7 @@ measure() {
     a=$(sample $1)
     sleep $SECS
     b=$(sample $1)
-    python3 - "$a" "$b" "$2" <<'PY'
-import sys
-a = [int(x) for x in sys.argv[1].split()]
-b = [int(x) for x in sys.argv[2].split()]
-dt = (b[0] - a[0]) / 1e9
-tx = (b[1] - a[1]) * 8 / dt / 1e6
-rx = (b[2] - a[2]) * 8 / dt / 1e6
-print(f"| {sys.argv[3]:<44} | {dt:6.2f} | {tx:12.3f} | {rx:14.3f} |")
-PY
+    python3 "$HERE/cgroup_pacing.py" row "$a" "$b" "$2"
 }
 echo
 echo "| run (class 100mbit, sender offers 300mbit)      | s      | class tx Mbit/s | peer rx Mbit/s |"

@@ -64,13 +64,7 @@ LOAD0=$(uptime)
 # The CPU-bound job: a fixed amount of work (~2 s alone on an idle core of
 # the lab VM); prints its wall-clock seconds.
 job() {
-    python3 -c '
-import time
-t = time.perf_counter()
-s = 0
-for i in range(30_000_000):
-    s += i ^ (i >> 3)
-print(f"{time.perf_counter() - t:.4f}")'
+    python3 "$HERE/good_neighbour.py" job
 }
 
 # run LABEL MODE RATE JOB-ALONE [DAEMON-PID]: one set-up with traffic: the
@@ -100,32 +94,8 @@ run() {
     wait $spid
     local e1
     e1=$($D nstat -az UdpRcvbufErrors | awk '/UdpRcvbufErrors/ {print $2}')
-    python3 - "$TMP/srv.json" "$TMP/cli.json" "$label" "$mode" "$rate" "$alone" "$(cat "$TMP/job")" \
-        "$((e1 - e0))" "$k0" "$k1" "$t0" "$t1" "$(getconf CLK_TCK)" >>"$RESULTS" <<'PY'
-import json, sys
-srv_f, cli_f, label, mode, rate = sys.argv[1:6]
-alone, busy, rcvbuf = float(sys.argv[6]), float(sys.argv[7]), int(sys.argv[8])
-k0, k1, t0, t1, hz = int(sys.argv[9]), int(sys.argv[10]), float(sys.argv[11]), float(sys.argv[12]), int(sys.argv[13])
-def load(f):
-    text = open(f).read()
-    try:
-        return json.loads(text[text.find("{"):])
-    except ValueError:
-        return {}
-srv, cli = load(srv_f), load(cli_f)
-s = srv.get("end", {}).get("sum", {})
-secs = s.get("seconds") or 1
-got = s.get("packets", 0) - s.get("lost_packets", 0)
-sent = cli.get("end", {}).get("sum_sent", {})
-wire = 1472 + 8 + 20 + 14 + 4  # a datagram's L2 bytes with FCS
-print(json.dumps({
-    "setup": label, "mode": mode, "rate_mbit": int(rate),
-    "rx_l2_bps": got * wire * 8 / secs, "rx_pct": got * wire * 8 / secs / (int(rate) * 1e6) * 100,
-    "lost_pct": s.get("lost_percent", 0), "rcvbuf_errors": rcvbuf,
-    "sent_pct": sent.get("bits_per_second", 0) / (int(rate) * 1e6) * 100,
-    "job_alone_s": alone, "job_s": busy, "job_loss_pct": (busy / alone - 1) * 100,
-    "daemon_cpu_pct": (k1 - k0) / hz / (t1 - t0) * 100 if k1 else None}))
-PY
+    python3 "$HERE/good_neighbour.py" row "$TMP/srv.json" "$TMP/cli.json" "$label" "$mode" "$rate" "$alone" \
+        "$(cat "$TMP/job")" "$((e1 - e0))" "$k0" "$k1" "$t0" "$t1" "$(getconf CLK_TCK)" >>"$RESULTS"
 }
 
 say "good neighbour: ${SECS}s per set-up, clocks: $MODES, rates: $RATES; $LOAD0"
@@ -153,23 +123,4 @@ for mode in $MODES; do
     done
 done
 
-python3 - "$RESULTS" "$JSON" "$LOAD0" "$(uptime)" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-if sys.argv[2] == "1":
-    print(json.dumps({"uptime_before": sys.argv[3].strip(), "uptime_after": sys.argv[4].strip(),
-                      "setups": rows}))
-    sys.exit(0)
-print("good neighbour: iperf3 UDP at the class's rate to a receiver on the same host, a CPU-bound job beside")
-print(f"{'clock':9} {'rate':>5} {'set-up':26} {'receiver %':>10} {'lost %':>7} {'rcvbuf':>7} "
-      f"{'sender %':>8} {'job loss %':>10} {'daemon CPU %':>12}")
-for r in rows:
-    cpu = "-" if r["daemon_cpu_pct"] is None else f"{r['daemon_cpu_pct']:.1f}"
-    print(f"{r['mode']:9} {r['rate_mbit']:>5} {r['setup']:26} {r['rx_pct']:>10.1f} {r['lost_pct']:>7.1f} "
-          f"{r['rcvbuf_errors']:>7} {r['sent_pct']:>8.1f} {r['job_loss_pct']:>10.1f} {cpu:>12}")
-print("receiver %: L2 bytes (FCS) of the datagrams received, % of the class rate; rcvbuf: the "
-      "receiver's UdpRcvbufErrors; sender %: iperf3's sent payload, % of the offered rate; "
-      "job loss: its time against the job alone, %")
-print("before:", sys.argv[3].strip())
-print("after: ", sys.argv[4].strip())
-PY
+python3 "$HERE/good_neighbour.py" report "$RESULTS" "$JSON" "$LOAD0" "$(uptime)"

@@ -239,7 +239,11 @@ enum pspxdp_slot_state {
     X(empty_ns, "paced: time the class's queue sat empty after its rate would have let it send "   \
                 "its next frame, ns (its sender fell behind, not the pacer: the rate is short "    \
                 "by this much); counted when a frame arrives")                                     \
-    X(empty_events, "paced: how many such stretches ended (a frame arrived after its due time)")
+    X(empty_events, "paced: how many such stretches ended (a frame arrived after its due time)")   \
+    X(lent_bytes, "class trees: L2 bytes this class lent from its rate to a class below it "       \
+                  "that borrowed (design §3.12)")                                                  \
+    X(borrowed_bytes, "class trees: L2 bytes this class sent beyond its rate, borrowed from a "    \
+                      "class above it or from the wire (an inner class: its subtree's)")
 struct pspxdp_class_counters {
     struct pspxdp_classid classid; /* the class on this slot (0:0 = none) */
     enum pspxdp_slot_state state;
@@ -546,8 +550,8 @@ static_assert(__builtin_offsetof(struct pspxdp_pacer_state, default_classid) == 
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, line_rate_bps) == 16, "pacer_state");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, config_gen) == 24, "pacer_state");
 static_assert(sizeof(struct pspxdp_class_tc_stats) == 5 * 8, "class_stats layout");
-static_assert(sizeof(struct pspxdp_class_counters) == 8 + 21 * 8, "pacer_stats layout");
-static_assert(sizeof(struct pspxdp_class_entry) == 48 + 5 * 8 + 21 * 8, "classes layout");
+static_assert(sizeof(struct pspxdp_class_counters) == 8 + 23 * 8, "pacer_stats layout");
+static_assert(sizeof(struct pspxdp_class_entry) == 48 + 5 * 8 + 23 * 8, "classes layout");
 static_assert(sizeof(struct pspxdp_daemon_stats) == 34 * 8, "daemon_stats layout");
 static_assert(__builtin_offsetof(struct pspxdp_pacer_state, slots_end) == 36, "pacer_state");
 static_assert(sizeof(enum pspxdp_filter_field) == 4, "enum fields are 4 bytes");

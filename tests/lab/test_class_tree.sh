@@ -4,11 +4,12 @@
 # daemon serves every class and refuses nothing (config_refused 0); each
 # refusal is one line, exit 2, and leaves the configuration byte for byte
 # as it was; save | apply round-trips the tree; a live change of the inner
-# class's rate is taken by the daemon. Exit 77 = skipped.
+# class's rate is taken by the daemon; a borrowing leaf's borrowed bytes
+# equal its lender's lent bytes (stats -j, the exporter). Exit 77 = skipped.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
-psp_require test_class_tree "$PSPXDP" -- python3
+psp_require test_class_tree "$PSPXDP" "$TRAFFIC" -- python3
 
 NET=$(psp_random_net)
 psp_lab_begin tr $NET
@@ -71,5 +72,23 @@ psp_check "... save again is the same" cmp -s "$TMP/saved" "$TMP/again"
 psp_check "live change of the inner class's rate" P class change $DEV 1:1 rate 600mbit ceil 1gbit
 psp_check "... the daemon takes it, refusing nothing" psp_wait_for 10 psp_status_is $DEV \
     'c("1:1")["rate_bps"] == 600000000 and d["daemon"]["config_refused"] == 0 and d["pacer_alive"]'
+# Borrowing, counted: 1:40 (rate 1 Mbit/s, ceil 20) gets 100 frames of
+# 1000 B at 8 Mbit/s, so most of them go beyond its rate on what its parent
+# 1:1 has spare (1:1 is far below its own rate: it is the lender). The
+# engine counts each borrowed frame once at the borrower and once at the
+# lender, so the two counters are equal when the backlog is sent.
+psp_check "a borrowing leaf 1:40 (rate 1mbit ceil 20mbit)" \
+    P class add $DEV 1:40 parent 1:1 rate 1mbit ceil 20mbit flows off
+psp_check "filter to 1:40" P filter add $DEV proto udp dport 5040 classid 1:40
+psp_check "1:40 served" psp_wait_for 10 psp_status_is $DEV 'c("1:40")["state"] == "served"'
+$N "$TRAFFIC" send $NET.2 5040 --rate 8mbit --size 1000 --count 100 >/dev/null
+psp_check "1:40 sent its 100 frames" psp_wait_for 10 psp_status_is $DEV \
+    'c("1:40")["tx_frames"] == 100 and c("1:40")["backlog_frames"] == 0'
+psp_check "1:40 borrowed, 1:1 lent the same bytes (stats -j)" psp_wait_for 5 psp_status_is $DEV \
+    'c("1:40")["borrowed_bytes"] > 0 and c("1:1")["lent_bytes"] == c("1:40")["borrowed_bytes"] and c("1:40")["lent_bytes"] == 0'
+P stats $DEV --format prometheus >"$TMP/metrics2"
+psp_check "exporter: pspxdp_class_borrowed_bytes_total of 1:40 under its parent" \
+    grep -q '^pspxdp_class_borrowed_bytes_total{dev="'"$DEV"'",class="1:40",parent="1:1"} [1-9]' "$TMP/metrics2"
+
 psp_check "detach" P detach $DEV
 psp_finish

@@ -175,6 +175,8 @@ void ClassTable::publish_engine_counters() {
         pc.late_lost_ns = c.late_lost_base_ns + ns_for_bytes_floor(e.late_lost_bytes, rate);
         pc.empty_ns = c.empty_base_ns + e.empty_ns;
         pc.empty_events = c.empty_base_events + e.empty_events;
+        pc.lent_bytes = c.lent_base_bytes + e.lent_bytes;
+        pc.borrowed_bytes = c.borrowed_base_bytes + e.borrowed_bytes;
     }
 }
 
@@ -213,6 +215,8 @@ void ClassTable::add(uint32_t slot, uint32_t classid, const pspxdp_class_config 
     c.late_lost_base_ns = pc.late_lost_ns;
     c.empty_base_ns = pc.empty_ns;
     c.empty_base_events = pc.empty_events;
+    c.lent_base_bytes = pc.lent_bytes;
+    c.borrowed_base_bytes = pc.borrowed_bytes;
     maps_.note_slot(slot);
     maps_.set_state(slot, PSPXDP_SLOT_SERVED); // only now may TC hand packets over
     const uint64_t shown = paced_rate(cfg);

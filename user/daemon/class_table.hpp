@@ -54,11 +54,14 @@ struct ClassState {
     uint32_t handle = 0;                     // the engine's
     uint32_t backlogged_at = kNotBacklogged; // index in ClassTable::backlogged()
     uint32_t seen_gen = 0;                   // last reconcile that found it configured
-    // pacer_stats' late_lost_ns, empty_ns and empty_events when it was added
+    // pacer_stats' late_lost_ns, empty_ns, empty_events, lent_bytes and
+    // borrowed_bytes when it was added
     // (the engine's count from 0 for the class; a taken-over slot continues).
     uint64_t late_lost_base_ns = 0;
     uint64_t empty_base_ns = 0;
     uint64_t empty_base_events = 0;
+    uint64_t lent_base_bytes = 0;
+    uint64_t borrowed_base_bytes = 0;
     ClassLife life = ClassLife::Unused;
     datapath::GsoGate gso;  // the GSO packet being received (class_queues.cpp)
     bool drain_cut = false; // deleted: cut to what its rate sends in the drain time
@@ -103,7 +106,7 @@ class ClassTable {
 
     uint32_t served() const { return served_; }
     // The engine's per-class counters into pacer_stats: late_lost_bytes
-    // (late_lost_ns), empty_ns, empty_events.
+    // (late_lost_ns), empty_ns, empty_events, lent_bytes, borrowed_bytes.
     void publish_engine_counters();
 
   private:

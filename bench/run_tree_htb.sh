@@ -40,7 +40,9 @@ done
 source "$HERE/../lab/netns.sh"
 psp_require run_tree_htb "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
 LOAD_BEFORE=$(uptime)
-TREE=(python3 "$HERE/tree_htb.py")
+# Debian's python3 (python3-matplotlib is installed for it, scripts/setup.sh), as lab/lab.sh.
+PYTHON=${PYTHON:-/usr/bin/python3}
+TREE=("$PYTHON" "$HERE/tree_htb.py")
 NET=${BENCH_NET:-10.89.0}  # BENCH_NET: the first wire's /24; the second is .1 higher in the third byte
 psp_lab_begin "${BENCH_TAG:-tl}" "$NET"
 PORTS=$(seq -s, 5011 5013),$(seq -s, 5021 5023)

@@ -184,15 +184,20 @@ def phase_pcap(src: str, dst: str, t0_ns: int, t1_ns: int) -> None:
 Frames = dict[int, list[tuple[int, int]]]  # by port: (time ns, L2 bytes with FCS)
 
 
+def landmarks(frames: Frames) -> tuple[int, int, int]:
+    """The first frame, the demand change (site 1:20's last frame) and site 1:10's last frame."""
+    def last(stops: bool) -> int:
+        return max(frames[c.port][-1][0] for c in LEAVES if c.stops == stops and c.port and frames[c.port])
+    return min(f[0][0] for f in frames.values() if f), last(True), last(False)
+
+
 def analyse(shaper: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list[Leaf], Frames]:
     ports = {c.port for c in LEAVES if c.port is not None}
     frames: Frames = {p: [] for p in ports}
     for t, wire, port in read_pcap(f"{prefix}.pcap", ports):
         if port is not None:
             frames[port].append((t, wire - WIRE_OVERHEAD + 4))  # L2 with FCS: what a class rate counts
-    first = min(f[0][0] for f in frames.values() if f)
-    t_change = max(f[-1][0] for c in LEAVES if c.stops and c.port is not None for f in [frames[c.port]] if f)
-    t_end = max(f[-1][0] for c in LEAVES if not c.stops and c.port is not None for f in [frames[c.port]] if f)
+    first, t_change, t_end = landmarks(frames)
     # The steady part of each phase: 1 s after its start to 0.25 s before its end.
     w1 = (first + 1_000_000_000, t_change - 250_000_000)
     w2 = (t_change + 1_000_000_000, t_end - 250_000_000)
@@ -238,7 +243,7 @@ def analyse(shaper: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list
 
 
 def err(got: float, ideal: float) -> str:
-    return "-" if ideal == 0 and got == 0 else f"{(got - ideal) / ideal * 100:+.1f}" if ideal else "inf"
+    return f"{(got - ideal) / ideal * 100:+.1f}" if ideal else "-"  # no share: "got" says what leaked
 
 
 def plot(res: report.Results, runs: dict[str, Frames], phase_s: float) -> None:
@@ -248,7 +253,8 @@ def plot(res: report.Results, runs: dict[str, Frames], phase_s: float) -> None:
     a2 = allocate({c.classid: 0.0 if c.stops else float(c.offered_bps) for c in LEAVES})
     colours = ["tab:blue", "tab:green", "tab:cyan", "tab:red", "tab:orange", "tab:pink"]
     for ax, (shaper, frames) in zip((a[0] for a in axes), runs.items(), strict=True):
-        first = min(f[0][0] for f in frames.values() if f)
+        first, change, end = landmarks(frames)
+        t_change, t_end = (change - first) / 1e9, (end - first) / 1e9
         for c, col in zip(LEAVES, colours, strict=True):
             assert c.port is not None
             bins: dict[int, int] = {}
@@ -258,10 +264,10 @@ def plot(res: report.Results, runs: dict[str, Frames], phase_s: float) -> None:
             hi = max(bins, default=0)
             ax.plot([i * BIN_S for i in range(hi + 1)], [bins.get(i, 0) * 8 / BIN_S / 1e6 for i in range(hi + 1)],
                     color=col, lw=1, label=f"{c.classid} prio {c.prio}")
-            ideal_end = 2 * phase_s
-            ax.step([0, phase_s, ideal_end], [a1[c.classid] / 1e6, a2[c.classid] / 1e6, a2[c.classid] / 1e6],
+            ax.step([0, t_change, t_end], [a1[c.classid] / 1e6, a2[c.classid] / 1e6, a2[c.classid] / 1e6],
                     where="post", color=col, lw=0.8, ls="--")
-        ax.set_title(f"{shaper}: per-leaf rate in {BIN_S * 1000:.0f} ms bins (dashed: ideal)")
+        ax.set_title(f"{shaper}: per-leaf rate in {BIN_S * 1000:.0f} ms bins "
+                     "(dashed: ideal, changing at site 1:20's last frame)")
         ax.set_ylabel("Mbit/s (L2 + FCS)")
         ax.set_ylim(0, 130)
         ax.grid(alpha=0.3)
@@ -297,7 +303,7 @@ def do_report(a: argparse.Namespace) -> None:
     for r in rows:
         t.add(r.shaper, r.leaf, r.prio, report.mbit(r.offered, 1), report.mbit(r.ideal1, 1), report.mbit(r.got1, 1),
               err(r.got1, r.ideal1), report.mbit(r.ideal2, 1), report.mbit(r.got2, 1),
-              err(r.got2, r.ideal2) if r.ideal2 else report.mbit(r.got2, 1),
+              err(r.got2, r.ideal2),
               report.num(r.burst1_mtu, "{:.1f}"), report.num(r.burst2_mtu, "{:.1f}"),
               report.num(r.borrow_ms, "{:.0f}"))
     res.table(t)

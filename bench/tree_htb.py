@@ -18,6 +18,8 @@ each subscriber offered 100 Mbit/s; after PHASE_S seconds the second site's
 subscribers stop (the demand change).
 """
 import argparse
+import bisect
+import itertools
 import json
 import os
 import sys
@@ -204,9 +206,13 @@ def analyse(shaper: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list
     a1 = allocate({c.classid: float(c.offered_bps) for c in LEAVES})
     a2 = allocate({c.classid: 0.0 if c.stops else float(c.offered_bps) for c in LEAVES})
 
+    # Per port: the frames' times and the bytes before each (bisect, not a scan per window).
+    times = {p: [t for t, _ in f] for p, f in frames.items()}
+    before = {p: list(itertools.accumulate((n for _, n in f), initial=0)) for p, f in frames.items()}
+
     def rate(port: int, w: tuple[int, int]) -> float:
-        b = sum(n for t, n in frames[port] if w[0] <= t < w[1])
-        return b * 8 / ((w[1] - w[0]) / 1e9) if w[1] > w[0] else 0.0
+        i, j = bisect.bisect_left(times[port], w[0]), bisect.bisect_left(times[port], w[1])
+        return (before[port][j] - before[port][i]) * 8 / ((w[1] - w[0]) / 1e9) if w[1] > w[0] else 0.0
 
     bursts: list[dict[str, float | None]] = []
     for i, w in enumerate((w1, w2)):

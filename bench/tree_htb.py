@@ -159,7 +159,8 @@ class Leaf:
     got2: float
     burst1_mtu: float | None
     burst2_mtu: float | None
-    borrow_ms: float | None  # site 1's leaves: time to reach their second-phase share
+    borrow_ms: float | None  # site 1:10's leaves: from the sender's stop of 1:20's to their second-phase share
+    drained_ms: float | None  # site 1:20's leaves: their last frame after the sender stopped them
     offered: float | None
 
 
@@ -228,23 +229,28 @@ def analyse(shaper: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list
                 port = int(f["flow"].split(":")[1])
                 c = next(x for x in LEAVES if x.port == port)
                 sent[port] = f["sent_bits"] / (phase_s if c.stops else 2 * phase_s)
+    # The demand change at the source: the sender started about when the
+    # first frame arrived and stops site 1:20's flows phase_s later; their
+    # backlogs in the shaper drain after that (drained_ms).
+    t_stop = first + int(phase_s * 1e9)
     rows = []
     for c in LEAVES:
         assert c.port is not None
         borrow = None
+        drained = (frames[c.port][-1][0] - t_stop) / 1e6 if c.stops and frames[c.port] else None
         if not c.stops and a2[c.classid] > a1[c.classid]:
             # The first BIN_S window from the change on whose rate is at least
             # halfway from the first phase's share to the second's.
             half = (a1[c.classid] + a2[c.classid]) / 2
-            t = t_change
+            t = t_stop
             while t < t_end:
                 if rate(c.port, (t, t + int(BIN_S * 1e9))) >= half:
-                    borrow = (t - t_change) / 1e6
+                    borrow = (t - t_stop) / 1e6
                     break
                 t += 1_000_000  # 1 ms steps
         rows.append(Leaf(shaper, c.classid, c.prio, a1[c.classid], rate(c.port, w1), a2[c.classid],
                          rate(c.port, w2), bursts[0].get(c.classid), bursts[1].get(c.classid), borrow,
-                         sent.get(c.port)))
+                         drained, sent.get(c.port)))
     return rows, frames
 
 
@@ -297,12 +303,14 @@ def do_report(a: argparse.Namespace) -> None:
         "Per leaf: rate (Mbit/s, L2 + FCS, steady part of each phase) against the ideal, "
         "burstiness at the leaf's mean rate (MTU, real time), time to borrow",
         ["shaper", "leaf", "prio", "offered", "ideal 1", "got 1", "err 1 %", "ideal 2", "got 2", "err 2 %",
-         "burst 1", "burst 2", "borrow ms"],
+         "burst 1", "burst 2", "borrow ms", "drained ms"],
         [f"phase 1: all 6 subscribers offered 100 Mbit/s; phase 2: site 1:20's stop. Steady part: from 1 s "
          f"after the phase's start to 0.25 s before its end ({a.phase:g} s phases).",
          "ideal: the water-filling of the rules (rate, then the spare by prio, then in proportion to rate, "
          "capped by ceil and demand); htb's rules give the same on this tree.",
-         "borrow ms: from site 1:20's last frame at the far end to the first 50 ms window (1 ms steps) in which "
+         "drained ms: site 1:20's leaves' last frame at the far end after the sender stopped them (their "
+         "backlog in the shaper drains).",
+         "borrow ms: from the sender's stop of site 1:20's flows to the first 50 ms window (1 ms steps) in which "
          "the leaf gets at least halfway from its phase-1 share to its phase-2 share.",
          "offered: what the sender reached while the flow was on (Mbit/s).",
          report.REAL_TIME_NOTE])
@@ -311,7 +319,7 @@ def do_report(a: argparse.Namespace) -> None:
               err(r.got1, r.ideal1), report.mbit(r.ideal2, 1), report.mbit(r.got2, 1),
               err(r.got2, r.ideal2),
               report.num(r.burst1_mtu, "{:.1f}"), report.num(r.burst2_mtu, "{:.1f}"),
-              report.num(r.borrow_ms, "{:.0f}"))
+              report.num(r.borrow_ms, "{:.0f}"), report.num(r.drained_ms, "{:.0f}"))
     res.table(t)
     res.csv("leaves.csv", report.as_dicts(rows))
     plot(res, runs, a.phase)

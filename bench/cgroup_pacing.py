@@ -6,6 +6,8 @@
 """
 import sys
 
+from psplab.cli import Sub, subcommands
+
 
 def row(a_sample: str, b_sample: str, label: str) -> str:
     a = [int(x) for x in a_sample.split()]
@@ -17,13 +19,9 @@ def row(a_sample: str, b_sample: str, label: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "row" and len(a) == 3:
-        print(row(a[0], a[1], a[2]))
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "row": Sub(("BEFORE", "AFTER", "LABEL"), lambda a, b, label: print(row(a, b, label))),
+    })
 
 
 if __name__ == "__main__":

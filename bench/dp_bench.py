@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any
 
+from psplab.cli import Sub, subcommands
+
 Json = dict[str, Any]
 
 
@@ -410,27 +412,26 @@ def steer_mask(n: int, c: int) -> str:
     return ",".join(h[i:i + 8] for i in range(0, len(h), 8))
 
 
+def kind(path: str, name: str) -> None:
+    with open(path) as fh:
+        d = json.load(fh)
+    d["kind"] = name
+    print(json.dumps(d))
+
+
 def main(argv: list[str]) -> int:
-    cmd, args = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "sample" and len(args) in (6, 7):
-        sample(args[0], args[1], args[2], float(args[3]), args[4], args[5], args[6] if len(args) > 6 else "{}")
-    elif cmd == "rss" and len(args) == 1:
-        print(json.dumps(rss(int(args[0]))))
-    elif cmd == "kind" and len(args) == 2:
-        with open(args[0]) as fh:
-            d = json.load(fh)
-        d["kind"] = args[1]
-        print(json.dumps(d))
-    elif cmd == "steer-mask" and len(args) == 2:
-        print(steer_mask(int(args[0]), int(args[1])))
-    elif cmd == "since" and len(args) == 1:
-        print(f"{time.time() - float(args[0]):.3f}")
-    elif cmd == "report" and len(args) == 6:
-        report(args[0], args[1] == "1", int(args[2]), args[3], args[4], int(args[5]))
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "sample": Sub(("NS", "DEV", "PID", "SECONDS", "PSPXDP", "LABEL", "EXTRA"),
+                      lambda ns, dev, pid, s, pspxdp, label, extra="{}": sample(ns, dev, pid, float(s), pspxdp, label,
+                                                                                 extra),
+                      optional=1),
+        "rss": Sub(("PID",), lambda pid: print(json.dumps(rss(int(pid))))),
+        "kind": Sub(("FILE", "KIND"), kind),
+        "steer-mask": Sub(("CPUS", "CPU"), lambda n, c: print(steer_mask(int(n), int(c)))),
+        "since": Sub(("T0",), lambda t0: print(f"{time.time() - float(t0):.3f}")),
+        "report": Sub(("RESULTS", "JSON", "CPU", "UPTIME", "FLOWS", "PORTS"),
+                      lambda r, j, cpu, up, flows, ports: report(r, j == "1", int(cpu), up, flows, int(ports))),
+    })
 
 
 if __name__ == "__main__":

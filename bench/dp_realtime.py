@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from psplab.cli import Sub, subcommands
+
 Json = dict[str, Any]
 
 
@@ -94,16 +96,12 @@ def report(results: str, as_json: bool, up: str, rates: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "sample" and len(a) == 9:
-        print(json.dumps(sample(shlex.split(a[0]), a[1], a[2], float(a[3]), a[4], a[5], a[6], a[7] == "1",
-                                int(a[8]))))
-    elif cmd == "report" and len(a) == 4:
-        report(a[0], a[1] == "1", a[2], a[3])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "sample": Sub(("NS", "PSPXDP", "DEV", "SECONDS", "TABLE", "LABEL", "MODE", "HOG", "PID"),
+                      lambda n, p, d, s, t, label, mode, hog, pid: print(json.dumps(
+                          sample(shlex.split(n), p, d, float(s), t, label, mode, hog == "1", int(pid))))),
+        "report": Sub(("RESULTS", "JSON", "LOAD", "RATES"), lambda r, j, load, rates: report(r, j == "1", load, rates)),
+    })
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "lab"))
-from psplab import report  # lab/ is not on sys.path by default: the line above puts it there
+from psplab import report  # lab/netns.sh puts lab/ on PYTHONPATH
 
 SHAPERS = ("flows", "fifo", "htb")  # the column order of every table
 CLOCKS = ("none", "byte")

@@ -17,6 +17,8 @@ import sys
 import time
 from typing import Any
 
+from psplab.cli import Sub, subcommands
+
 Json = dict[str, Any]
 WIRE = 1472 + 8 + 20 + 14 + 4  # a datagram's L2 bytes with FCS
 
@@ -77,18 +79,15 @@ def report(results: str, as_json: bool, up0: str, up1: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "job" and not a:
-        print(job())
-    elif cmd == "row" and len(a) == 13:
+    def one_row(*a: str) -> None:
         print(json.dumps(row(a[0], a[1], a[2], a[3], a[4], float(a[5]), float(a[6]), int(a[7]), int(a[8]),
                              int(a[9]), float(a[10]), float(a[11]), int(a[12]))))
-    elif cmd == "report" and len(a) == 4:
-        report(a[0], a[1] == "1", a[2], a[3])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "job": Sub((), lambda: print(job())),
+        "row": Sub(("SERVER_JSON", "CLIENT_JSON", "LABEL", "MODE", "RATE", "ALONE", "BUSY", "RCVBUF_ERRORS",
+                    "K0", "K1", "T0", "T1", "HZ"), one_row),
+        "report": Sub(("RESULTS", "JSON", "LOAD0", "LOAD1"), lambda r, j, l0, l1: report(r, j == "1", l0, l1)),
+    })
 
 
 if __name__ == "__main__":

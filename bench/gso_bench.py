@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any
 
+from psplab.cli import Sub, subcommands
+
 Json = dict[str, Any]
 
 
@@ -48,15 +50,10 @@ def report(rows_path: str, secs: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "row" and len(a) == 3:
-        print(json.dumps(row(a[0], a[1], a[2])))
-    elif cmd == "report" and len(a) == 2:
-        report(a[0], a[1])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "row": Sub(("OUT", "SHAPER", "RATE"), lambda out, shaper, rate: print(json.dumps(row(out, shaper, rate)))),
+        "report": Sub(("ROWS", "SECONDS"), report),
+    })
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import statistics
 import sys
 from typing import Any
 
+from psplab.cli import Sub, subcommands
+
 Json = dict[str, Any]
 
 
@@ -178,16 +180,13 @@ def report(rows_path: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 14 and argv[1] == "row":
-        a = argv[2:]
+    def one_row(*a: str) -> None:
         print(json.dumps(make_row(a[0], a[1], a[2], a[3], float(a[4]), float(a[5]), int(a[6]), int(a[7]),
                                   a[8], a[9], int(a[10]), float(a[11]))))
-        return 0
-    if len(argv) == 3 and argv[1] == "report":
-        report(argv[2])
-        return 0
-    print(__doc__, file=sys.stderr)
-    return 2
+    return subcommands(__doc__, argv, {
+        "row": Sub(("OUT", "TABLE", "MODE", "LOAD", "T0", "T1", "C0", "C1", "K0", "K1", "PID", "SEND_S"), one_row),
+        "report": Sub(("ROWS",), report),
+    })
 
 
 if __name__ == "__main__":

@@ -17,6 +17,11 @@ DELAY=${DELAY:-$BUILD_DIR/lab/psp_delay}
 # The tests' Python (tests/lab/*.py, bench/*.py) leaves no __pycache__ in the
 # checkout: test_lab_quick holds git status to what it was.
 export PYTHONDONTWRITEBYTECODE=1
+# ... and import the lab's package (psplab.cli's subcommand table, its report)
+# with Debian's interpreter and the packages scripts/setup.sh gives it
+# (scapy, matplotlib), whichever python3 the caller's PATH finds first.
+export PYTHONPATH=$PSP_ROOT/lab${PYTHONPATH:+:$PYTHONPATH}
+export PATH=/usr/bin:$PATH
 
 # psp_netns NS: a namespace with lo up and IPv6 off (no ND/MLD frames),
 # deleted by psp_end. Returns non-zero with a message on stderr if it cannot.

@@ -20,7 +20,7 @@ PKGS=(
   libbpf-dev libxdp-dev bpftool xdp-tools
   liburing-dev catch2 libpcap-dev nlohmann-json3-dev
   iproute2 ethtool tcpdump iperf3 iputils-ping
-  python3 python3-matplotlib python3-mypy python3-venv
+  python3 python3-matplotlib python3-mypy python3-scapy python3-venv
   ccache
   libsystemd-dev
   prometheus libcpp-httplib-dev curl jq

@@ -4,12 +4,13 @@ import json
 import os
 import re
 import signal
-import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from scapy.utils import RawPcapReader
 
 from .net import Lab, Ns, sh
 
@@ -136,34 +137,40 @@ def analyze(pspxdp: str, pcap: str, flows: Iterable[tuple[str, str, str]], clock
     return d
 
 
+@dataclass(frozen=True)
+class Frame:
+    time_ns: int   # capture timestamp
+    length: int    # the frame's length on the wire, L2 without FCS (tcpdump keeps only its head)
+    head: bytes    # what the capture kept of it
+
+
+def frames(path: str) -> Iterator[Frame]:
+    """Every frame of a pcap (scapy's reader, nanosecond or microsecond)."""
+    reader = RawPcapReader(path)
+    try:
+        scale = 1 if reader.nano else 1000
+        for head, meta in reader:
+            yield Frame(meta.sec * 1_000_000_000 + meta.usec * scale, meta.wirelen, head)
+    finally:
+        reader.close()
+
+
 def read_pcap(path: str, port_of_interest: set[int],
               overhead: int = WIRE_OVERHEAD) -> Iterator[tuple[int, int, int | None]]:
     """Yields (time_ns, wire_bytes, dport or None) for every frame of a
-    nanosecond pcap; dport only for IPv4 UDP/TCP frames whose port is in
+    pcap; dport only for IPv4 UDP/TCP frames whose port is in
     port_of_interest; wire_bytes: the L2 length (at least 60) plus
     overhead (0: the length a qdisc accounts). The byte clock itself is `pspxdp analyze`'s; this is
     only for the 10 ms bins of the time plots."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic = struct.unpack_from("<I", data, 0)[0]
-    if magic not in (0xA1B23C4D, 0xA1B2C3D4):
-        raise ValueError(f"{path}: not a little-endian pcap")
-    scale = 1 if magic == 0xA1B23C4D else 1000
-    off = 24
-    n = len(data)
-    while off + 16 <= n:
-        sec, frac, incl, orig = struct.unpack_from("<IIII", data, off)
-        off += 16
-        pkt = data[off:off + incl]
-        off += incl
-        port = None
-        if incl >= 38 and pkt[12:14] == b"\x08\x00" and pkt[23] in (6, 17):
+    for f in frames(path):
+        pkt, port = f.head, None
+        if len(pkt) >= 38 and pkt[12:14] == b"\x08\x00" and pkt[23] in (6, 17):
             ihl = (pkt[14] & 0x0F) * 4
-            if incl >= 14 + ihl + 4:
-                p: int = struct.unpack_from("!H", pkt, 14 + ihl + 2)[0]
+            if len(pkt) >= 14 + ihl + 4:
+                p = int.from_bytes(pkt[14 + ihl + 2:14 + ihl + 4], "big")
                 if p in port_of_interest:
                     port = p
-        yield sec * 1_000_000_000 + frac * scale, max(orig, 60) + overhead, port
+        yield f.time_ns, max(f.length, 60) + overhead, port
 
 
 Series = dict[int, tuple[list[float], list[float]]]  # by port: (bin start s, bit/s)

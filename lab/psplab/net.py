@@ -52,14 +52,21 @@ def load_json(path: str) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def wait_until(what: str, ready: Callable[[], bool], seconds: float = 10) -> None:
-    """Polls ready() every 50 ms until it holds: a wait for a condition,
-    never a fixed time. RuntimeError naming what after `seconds`."""
+def became(ready: Callable[[], bool], seconds: float, every_s: float = 0.05) -> bool:
+    """Polls ready() every every_s until it holds (True) or `seconds` have
+    passed (False): a wait for a condition, never a fixed time."""
     deadline = time.monotonic() + seconds
     while not ready():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"{what}: not within {seconds:g} s")
-        time.sleep(0.05)
+            return False
+        time.sleep(every_s)
+    return True
+
+
+def wait_until(what: str, ready: Callable[[], bool], seconds: float = 10) -> None:
+    """became(), or RuntimeError naming what after `seconds`."""
+    if not became(ready, seconds):
+        raise RuntimeError(f"{what}: not within {seconds:g} s")
 
 
 class Ns:

@@ -20,6 +20,8 @@ from typing import Any
 
 from verdict import figure, load
 
+from psplab.cli import Sub, subcommands
+
 # The map's own fields; everything else is a counter named as stats -j names it.
 HEADER = ("updated_ns", "rate_bps", "kind", "state", "slot", "reserved", "prio", "parent", "ceil_bps")
 # stats -j's numbers that are configuration, not counters (the map carries
@@ -88,24 +90,21 @@ def lookup(one_path: str, stats_path: str, minor: int, tx_frames: int) -> list[s
     return bad
 
 
-def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "agree" and len(a) in (2, 3):
-        bad = agree(a[0], a[1])
-        if len(a) == 2:
-            for line in bad:
-                figure(line)
-    elif cmd == "lookup" and len(a) == 4:
-        bad = lookup(a[0], a[1], int(a[2]), int(a[3]))
-        for line in bad:
-            figure(line)
-    elif cmd == "entries" and len(a) == 1:
-        print(len(dump(a[0])))
-        return 0
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
+def shown(bad: list[str]) -> int:
+    """Each disagreement as a figure; the exit status: 1 if any."""
+    for line in bad:
+        figure(line)
     return 1 if bad else 0
+
+
+def main(argv: list[str]) -> int:
+    return subcommands(__doc__, argv, {
+        "agree": Sub(("PIN", "STATS", "QUIET"), lambda pin, stats, quiet=None:
+                     (1 if agree(pin, stats) else 0) if quiet else shown(agree(pin, stats)), optional=1),
+        "lookup": Sub(("ONE", "STATS", "MINOR", "TX_FRAMES"),
+                      lambda one, stats, minor, tx: shown(lookup(one, stats, int(minor), int(tx)))),
+        "entries": Sub(("PIN",), lambda pin: print(len(dump(pin)))),
+    })
 
 
 if __name__ == "__main__":

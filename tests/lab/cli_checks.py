@@ -23,6 +23,8 @@ from typing import Any
 
 from verdict import load
 
+from psplab.cli import Sub, subcommands
+
 
 def keys(keys_path: str, stats_path: str, status_path: str, sent: int) -> list[str]:
     doc: dict[str, set[str]] = {}
@@ -121,27 +123,28 @@ def report(bad: list[str]) -> int:
     return 1 if bad else 0
 
 
+def status_object(path: str) -> int:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        d = json.load(f)
+    return 0 if isinstance(d, dict) and "attached" in d else 1
+
+
+def paced_within() -> int:
+    d = json.load(sys.stdin)
+    ok = d["paced_bps"] <= d["line_rate_bps"]
+    if not ok:
+        print(d["paced_bps"], file=sys.stderr)
+    return 0 if ok else 1
+
+
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "keys" and len(a) == 4:
-        return report(keys(a[0], a[1], a[2], int(a[3])))
-    if cmd == "maps" and len(a) == 2:
-        return report(maps(a[0], a[1]))
-    if cmd == "big-conf" and len(a) == 1:
-        big_conf(a[0])
-        return 0
-    if cmd == "status-object" and len(a) == 1:
-        with open(a[0], encoding="utf-8", errors="replace") as f:
-            d = json.load(f)
-        return 0 if isinstance(d, dict) and "attached" in d else 1
-    if cmd == "paced-within" and not a:
-        d = json.load(sys.stdin)
-        ok = d["paced_bps"] <= d["line_rate_bps"]
-        if not ok:
-            print(d["paced_bps"], file=sys.stderr)
-        return 0 if ok else 1
-    print(__doc__, file=sys.stderr)
-    return 2
+    return subcommands(__doc__, argv, {
+        "keys": Sub(("KEYS", "STATS", "STATUS", "SENT"), lambda k, st, su, sent: report(keys(k, st, su, int(sent)))),
+        "maps": Sub(("PINS", "DESIGN"), lambda pins, design: report(maps(pins, design))),
+        "big-conf": Sub(("PATH",), big_conf),
+        "status-object": Sub(("PATH",), status_object),
+        "paced-within": Sub((), paced_within),
+    })
 
 
 if __name__ == "__main__":

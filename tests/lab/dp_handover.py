@@ -7,10 +7,11 @@
       unknown_class drop_invalid kernel_drops captured not_for_receiver
       longest long_frames tc_passed
 """
-import struct
 import sys
 
 from verdict import load
+
+from psplab.measure import frames
 
 
 def main(argv: list[str]) -> int:
@@ -21,22 +22,15 @@ def main(argv: list[str]) -> int:
     st = load(f"{tmp}/status.json")
     c = next(c for c in st["classes"] if c["class"] == "1:1")
     d = st["daemon"]
-    # The capture: classic pcap, Ethernet.
-    with open(f"{tmp}/cap.pcap", "rb") as f:
-        raw = f.read()
-    magic = struct.unpack("<I", raw[:4])[0]
-    endian = "<" if magic in (0xa1b2c3d4, 0xa1b23c4d) else ">"
-    pos, frames, longest, pauses, long_frames = 24, 0, 0, 0, 0
+    frames_seen, longest, pauses, long_frames = 0, 0, 0, 0
     bad: list[str] = []
     peer_mac = None
-    while pos + 16 <= len(raw):
-        _, _, incl, orig = struct.unpack(endian + "IIII", raw[pos:pos + 16])
-        pkt = raw[pos + 16:pos + 16 + incl]
-        pos += 16 + incl
-        frames += 1
-        longest = max(longest, orig)
-        long_frames += orig > 1514
-        dst, ethertype = pkt[:6], struct.unpack(">H", pkt[12:14])[0]
+    for f in frames(f"{tmp}/cap.pcap"):  # Ethernet
+        pkt = f.head
+        frames_seen += 1
+        longest = max(longest, f.length)
+        long_frames += f.length > 1514
+        dst, ethertype = pkt[:6], int.from_bytes(pkt[12:14], "big")
         if dst == bytes.fromhex("0180c2000001") and ethertype == 0x8808:
             pauses += 1
             continue
@@ -47,11 +41,11 @@ def main(argv: list[str]) -> int:
     print(f"segments: TC {c['tc_packets']} packets -> {c['tc_frames']} frames; pacer took "
           f"{c['rx_frames']}, sent {c['tx_frames']}; unknown tags {d['unknown_class']}, "
           f"invalid {c['drop_invalid']}, kernel drops {d['socket_ring_full'] + d['socket_fill_empty']}")
-    print(f"capture: {frames} frames ({pauses} PAUSE), longest {longest} B ({long_frames} over 1514 B; "
+    print(f"capture: {frames_seen} frames ({pauses} PAUSE), longest {longest} B ({long_frames} over 1514 B; "
           f"TC passed {c['tc_passed']} packets unpaced), {len(bad)} not "
           f"addressed to the receiver{': ' + ', '.join(bad[:3]) if bad else ''}")
     print("RESULT", c["tc_packets"], c["tc_frames"], c["rx_frames"], d["unknown_class"],
-          c["drop_invalid"], d["socket_ring_full"] + d["socket_fill_empty"], frames, len(bad), longest,
+          c["drop_invalid"], d["socket_ring_full"] + d["socket_fill_empty"], frames_seen, len(bad), longest,
           long_frames, c["tc_passed"])
     return 0
 

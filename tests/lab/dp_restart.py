@@ -13,6 +13,8 @@ import sys
 
 from verdict import load
 
+from psplab.cli import Sub, subcommands
+
 
 def link_drops(text: str) -> int:
     total = 0
@@ -51,14 +53,10 @@ def verdict(tmp: str, veth: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:] == ["link-drops"]:
-        print(link_drops(sys.stdin.read()))
-    elif len(argv) == 4 and argv[1] == "verdict":
-        verdict(argv[2], int(argv[3]))
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "link-drops": Sub((), lambda: print(link_drops(sys.stdin.read()))),
+        "verdict": Sub(("TMP", "VETH_DROPS"), lambda tmp, veth: verdict(tmp, int(veth))),
+    })
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from psplab.net import became
 
 SCRAPE_BOUND_S = 1.0  # a scrape while clients hold connections: answered within this
 CLOSE_BOUND_S = 10.0  # the exporter closes a held connection within this (its rule: 3 s)
@@ -82,15 +83,6 @@ def connect(host: str, port: int, kind: str) -> Held:
     return h
 
 
-def wait_until(deadline: float, cond: Callable[[], bool]) -> bool:
-    while True:
-        if cond():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-
-
 def scrape(host: str, port: int, dev: str) -> str:
     """One GET /metrics within SCRAPE_BOUND_S: "" if answered 200 with DEV's
     pspxdp_pacer_alive, else what went wrong."""
@@ -149,7 +141,7 @@ def main() -> int:
                 h.is_open()  # reads what arrived
             return all(h.got.startswith(b"HTTP/1.1 200") for h in keep)
 
-        answered = wait_until(time.monotonic() + SCRAPE_BOUND_S, keep_answered)
+        answered = became(keep_answered, SCRAPE_BOUND_S, every_s=0.02)
         check("the keep-alive clients got their answers", answered)
         for i in range(5):
             why = scrape(host, port, dev)
@@ -165,7 +157,7 @@ def main() -> int:
         def all_closed() -> bool:
             return sum(h.is_open() for h in held) == 0  # every one read
 
-        closed = wait_until(time.monotonic() + CLOSE_BOUND_S, all_closed)
+        closed = became(all_closed, CLOSE_BOUND_S, every_s=0.02)
         late = [f"{h.kind} open" for h in held if h.closed_after_s is None]
         check(
             f"the exporter closed every held connection within {CLOSE_BOUND_S:.0f} s "
@@ -195,7 +187,7 @@ def main() -> int:
         def refused_enough() -> bool:
             return sum(1 for h in flood if not h.is_open()) >= 8
 
-        ok = wait_until(time.monotonic() + SCRAPE_BOUND_S, refused_enough)
+        ok = became(refused_enough, SCRAPE_BOUND_S, every_s=0.02)
         refused = [h for h in flood if h.closed_after_s is not None]
         check(
             f"{len(flood)} connections at once: those past the cap of {MAX_CONNECTIONS} "
@@ -212,7 +204,7 @@ def main() -> int:
             h.sock.close()
     # The exporter sees the flood's connections end at once (EOF), freeing
     # its threads: scrapes answer again.
-    back = wait_until(time.monotonic() + CLOSE_BOUND_S, lambda: scrape(host, port, dev) == "")
+    back = became(lambda: scrape(host, port, dev) == "", CLOSE_BOUND_S, every_s=0.02)
     check("once the flood is gone, scrapes answer again", back)
     return 1 if FAILS else 0
 

@@ -15,10 +15,12 @@
       one line: datagrams sent, delivered, the most drops class 1:2 counted,
       its largest backlog
 """
-import struct
 import sys
 
 from verdict import Json, load
+
+from psplab.cli import Sub, subcommands
+from psplab.measure import frames
 
 K = 32  # frames per spacing window: smooths the VM's scheduling jitter
 
@@ -27,22 +29,15 @@ class Capture:
     """The data frames of a classic pcap: arrival times, L2 bytes with FCS."""
 
     def __init__(self, path: str) -> None:
-        with open(path, "rb") as f:
-            raw = f.read()
-        magic = struct.unpack("<I", raw[:4])[0]
-        scale = 1e-9 if magic == 0xA1B23C4D else 1e-6
-        off = 24
         self.t: list[float] = []
         self.l2: list[int] = []
         self.delivered = 0
-        while off + 16 <= len(raw):
-            sec, frac, incl, orig = struct.unpack("<IIII", raw[off:off + 16])
-            off += 16 + incl
+        for f in frames(path):
             self.delivered += 1
-            if orig < 1000:  # SYN, FIN, window updates: not the data stream
+            if f.length < 1000:  # SYN, FIN, window updates: not the data stream
                 continue
-            self.t.append(sec + frac * scale)
-            self.l2.append(max(orig, 60) + 4)  # what a class's rate counts: L2 bytes with FCS
+            self.t.append(f.time_ns / 1e9)
+            self.l2.append(max(f.length, 60) + 4)  # what a class's rate counts: L2 bytes with FCS
 
     def rate(self, i: int, k: int = K) -> float:
         t, l2 = self.t, self.l2
@@ -142,19 +137,13 @@ def deleted(send: str, sink: str, statuses: list[str]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    cmd, args = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "change" and len(args) == 11:
-        change(args)
-    elif cmd == "reloads" and len(args) == 2:
-        return 0 if reloads(args[0], args[1]) else 1
-    elif cmd == "drained" and len(args) == 1:
-        return 0 if drained(args[0]) else 1
-    elif cmd == "deleted" and len(args) >= 3:
-        deleted(args[0], args[1], args[2:])
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "change": Sub(("PCAP", "IPERF3", "S0", "S1", "T1", "T1_END", "T2", "T2_END", "TCPDUMP_LOG", "W1", "W2"),
+                      lambda *a: change(list(a))),
+        "reloads": Sub(("S0", "S1"), lambda s0, s1: 0 if reloads(s0, s1) else 1),
+        "drained": Sub(("STATUS",), lambda st: 0 if drained(st) else 1),
+        "deleted": Sub(("SEND", "SINK", "STATUSES"), deleted, more=True),
+    })
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from typing import Any
 from udp import l2_bits
 from verdict import Json, load
 
+from psplab.cli import Sub, subcommands
+
 
 def class_of(status: Json, cid: str) -> Json:
     c: Json = next(c for c in status["classes"] if c["class"] == cid)
@@ -101,30 +103,25 @@ def arrivals(path: str, kill: float, re0: float, re1: float) -> str:
     return f"{gap*1000:.1f} {resume_ms:.1f} {paced_before:.0f} {unpaced:.0f} {paced_after:.0f} {len(ts)}"
 
 
+def kill(pid: str) -> None:
+    t = time.monotonic()
+    os.kill(int(pid), signal.SIGKILL)
+    print(f"{t:.6f}")
+
+
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "class" and len(a) == 3:
-        print(class_of(load(a[0]), a[1])[a[2]])
-    elif cmd == "tc" and len(a) == 2:
-        print(load(a[0])["tc"][a[1]])
-    elif cmd == "kept" and len(a) == 1:
-        return 0 if kept(a[0]) else 1
-    elif cmd == "now" and not a:
-        print(f"{time.monotonic():.6f}")
-    elif cmd == "kill" and len(a) == 1:
-        t = time.monotonic()
-        os.kill(int(a[0]), signal.SIGKILL)
-        print(f"{t:.6f}")
-    elif cmd == "ms" and len(a) == 2:
-        print(f"{(float(a[1]) - float(a[0])) * 1000:.0f}")
-    elif cmd == "tcp" and len(a) == 6:
-        print(tcp(load(a[0]), load(a[1]), load(a[2]), load(a[3]), load(a[4])))
-    elif cmd == "arrivals" and len(a) == 5:
-        print(arrivals(a[0], float(a[1]), float(a[2]), float(a[3])))
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "class": Sub(("STATUS", "CLASS", "FIELD"), lambda st, cid, field: print(class_of(load(st), cid)[field])),
+        "tc": Sub(("STATUS", "FIELD"), lambda st, field: print(load(st)["tc"][field])),
+        "kept": Sub(("STATUS",), lambda st: 0 if kept(st) else 1),
+        "now": Sub((), lambda: print(f"{time.monotonic():.6f}")),
+        "kill": Sub(("PID",), kill),
+        "ms": Sub(("T0", "T1"), lambda t0, t1: print(f"{(float(t1) - float(t0)) * 1000:.0f}")),
+        "tcp": Sub(("IPERF3", "T0", "T1", "L0", "L1"),
+                   lambda *files: print(tcp(*(load(f) for f in files)))),
+        "arrivals": Sub(("ARRIVALS", "T_KILL", "T_REATTACH", "T_REATTACHED"),
+                        lambda path, k, r0, r1: print(arrivals(path, float(k), float(r0), float(r1)))),
+    })
 
 
 if __name__ == "__main__":

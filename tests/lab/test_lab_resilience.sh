@@ -89,7 +89,7 @@ psp_check "1:1 settled: the daemon published what TC handed it" psp_wait_for 10 
 status_json >"$TMP/t1"
 $N ip -s -j link show >"$TMP/l1"
 psp_check "iperf3 through class 1:1 completed" test $iperf_rc -eq 0
-R tcp "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" $TCP_RATE >"$TMP/tcp.out"
+R tcp "$TMP/iperf3.json" "$TMP/t0" "$TMP/t1" "$TMP/l0" "$TMP/l1" >"$TMP/tcp.out"
 read -r tcp_goodput tcp_l2 tcp_drops tcp_frames tcp_retr tcp_kern tcp_passed tcp_tcerr tcp_nosock \
     tcp_veth tcp_rtt tcp_stale <"$TMP/tcp.out"
 echo "     TCP via 1:1 (200 Mbit/s): goodput $((tcp_goodput / 1000000)) Mbit/s =" \
@@ -163,7 +163,7 @@ psp_check "one XDP program" test "$nxdp" -eq 1
 psp_check "one TC filter" test "$nflt" -eq 1
 psp_check "one clsact qdisc" test "$nclsact" -eq 1
 
-R arrivals "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" $UDP_RATE >"$TMP/kill.out"
+R arrivals "$TMP/arrivals" "$T_KILL" "$T_REATTACH" "$T_REATTACHED" >"$TMP/kill.out"
 read -r gap_ms resume_ms paced_before unpaced paced_after narr <"$TMP/kill.out"
 echo "     kill -9: largest arrival gap ${gap_ms} ms, stream back ${resume_ms} ms after the kill"
 echo "     1:2 (5 Mbit/s, offered 15): paced before $((paced_before / 1000)) kbit/s," \

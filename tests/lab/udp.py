@@ -15,6 +15,8 @@ import socket
 import sys
 import time
 
+from psplab.cli import Sub, subcommands
+
 
 def l2_bits(length: int) -> int:
     """A datagram's frame on the wire as a class rate counts it: L2 with FCS."""
@@ -54,16 +56,14 @@ def send(addr: str, port: int, count: int, size: int, gap_s: float, priority: in
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "recv" and len(a) in (2, 3):
-        recv(int(a[0]), float(a[1]), a[2] if len(a) == 3 else None)
-    elif cmd == "send" and len(a) in (4, 5, 6):
-        send(a[0], int(a[1]), int(a[2]), int(a[3]), float(a[4]) if len(a) > 4 else 0.0,
-             int(a[5], 0) if len(a) == 6 else 0)
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "recv": Sub(("PORT", "SECONDS", "ARRIVALS"), lambda port, s, arr=None: recv(int(port), float(s), arr),
+                    optional=1),
+        "send": Sub(("ADDR", "PORT", "COUNT", "SIZE", "GAP_S", "PRIORITY"),
+                    lambda addr, port, count, size, gap="0", prio="0": send(addr, int(port), int(count), int(size),
+                                                                          float(gap), int(prio, 0)),
+                    optional=2),
+    })
 
 
 if __name__ == "__main__":

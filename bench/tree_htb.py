@@ -397,7 +397,7 @@ def selectors(t: Tree, net: str) -> list[list[tuple[str, str, str]]]:
     return levels
 
 
-def analyse_tree(run: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list[ClassRow], Trace]:
+def analyse_tree(run: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[list[ClassRow], Trace, str]:
     t = tree_of("tree")
     net = Path(f"{prefix}.net").read_text().strip()  # the wire's /24: the sites' addresses
     clock = "byte" if run.endswith("/byte") else "real"
@@ -464,7 +464,16 @@ def analyse_tree(run: str, prefix: str, pspxdp: str, phase_s: float) -> tuple[li
                 if k >= 0 and times[k] >= change1:
                     row.drained_ms = (times[k] - change1) / 1e6
         rows.append(row)
-    return rows, tr
+    note = ""
+    if clock == "byte":
+        # The same capture in real time: what the daemon's timing delivered.
+        rt = make_trace(frames, "real")
+        rr = Rates(rt)
+        root = [sum(rr.rate(p, steady(rt, rt.first_real_ns, phase_s, i)) for p in ports) / MBIT
+                for i in range(PHASES)]
+        note = (f"{label(run)} seen in real time: the root got {' / '.join(f'{x:.1f}' for x in root)} Mbit/s "
+                "in phases 1 / 2 / 3 (ideal 400)")
+    return rows, tr, note
 
 
 # --- the priority case ------------------------------------------------------
@@ -632,9 +641,12 @@ def do_report(a: argparse.Namespace) -> None:
     rows: list[ClassRow] = []
     traces: dict[str, Trace] = {}
     drops: list[str] = []
+    notes: list[str] = []
     for spec in a.tree:
         run, prefix = spec.split("=", 1)
-        got, tr = analyse_tree(run, prefix, a.pspxdp, a.phase)
+        got, tr, note = analyse_tree(run, prefix, a.pspxdp, a.phase)
+        if note:
+            notes.append(note)
         rows += got
         traces[run] = tr
         drops.append(f"{label(run)} {report.num(capture_drops(prefix), '{}')}")
@@ -649,6 +661,8 @@ def do_report(a: argparse.Namespace) -> None:
     for t in tables:
         res.table(t)
     print(f"capture drops (tcpdump): {', '.join(drops)}")
+    for n in notes:
+        print(n)
     res.csv("classes.csv", report.as_dicts(rows))
     res.csv("priority.csv", report.as_dicts(prio_rows))
     if traces:
@@ -665,6 +679,7 @@ under one limit?
 
 - Load (`uptime`) before: {a.load_before}; after: {a.load_after}.
 - Capture drops (tcpdump, a lost gap frame shortens the byte clock): {', '.join(drops)}.
+{"".join(f"- {n}." + chr(10) for n in notes)}
 - Noisy: real-time figures on a shared 2-vCPU VM, other work around it.
 
 Runs (each on a fresh attach; htb on its own namespace pair):

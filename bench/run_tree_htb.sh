@@ -16,8 +16,9 @@
 #    beside a prio-1 bulk class offered 150 Mbit/s, both under a 100 Mbit/s
 #    parent: the latency flow's one-way delay (its sink's receive stamps)
 #    and the bulk class's take of the spare; pspxdp on both clocks, htb,
-#    and the bare wire (no shaper, the latency flow alone) for the
-#    baseline.
+#    each also without the bulk flow (what the shaper's path adds by
+#    itself), and the bare wire (no shaper, the latency flow alone) for
+#    the baseline.
 # Prints the tables and writes ROOT/<date>-tree-vs-htb-fair/ (README.md,
 # classes.csv, priority.csv, rate-over-time.png). A measurement, not a
 # test: run it under /work/wt/measure on a machine as quiet as can be.
@@ -39,7 +40,7 @@ while (($#)); do
     --phase) PHASE=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
     --results) ROOT=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_tree_htb: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
@@ -127,11 +128,13 @@ run_tree() {
     TREE_RUNS+=(--tree "$run=$out")
 }
 
-# run_prio RUN SRC DST DEV PEER NET: the priority case; files $TMP/prio-RUN.*
+# run_prio RUN SRC DST DEV PEER NET: the priority case; files $TMP/prio-RUN.*. RUN: SHAPER/CLOCK,
+# SHAPER/CLOCK/alone (no bulk flow) or bare/none (no shaper, no bulk).
 run_prio() {
-    local run=$1 src=$2 dst=$3 dev=$4 peer=$5 net=$6 out=$TMP/prio-${1/\//-} cap sink only=
+    local run=$1 src=$2 dst=$3 dev=$4 peer=$5 net=$6 out=$TMP/prio-${1//\//-} cap sink only= shaper=${1%/alone}
     local d="nsenter --net=/run/netns/$dst"
-    [[ $run == bare/* ]] && only=6001 || shaper_on "$run" prio "$src" "$dev"
+    [[ $run == bare/* || $run == */alone ]] && only=6001
+    [[ $run == bare/* ]] || shaper_on "$shaper" prio "$src" "$dev"
     $d timeout $((PRIO_S + 15)) "$TRAFFIC" sink 6001,6002 --seconds $((PRIO_S + 10)) --stamped >"$out.sink.json" &
     sink=$!
     PIDS+=($sink)
@@ -142,7 +145,7 @@ run_prio() {
     sleep 1
     kill -INT "$cap" "$sink"
     wait "$cap" "$sink" 2>/dev/null
-    [[ $run == bare/* ]] || shaper_off "$run" "$src" "$dev" "$out"
+    [[ $run == bare/* ]] || shaper_off "$shaper" "$src" "$dev" "$out"
     PRIO_RUNS+=(--prio "$run=$out")
 }
 
@@ -156,12 +159,14 @@ if [[ $ONLY != prio ]]; then
     run_tree htb/none "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
 fi
 if [[ $ONLY != tree ]]; then
-    for run in bare/none pspxdp/byte pspxdp/none; do
+    for run in bare/none pspxdp/byte/alone pspxdp/byte pspxdp/none/alone pspxdp/none; do
         echo "prio: $run, $PRIO_S s" >&2
         run_prio $run "$SRC" "$DST" "$DEV" "$PEER" "$NET"
     done
-    echo "prio: htb/none" >&2
-    run_prio htb/none "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    for run in htb/none/alone htb/none; do
+        echo "prio: $run" >&2
+        run_prio $run "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    done
 fi
 LOAD_AFTER=$(uptime)
 "${TREE[@]}" report --results "$ROOT" --phase "$PHASE" --prio-seconds "$PRIO_S" --command "$COMMAND" \

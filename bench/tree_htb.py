@@ -249,13 +249,14 @@ class Trace:
         return self.clock_ns[i] if self.clock_ns else 0
 
 
-def make_trace(frames: Sequence[tuple[int, int, int | None]], clock: str) -> Trace:
-    """frames: (capture ns, wire bytes, port or None) as read_pcap yields them."""
+def make_trace(frames: Sequence[tuple[int, int, int | None]], clock: str, origin_port: int | None = None) -> Trace:
+    """frames: (capture ns, wire bytes, port or None) as read_pcap yields them.
+    Real time counts from the first frame of origin_port (default: of any
+    port: the senders' start), the byte clock from the capture's first frame."""
     tr = Trace(clock, {}, {})
     pos_bytes = 0
-    # Real time counts from the first frame of a leaf (the senders' start), the
-    # byte clock from the capture's first frame.
-    t0 = next((t for t, _, port in frames if port is not None), frames[0][0] if frames else 0)
+    t0 = next((t for t, _, port in frames if port is not None and origin_port in (None, port)),
+              frames[0][0] if frames else 0)
     tr.first_real_ns = t0
     for t, wire, port in frames:
         now = t - t0 if clock != "byte" else pos_bytes * 8 * 1_000_000_000 // LINE_BPS
@@ -494,18 +495,22 @@ class PrioRow:
     bulk_take_pct: float | None
 
 
-def analyse_prio(run: str, prefix: str, phase_s: float) -> PrioRow:
+def analyse_prio(run: str, prefix: str, seconds: float) -> PrioRow:
+    """RUN: SHAPER/CLOCK, SHAPER/CLOCK/alone (no bulk) or bare/none (no shaper, no bulk)."""
     t = tree_of("prio")
     lat, bulk = t.leaves
     assert lat.port is not None and bulk.port is not None
-    tr = make_trace(list(read_pcap(f"{prefix}.pcap", {lat.port, bulk.port})), "real")
+    frames = list(read_pcap(f"{prefix}.pcap", {lat.port, bulk.port}))
+    tr = make_trace(frames, "real", origin_port=lat.port)
     rates = Rates(tr)
-    w = (int(1.5e9), int((phase_s - 0.25) * 1e9))
+    # From 0.5 s after the latency flow's first frame to 0.25 s before it stops.
+    w = (int(0.5e9), int((seconds - lat.start_s - 0.25) * 1e9))
     sink = json.loads(Path(f"{prefix}.sink.json").read_text())
     ls = sink.get(str(lat.port), {})
     lat_bps, bulk_bps = rates.rate(lat.port, w), rates.rate(bulk.port, w)
-    spare = (t.classes[0].ceil_bps - lat_bps) if run != "bare" else 0.0
-    return PrioRow(run.split("/")[0], "byte" if run.endswith("/byte") else "real",
+    with_bulk = not run.startswith("bare/") and not run.endswith("/alone")
+    spare = t.classes[0].ceil_bps - lat_bps if with_bulk else 0.0
+    return PrioRow(run, "byte" if "/byte" in run else "real",
                    ls.get("owd_p50_us"), ls.get("owd_p99_us"), None, None, ls.get("lost"),
                    lat_bps / MBIT, bulk_bps / MBIT, spare / MBIT,
                    bulk_bps / spare * 100 if spare else None)
@@ -521,8 +526,10 @@ RUN_WORDS = {"pspxdp/byte": "pspxdp attach --line-rate 1gbit --clock byte --gap-
 
 
 def label(run: str) -> str:
-    return {"pspxdp/byte": "pspxdp byte", "pspxdp/none": "pspxdp clockless", "htb/none": "htb",
-            "bare/none": "bare"}.get(run, run)
+    base = run.removesuffix("/alone")
+    word = {"pspxdp/byte": "pspxdp byte", "pspxdp/none": "pspxdp clockless", "htb/none": "htb",
+            "bare/none": "bare"}.get(base, base)
+    return word + (", alone" if run.endswith("/alone") else "")
 
 
 def tree_tables(rows: list[ClassRow]) -> list[report.Table]:
@@ -577,7 +584,7 @@ def tree_tables(rows: list[ClassRow]) -> list[report.Table]:
 
 
 def prio_table(rows: list[PrioRow]) -> report.Table:
-    base = next((r for r in rows if r.run == "bare"), None)
+    base = next((r for r in rows if r.run.startswith("bare/")), None)
     t = report.Table(
         "Priority inside a limit: prio-0 latency flow beside prio-1 bulk under one 100 Mbit/s parent",
         ["shaper", "clock", "owd p50 µs", "owd p99 µs", "added p50 µs", "added p99 µs", "lat lost",
@@ -585,10 +592,12 @@ def prio_table(rows: list[PrioRow]) -> report.Table:
         ["1:1 rate = ceil 100mbit; 1:10 prio 0 rate 10mbit ceil 100mbit: 1 Mbit/s of 200-byte stamped "
          "datagrams (about 500 a second); 1:20 prio 1 rate 10mbit ceil 100mbit: bulk offered 150 Mbit/s.",
          "owd: one-way delay of the latency flow, sender's CLOCK_REALTIME at send to the sink's kernel "
-         "receive stamp (same host), after 1 s; added: minus the bare wire's (no shaper, the latency flow "
-         "alone) at the same percentile.",
+         "receive stamp (same host), its whole run (it starts 1 s after the bulk); added: minus the bare "
+         "wire's (no shaper, the latency flow alone) at the same percentile. 'alone': the same shaper and "
+         "tree without the bulk flow: what the shaper's path adds by itself, the rest is the bulk's doing.",
          "spare: the parent's 100 Mbit/s minus what the latency class took; bulk take: the bulk class's "
-         "rate over that (100 % = it got all the spare). Rates from the capture, 1.5 s to the end - 0.25 s.",
+         "rate over that (100 % = it got all the spare). Rates from the capture, from 0.5 s after the "
+         "latency flow's first frame to 0.25 s before it stops.",
          "all in real time (the byte clock row is the daemon in gap-frame mode, its delays still measured in "
          "real time), " + report.REAL_TIME_NOTE])
     for r in rows:
@@ -597,7 +606,7 @@ def prio_table(rows: list[PrioRow]) -> report.Table:
                 r.added_p50_us = r.owd_p50_us - base.owd_p50_us
             if r.owd_p99_us is not None and base.owd_p99_us is not None:
                 r.added_p99_us = r.owd_p99_us - base.owd_p99_us
-        t.add(label(f"{r.run}/{'byte' if r.clock == 'byte' else 'none'}"), r.clock,
+        t.add(label(r.run), r.clock,
               report.num(r.owd_p50_us, "{:.0f}"), report.num(r.owd_p99_us, "{:.0f}"),
               report.num(r.added_p50_us, "{:.0f}"), report.num(r.added_p99_us, "{:.0f}"),
               report.num(r.latency_lost, "{}"), f"{r.latency_mbit:.2f}", f"{r.bulk_mbit:.1f}",

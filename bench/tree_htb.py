@@ -522,7 +522,8 @@ def analyse_prio(run: str, prefix: str, seconds: float) -> PrioRow:
 RUN_WORDS = {"pspxdp/byte": "pspxdp attach --line-rate 1gbit --clock byte --gap-horizon inf (gap frames)",
              "pspxdp/none": "pspxdp attach --line-rate 1gbit --clock none (clockless, a veth's default)",
              "htb/none": "htb, the same classes via tc (real time only: a qdisc has no byte clock)",
-             "bare/none": "no shaper, the latency flow alone (the wire's own delay)"}
+             "bare/none": "no shaper, the latency flow alone (the wire's own delay)",
+             "SHAPER/CLOCK/alone": "(priority case) that shaper and tree, the latency flow without the bulk"}
 
 
 def label(run: str) -> str:
@@ -688,9 +689,28 @@ under one limit?
 
 - Load (`uptime`) before: {a.load_before}; after: {a.load_after}.
 - Capture drops (tcpdump, a lost gap frame shortens the byte clock): {', '.join(drops)}.
-{"".join(f"- {n}." + chr(10) for n in notes)}
-- Noisy: real-time figures on a shared 2-vCPU VM, other work around it.
+{"".join(f"- {n}." + chr(10) for n in notes)}- Noisy: real-time figures on a shared 2-vCPU VM, other work around it.
 
+The tree is the goal's (a 1 Gbit/s wire, 4 sites of `rate 200mbit ceil
+400mbit`, 25 subscribers each of `rate 8mbit ceil 50mbit`) scaled to what
+2 cores can offer and capture beside the pacer's daemon (about one core):
+every rate times 0.4 under a root class of 400 Mbit/s on the 1 Gbit/s line
+(depth 3: root, 4 sites, subscribers), 5 subscribers per site instead of
+25 (16 Mbit/s each, so that they sum to the site's rate as 25 x 8 = 200
+does; ceil 48 = 3 x rate where the goal's is 6.25 x), 3 of them busy per
+site, 2 idle (their guarantee is spare). Each busy subscriber has its own
+`psp_traffic` process offering 60 Mbit/s (1.25 x its ceil) of 1472-byte
+datagrams while on: 720 Mbit/s offered in all. Three phases of
+{a.phase:g} s: (1) all 12 on; (2) site 1:40's three off: the other sites
+borrow what it leaves; (3) they come back: the others give back. The
+frames go to a MAC address nobody has (static neighbours): the far end's
+capture sees them, then the stack drops them: the far end's receive, which
+a veth runs on the sending CPU (with htb as its qdisc, the senders' own),
+is a capture and an early drop, no UDP sink. The earlier run
+(docs/results/2026-11-28-tree-vs-htb) had one sender thread for all
+leaves and a sink, and htb's leaves were short of their load.
+
+Run as root from the checkout under /work/wt/measure (about 2 minutes).
 Runs (each on a fresh attach; htb on its own namespace pair):
 
 {runs}

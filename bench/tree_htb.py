@@ -620,8 +620,9 @@ def plot(res: report.Results, traces: dict[str, Trace], phase_s: float) -> None:
     plt = report.pyplot()
     fig, axes = plt.subplots(len(traces), 1, figsize=(10, 3.4 * len(traces)), sharex=True, squeeze=False)
     ideal = [t.allocate(t.demand(i)) for i in range(PHASES)]
-    shown = [c for c in t.leaves if c.classid.endswith("1")]  # one subscriber per site
-    colours = ["tab:blue", "tab:green", "tab:orange", "tab:red"]
+    # The busy subscribers of a site that stays (1:10) and of the one that goes idle (1:40).
+    shown = [c for c in t.leaves if c.offered_bps and c.parent in ("1:10", "1:40")]
+    colours = ["tab:blue", "tab:cyan", "tab:purple", "tab:red", "tab:orange", "tab:olive"]
     for ax, (run, tr) in zip((a[0] for a in axes), traces.items(), strict=True):
         for c, col in zip(shown, colours, strict=True):
             assert c.port is not None
@@ -635,12 +636,12 @@ def plot(res: report.Results, traces: dict[str, Trace], phase_s: float) -> None:
             edges = [tr.at(tr.first_real_ns + int(i * phase_s * 1e9)) / 1e9 for i in range(PHASES + 1)]
             ax.step(edges, [ideal[min(i, PHASES - 1)][c.classid] / 1e6 for i in range(PHASES + 1)],
                     where="post", color=col, lw=0.8, ls="--")
-        ax.set_title(f"{label(run)} ({'byte clock' if tr.clock == 'byte' else 'real time'}): one subscriber "
-                     f"per site, {BIN_S * 1000:.0f} ms bins (dashed: ideal)")
+        ax.set_title(f"{label(run)} ({'byte clock' if tr.clock == 'byte' else 'real time'}): the busy "
+                     f"subscribers of sites 1:10 and 1:40, {BIN_S * 1000:.0f} ms bins (dashed: ideal)")
         ax.set_ylabel("Mbit/s (L2 + FCS)")
         ax.set_ylim(0, 70)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=4, loc="upper left")
+        ax.legend(fontsize=7, ncol=6, loc="upper left")
     axes[-1][0].set_xlabel(f"s since the first frame (site 1:40 idle from {phase_s:g} s to {2 * phase_s:g} s "
                            "at the sender)")
     res.save(fig, "rate-over-time.png")

@@ -8,7 +8,8 @@
 #    --phase S seconds: all on; site 1:40 idle (the others borrow); site
 #    1:40 back (they give back). Runs: pspxdp on the byte clock (--clock
 #    byte --gap-horizon inf: gap frames, judged in wire bytes at the far
-#    end), pspxdp clockless (a veth's default, real time), htb (real time).
+#    end), pspxdp clockless (a veth's default, real time), htb (real time)
+#    with tc's default quantum and again with quantum 1514.
 #    The frames go to a MAC nobody has (the far end drops them after the
 #    capture, as bench/run_dp_bench.sh's): no sink's receive on the
 #    senders' CPU, for either shaper.
@@ -23,15 +24,19 @@
 # classes.csv, priority.csv, rate-over-time.png). A measurement, not a
 # test: run it under /work/wt/measure on a machine as quiet as can be.
 #
-#   sudo bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--results ROOT]
+#   sudo bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--results ROOT]
 #     --phase S: seconds per phase of the tree case (default 4; 3..30)
 #     --only tree|prio: one case (default both)
+#     --leaf-limit TIME: the tree case's pspxdp leaves get `limit TIME`
+#       (e.g. 50ms; default: the class default); the folder is then
+#       <date>-tree-vs-htb-fair-limit-TIME
 #     --results ROOT: where the results folder goes (default build/results;
 #       docs/results to publish)
 set -u
 PHASE=4
 PRIO_S=6
 ONLY=
+LIMIT=
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../build/results
 COMMAND="bench/run_tree_htb.sh $*"
@@ -39,13 +44,15 @@ while (($#)); do
     case $1 in
     --phase) PHASE=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
+    --leaf-limit) LIMIT=${2:?}; shift 2 ;;
     --results) ROOT=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_tree_htb: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
 [[ $PHASE =~ ^[0-9]+$ ]] && ((PHASE >= 3 && PHASE <= 30)) || { echo "run_tree_htb: --phase: whole seconds, 3..30" >&2; exit 2; }
 [[ -z $ONLY || $ONLY == tree || $ONLY == prio ]] || { echo "run_tree_htb: --only: tree or prio, not \"$ONLY\"" >&2; exit 2; }
+[[ -z $LIMIT || $LIMIT =~ ^[0-9]+(us|ms|s)$ ]] || { echo "run_tree_htb: --leaf-limit: a time such as 50ms, not \"$LIMIT\"" >&2; exit 2; }
 source "$HERE/../lab/netns.sh"
 psp_require run_tree_htb "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
 LOAD_BEFORE=$(uptime)
@@ -67,23 +74,26 @@ shaper_on() {
     local run=$1 case=$2 n="nsenter --net=/run/netns/$3" dev=$4 line clock=${1#*/} leaves
     case $run in
     pspxdp/*)
-        local extra=()
+        local extra=() limit=()
         [[ $clock == byte ]] && extra=(--gap-horizon inf)
+        [[ $case == tree && -n $LIMIT ]] && limit=(--leaf-limit "$LIMIT")
         $n "$PSPXDP" attach "$dev" --line-rate 1gbit --clock "$clock" "${extra[@]}" >/dev/null || die "attach failed"
         while read -r line; do
             # shellcheck disable=SC2086 # one class's words
             $n "$PSPXDP" class set "$dev" $line >/dev/null || die "class set $line"
-        done < <("${TREE[@]}" pspxdp-classes "$case")
+        done < <("${TREE[@]}" pspxdp-classes "$case" "${limit[@]}")
         "${TREE[@]}" pspxdp-filters "$case" | $n "$PSPXDP" filter add "$dev" --file - >/dev/null || die "filters refused"
         leaves=$("${TREE[@]}" leaves "$case")
         N=$n psp_wait_for 10 psp_status_is "$dev" "all(c(k)['state'] == 'served' for k in '$leaves'.split())" ||
             die "the leaves are not served"
         ;;
-    htb/*)
+    htb/* | htbq/*)
+        local quantum=()
+        [[ $run == htbq/* ]] && quantum=(--quantum 1514)
         while read -r line; do
             # shellcheck disable=SC2086 # one tc command's words
             $n tc $line || die "tc $line"
-        done < <("${TREE[@]}" tc "$case" "$dev")
+        done < <("${TREE[@]}" tc "$case" "$dev" "${quantum[@]}")
         ;;
     esac
 }
@@ -93,7 +103,7 @@ shaper_off() {
     local n="nsenter --net=/run/netns/$2"
     case $1 in
     pspxdp/*) $n "$PSPXDP" stats "$3" -j >"$4.stats.json"; $n "$PSPXDP" detach "$3" >/dev/null ;;
-    htb/*) $n tc -s -j class show dev "$3" >"$4.stats.json"; $n tc qdisc del dev "$3" root ;;
+    htb*) $n tc -s -j class show dev "$3" >"$4.stats.json"; $n tc qdisc del dev "$3" root ;;
     esac
 }
 
@@ -155,8 +165,10 @@ if [[ $ONLY != prio ]]; then
         echo "tree: $run, 3 phases of $PHASE s" >&2
         run_tree $run "$SRC" "$DST" "$DEV" "$PEER" "$NET"
     done
-    echo "tree: htb/none, the same" >&2
-    run_tree htb/none "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    for run in htb/none htbq/none; do
+        echo "tree: $run, the same" >&2
+        run_tree $run "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    done
 fi
 if [[ $ONLY != tree ]]; then
     for run in bare/none pspxdp/byte/alone pspxdp/byte pspxdp/none/alone pspxdp/none; do
@@ -170,4 +182,5 @@ if [[ $ONLY != tree ]]; then
 fi
 LOAD_AFTER=$(uptime)
 "${TREE[@]}" report --results "$ROOT" --phase "$PHASE" --prio-seconds "$PRIO_S" --command "$COMMAND" \
-    --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" "${TREE_RUNS[@]}" "${PRIO_RUNS[@]}"
+    --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" ${LIMIT:+--leaf-limit "$LIMIT"} \
+    "${TREE_RUNS[@]}" "${PRIO_RUNS[@]}"

@@ -4,7 +4,8 @@ pspxdp's class tree (design §3.12) beside htb with the same classes, rates,
 ceils and prios on the same kind of veth, the same offered load, one sender
 process per subscriber.
 
-  tree_htb.py pspxdp-classes CASE     `pspxdp class set` arguments, one class a line
+  tree_htb.py pspxdp-classes CASE [--leaf-limit TIME]
+                                      `pspxdp class set` arguments, one class a line
   tree_htb.py pspxdp-filters CASE     `pspxdp filter add --file -` lines
   tree_htb.py tc CASE DEV             tc commands (qdisc, classes, filters), one a line
   tree_htb.py leaves CASE             the leaves' class ids, space-separated
@@ -164,12 +165,14 @@ def mbit_word(bps: int) -> str:
     return f"{bps // MBIT}mbit"
 
 
-def pspxdp_classes(t: Tree) -> list[str]:
+def pspxdp_classes(t: Tree, leaf_limit: str = "") -> list[str]:
+    """leaf_limit: a `limit` for the leaves (e.g. 50ms); empty: the default."""
     out = []
     for c in t.classes:
         parent = f"parent {c.parent} " if c.parent else ""
+        limit = f" limit {leaf_limit}" if leaf_limit and c.port is not None else ""
         out.append(f"{c.classid} {parent}rate {mbit_word(c.rate_bps)} ceil {mbit_word(c.ceil_bps)} "
-                   f"prio {c.prio} flows off")
+                   f"prio {c.prio} flows off{limit}")
     return out
 
 
@@ -177,13 +180,15 @@ def pspxdp_filters(t: Tree) -> list[str]:
     return [f"pref 10 proto udp dport {c.port} classid {c.classid}" for c in t.leaves]
 
 
-def tc_commands(t: Tree, dev: str) -> list[str]:
-    # stab overhead 4: htb then counts the FCS, as pspxdp's rates do. Default
-    # buckets (burst, cburst, quantum): what tc picks for the rates.
+def tc_commands(t: Tree, dev: str, quantum: int = 0) -> list[str]:
+    """stab overhead 4: htb then counts the FCS, as pspxdp's rates do. Default
+    buckets (burst, cburst) and, unless given, quantum: what tc picks for the
+    rates (rate / r2q: 200,000 bytes, htb's cap, for these classes)."""
     out = [f"qdisc replace dev {dev} root handle 1: stab overhead 4 htb"]
+    q = f" quantum {quantum}" if quantum else ""
     for c in t.classes:
         out.append(f"class add dev {dev} parent {c.parent or '1:'} classid {c.classid} htb "
-                   f"rate {mbit_word(c.rate_bps)} ceil {mbit_word(c.ceil_bps)} prio {c.prio}")
+                   f"rate {mbit_word(c.rate_bps)} ceil {mbit_word(c.ceil_bps)} prio {c.prio}{q}")
     out += [f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip protocol 17 0xff "
             f"match ip dport {c.port} 0xffff flowid {c.classid}" for c in t.leaves]
     return out
@@ -521,7 +526,9 @@ def analyse_prio(run: str, prefix: str, seconds: float) -> PrioRow:
 
 RUN_WORDS = {"pspxdp/byte": "pspxdp attach --line-rate 1gbit --clock byte --gap-horizon inf (gap frames)",
              "pspxdp/none": "pspxdp attach --line-rate 1gbit --clock none (clockless, a veth's default)",
-             "htb/none": "htb, the same classes via tc (real time only: a qdisc has no byte clock)",
+             "htb/none": "htb, the same classes via tc (real time only: a qdisc has no byte clock), tc's "
+                         "default quantum (rate / r2q, here 200,000 bytes: 130 full frames a turn)",
+             "htbq/none": "(tree case) htb again with `quantum 1514` on every class: one frame a turn",
              "bare/none": "no shaper, the latency flow alone (the wire's own delay)",
              "SHAPER/CLOCK/alone": "(priority case) that shaper and tree, the latency flow without the bulk"}
 
@@ -529,7 +536,7 @@ RUN_WORDS = {"pspxdp/byte": "pspxdp attach --line-rate 1gbit --clock byte --gap-
 def label(run: str) -> str:
     base = run.removesuffix("/alone")
     word = {"pspxdp/byte": "pspxdp byte", "pspxdp/none": "pspxdp clockless", "htb/none": "htb",
-            "bare/none": "bare"}.get(base, base)
+            "htbq/none": "htb quantum 1514", "bare/none": "bare"}.get(base, base)
     return word + (", alone" if run.endswith("/alone") else "")
 
 
@@ -648,7 +655,8 @@ def plot(res: report.Results, traces: dict[str, Trace], phase_s: float) -> None:
 
 
 def do_report(a: argparse.Namespace) -> None:
-    res = report.Results(a.results, "tree-vs-htb-fair", a.command, report.now())
+    what = "tree-vs-htb-fair" + (f"-limit-{a.leaf_limit}" if a.leaf_limit else "")
+    res = report.Results(a.results, what, a.command, report.now())
     rows: list[ClassRow] = []
     traces: dict[str, Trace] = {}
     drops: list[str] = []
@@ -678,7 +686,7 @@ def do_report(a: argparse.Namespace) -> None:
     res.csv("priority.csv", report.as_dicts(prio_rows))
     if traces:
         plot(res, traces, a.phase)
-    tree = "\n".join(f"    pspxdp class set DEV {line}" for line in pspxdp_classes(tree_of("tree")))
+    tree = "\n".join(f"    pspxdp class set DEV {line}" for line in pspxdp_classes(tree_of("tree"), a.leaf_limit))
     prio = "\n".join(f"    pspxdp class set DEV {line}" for line in pspxdp_classes(tree_of("prio")))
     runs = "\n".join(f"- {label(r)}: {w}" for r, w in RUN_WORDS.items())
     res.finish(f"""Question: on the same tree and the same offered load (one sender process
@@ -777,11 +785,15 @@ def selfcheck() -> int:
 def main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("pspxdp-classes", "pspxdp-filters", "leaves"):
+    pc = sub.add_parser("pspxdp-classes")
+    pc.add_argument("case", choices=CASES)
+    pc.add_argument("--leaf-limit", default="", help="the leaves' limit, e.g. 50ms")
+    for name in ("pspxdp-filters", "leaves"):
         sub.add_parser(name).add_argument("case", choices=CASES)
     tc = sub.add_parser("tc")
     tc.add_argument("case", choices=CASES)
     tc.add_argument("dev")
+    tc.add_argument("--quantum", type=int, default=0, help="every class's quantum in bytes (default: tc's)")
     ds = sub.add_parser("dsts")
     ds.add_argument("case", choices=CASES)
     ds.add_argument("net")
@@ -798,18 +810,19 @@ def main(argv: Sequence[str]) -> int:
     rp.add_argument("--load-before", required=True)
     rp.add_argument("--load-after", required=True)
     rp.add_argument("--pspxdp", required=True)
+    rp.add_argument("--leaf-limit", default="", help="the pspxdp leaves' limit the run used (default: none given)")
     rp.add_argument("--tree", action="append", default=[], help="SHAPER/CLOCK=PREFIX")
     rp.add_argument("--prio", action="append", default=[], help="SHAPER/CLOCK=PREFIX")
     a = p.parse_args(argv)
     lines: list[str] = []
     if a.cmd == "pspxdp-classes":
-        lines = pspxdp_classes(tree_of(a.case))
+        lines = pspxdp_classes(tree_of(a.case), a.leaf_limit)
     elif a.cmd == "pspxdp-filters":
         lines = pspxdp_filters(tree_of(a.case))
     elif a.cmd == "leaves":
         lines = [" ".join(c.classid for c in tree_of(a.case).leaves)]
     elif a.cmd == "tc":
-        lines = tc_commands(tree_of(a.case), a.dev)
+        lines = tc_commands(tree_of(a.case), a.dev, a.quantum)
     elif a.cmd == "dsts":
         lines = sorted({dst(a.net, c) for c in tree_of(a.case).leaves})
     elif a.cmd == "senders":

@@ -719,7 +719,7 @@ is a capture and an early drop, no UDP sink. The earlier run
 (docs/results/2026-11-28-tree-vs-htb) had one sender thread for all
 leaves and a sink, and htb's leaves were short of their load.
 
-Run as root from the checkout under /work/wt/measure (about 2 minutes).
+Run as root from the checkout under /work/wt/measure (about 3 minutes).
 Runs (each on a fresh attach; htb on its own namespace pair):
 
 {runs}

@@ -8,7 +8,7 @@ as one JSON line) and the report (medians over rounds, as tables or JSON).
   dp_bench.py kind FILE KIND          FILE's JSON object with "kind": KIND, one line
   dp_bench.py steer-mask NCPU CPU     every core but CPU as the kernel's cpumask
   dp_bench.py since T0                seconds since the epoch time T0, "%.3f"
-  dp_bench.py report RESULTS JSON(0|1) CPU UPTIME FLOWS PORTS
+  dp_bench.py report RESULTS JSON(0|1) CPU UPTIME FLOWS PORTS [TREE_DEPTH]
 """
 import json
 import os
@@ -207,7 +207,7 @@ def f(v: Any, fmt: str) -> str:
     return "-" if v is None else fmt.format(v)
 
 
-def report(results: str, as_json: bool, cpu: int, up: str, flows: str, ports: int) -> None:
+def report(results: str, as_json: bool, cpu: int, up: str, flows: str, ports: int, depth: int = 1) -> None:
     with open(results) as fh:
         rows = [json.loads(line) for line in fh if line.strip()]
     def of(kind: str, key: str) -> list[Any]:
@@ -305,7 +305,7 @@ def report(results: str, as_json: bool, cpu: int, up: str, flows: str, ports: in
         if r["kind"] in ("scale", "scale_times"):
             scale.setdefault(r["classes"], {}).update(r)
     summary: Json = {"daemon_core": cpu, "uptime": up.strip(), "idle_machine_cpu_pct": idle,
-               "flows": flows, "ports": ports,
+               "flows": flows, "ports": ports, "tree_depth": depth,
                "tx_budget": budget,
                "bare_1514_mpps": statistics.median(b) / 1e6 if b else None,
                "bare_1514_default_budget_mpps": statistics.median(b32) / 1e6 if b32 else None,
@@ -325,6 +325,9 @@ def report(results: str, as_json: bool, cpu: int, up: str, flows: str, ports: in
     if d or b32:
         print(f"pspxdp data path, one core (CPU {cpu}), veth, copy-mode AF_XDP; medians of {len(b)} rounds; "
               f"classes with flows {flows}, {ports} UDP flow(s) offered")
+        if depth > 1:
+            print(f"the flat-out class is the leaf 1:{depth} of a tree of depth {depth} (rate 2gbit ceil 4gbit "
+                  "under 1:1 at 4gbit): half its frames guaranteed, half borrowed")
         print(f"{'':36} {'Mpps':>8}  per round")
         print(f"{'bare AF_XDP TX loop, 1514 B':36} {f(summary['bare_1514_default_budget_mpps'], '{:.3f}'):>8}  "
               + " ".join(f"{x/1e6:.3f}" for x in b32) + "  (mean of before/after the daemon; 32 a kick)")
@@ -429,8 +432,10 @@ def main(argv: list[str]) -> int:
         "kind": Sub(("FILE", "KIND"), kind),
         "steer-mask": Sub(("CPUS", "CPU"), lambda n, c: print(steer_mask(int(n), int(c)))),
         "since": Sub(("T0",), lambda t0: print(f"{time.time() - float(t0):.3f}")),
-        "report": Sub(("RESULTS", "JSON", "CPU", "UPTIME", "FLOWS", "PORTS"),
-                      lambda r, j, cpu, up, flows, ports: report(r, j == "1", int(cpu), up, flows, int(ports))),
+        "report": Sub(("RESULTS", "JSON", "CPU", "UPTIME", "FLOWS", "PORTS", "TREE_DEPTH"),
+                      lambda r, j, cpu, up, flows, ports, depth="1": report(r, j == "1", int(cpu), up, flows,
+                                                                             int(ports), int(depth)),
+                      optional=1),
     })
 
 

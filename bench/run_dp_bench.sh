@@ -17,6 +17,7 @@
 #                              [--scale LIST] [--no-scale] [--no-fps] [--no-cpu]
 #                              [--cpu-rates "R..."] [--no-spin] [--steer-rx]
 #                              [--keep DIR] [--flows on|off] [--ports N]
+#                              [--tree-depth D]
 #
 #   --seconds S     length of each measured interval (default 3, 1..30)
 #   --repeat N      rounds of parts 1 and 2; medians are reported (default 3)
@@ -39,6 +40,11 @@
 #                   run once each way for an A/B of what flow queuing costs
 #   --ports N       parts 1 and 2: the sender's UDP flows (destination ports
 #                   5001..5000+N, default 1), so that flows on has N flows
+#   --tree-depth D  part 1: the backlogged class is a leaf at depth D of a
+#                   class tree (design §3.12; default 1, flat): 1:1 rate =
+#                   ceil 4gbit, then one class a level (1:2 .. 1:D-1 rate
+#                   3gbit ceil 4gbit), the leaf 1:D rate 2gbit ceil 4gbit:
+#                   half its frames guaranteed, half borrowed (1..8)
 #
 # Needs root, a build (BUILD_DIR, default build/), python3, ip, tc, taskset,
 # bpftool. Everything lives in two network namespaces psp-bdp$$-s/-d joined by
@@ -92,7 +98,7 @@
 #    flow offered 1.2 Mbit/s each; line 100gbit, the daemon flat out.
 set -u
 
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
 
 SECS=3
 REPEAT=3
@@ -107,6 +113,7 @@ SPIN=1
 STEER=0
 FLOWS=on
 PORTS=1
+DEPTH=1
 while (($#)); do
     case $1 in
     --seconds) SECS=${2:?}; shift 2 ;;
@@ -123,6 +130,7 @@ while (($#)); do
     --keep) KEEP=${2:?}; shift 2 ;;
     --flows) FLOWS=${2:?}; shift 2 ;;
     --ports) PORTS=${2:?}; shift 2 ;;
+    --tree-depth) DEPTH=${2:?}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_dp_bench: unknown argument \"$1\"" >&2; usage >&2; exit 2 ;;
     esac
@@ -146,6 +154,7 @@ OTHER_CPUS=$(seq -s, 0 $((NCPU - 1)) | tr , '\n' | grep -vx "$CPU" | paste -sd,)
 
 [[ $FLOWS == on || $FLOWS == off ]] || { echo "run_dp_bench: --flows: on or off, not \"$FLOWS\"" >&2; exit 2; }
 [[ $PORTS =~ ^[0-9]+$ ]] && ((PORTS >= 1 && PORTS <= 1024)) || { echo "run_dp_bench: --ports: 1..1024" >&2; exit 2; }
+[[ $DEPTH =~ ^[0-9]+$ ]] && ((DEPTH >= 1 && DEPTH <= 8)) || { echo "run_dp_bench: --tree-depth: 1..8" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 TXLOOP=${TXLOOP:-$BUILD_DIR/bench/bench_dp_txloop}
@@ -255,6 +264,20 @@ paced_class() { # paced_class RATE: class 1:1 at RATE, UDP dport 5001.. (--ports
     $N "$PSPXDP" filter add $DEV proto udp dport $dport classid 1:1 >/dev/null || die "filter failed"
 }
 
+fps_class() { # part 1's class: flat at 4gbit, or the leaf 1:DEPTH of a tree (--tree-depth)
+    ((DEPTH > 1)) || { paced_class 4gbit; return; }
+    local i dport=5001
+    ((PORTS > 1)) && dport=5001-$((5000 + PORTS))
+    $N "$PSPXDP" class set $DEV 1:1 rate 4gbit ceil 4gbit >/dev/null || die "class set 1:1 failed"
+    for ((i = 2; i < DEPTH; ++i)); do
+        $N "$PSPXDP" class set $DEV 1:$i parent 1:$((i - 1)) rate 3gbit ceil 4gbit >/dev/null ||
+            die "class set 1:$i failed"
+    done
+    $N "$PSPXDP" class set $DEV 1:$DEPTH parent 1:$((DEPTH - 1)) rate 2gbit ceil 4gbit flows $FLOWS >/dev/null ||
+        die "class set 1:$DEPTH failed"
+    $N "$PSPXDP" filter add $DEV proto udp dport $dport classid 1:$DEPTH >/dev/null || die "filter failed"
+}
+
 # Linux >= 6.17 lets one copy-mode sendto() send more than 32 descriptors
 # (XDP_MAX_TX_SKB_BUDGET); the daemon then asks for 64. The ratio is taken
 # against a bare loop that asks the same, and shown against the default too.
@@ -316,7 +339,7 @@ for ((r = 1; r <= REPEAT; r++)); do
 
         say "round $r/$REPEAT: daemon flat out (line 100gbit, one class 4gbit offered 1500mbit)"
         attach 100gbit byte "${PINNED[@]}" --gap-horizon inf
-        paced_class 4gbit
+        fps_class
         sender 5001 1500mbit $((SECS + 4)) $PORTS
         sleep 1.5 # backlogged from here on
         sample daemon_max
@@ -408,4 +431,4 @@ for n in ${SCALE//,/ }; do
 done
 
 # --- report: medians over rounds
-"${DP[@]}" report "$RESULTS" "$JSON" "$CPU" "$(uptime)" "$FLOWS" "$PORTS"
+"${DP[@]}" report "$RESULTS" "$JSON" "$CPU" "$(uptime)" "$FLOWS" "$PORTS" "$DEPTH"

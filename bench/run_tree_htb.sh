@@ -1,42 +1,58 @@
 #!/usr/bin/env bash
-# pspxdp's class tree (design §3.12) beside htb, the same tree and the same
-# offered load, in real time on the lab's veth (pspxdp clockless). The tree
-# (bench/tree_htb.py): a 400 Mbit/s root on a 1 Gbit/s line, 2 sites of rate
-# 150 ceil 300 Mbit/s, each with 3 subscribers of rate 30 ceil 120 (the
-# third at prio 1), every subscriber offered 100 Mbit/s of UDP; after
-# --phase S seconds the second site's subscribers stop (a demand change),
-# the first site's go on for S more. The ISP tree scaled down to what 2
-# cores can offer and capture.
+# pspxdp's class tree (design §3.12) beside htb, the same trees and the same
+# offered load, one sender process per subscriber (bench/tree_htb.py has
+# the trees and the analysis). Two cases, each on fresh attaches:
+#  - tree: the ISP tree scaled to 2 cores: a 400 Mbit/s root on a 1 Gbit/s
+#    line, 4 sites of rate 80 ceil 160, 5 subscribers each of rate 16
+#    ceil 48; 3 subscribers per site offer 60 Mbit/s each. Three phases of
+#    --phase S seconds: all on; site 1:40 idle (the others borrow); site
+#    1:40 back (they give back). Runs: pspxdp on the byte clock (--clock
+#    byte --gap-horizon inf: gap frames, judged in wire bytes at the far
+#    end), pspxdp clockless (a veth's default, real time), htb (real time)
+#    with tc's default quantum and again with quantum 1514.
+#    The frames go to a MAC nobody has (the far end drops them after the
+#    capture, as bench/run_dp_bench.sh's): no sink's receive on the
+#    senders' CPU, for either shaper.
+#  - prio: a prio-0 class with a 1 Mbit/s stamped flow of small datagrams
+#    beside a prio-1 bulk class offered 150 Mbit/s, both under a 100 Mbit/s
+#    parent: the latency flow's one-way delay (its sink's receive stamps)
+#    and the bulk class's take of the spare; pspxdp on both clocks, htb,
+#    each also without the bulk flow (what the shaper's path adds by
+#    itself), and the bare wire (no shaper, the latency flow alone) for
+#    the baseline.
+# Prints the tables and writes ROOT/<date>-tree-vs-htb-fair/ (README.md,
+# classes.csv, priority.csv, rate-over-time.png). A measurement, not a
+# test: run it under /work/wt/measure on a machine as quiet as can be.
 #
-# For each shaper, on a fresh namespace pair: pspxdp attached with
-# --line-rate 1gbit (clockless on a veth), or htb with the same classes,
-# rates, ceils and prios via tc (default buckets). A capture at the far
-# end; bench/tree_htb.py prints per leaf the rate over the steady part of
-# each phase against the ideal water-filling of the rules, the burstiness
-# at the leaf's mean rate (`pspxdp analyze --real-time`, per phase) and the
-# time the first site's leaves take to borrow what the second site left,
-# and writes ROOT/<date>-tree-vs-htb/ (README.md, leaves.csv, a plot of
-# each leaf's rate over time). A measurement, not a test: run it under
-# /work/wt/measure on a machine as quiet as can be.
-#
-#   sudo bench/run_tree_htb.sh [--phase S] [--results ROOT]
-#     --phase S: seconds per phase (default 5; 3..30)
+#   sudo bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--results ROOT]
+#     --phase S: seconds per phase of the tree case (default 4; 3..30)
+#     --only tree|prio: one case (default both)
+#     --leaf-limit TIME: the tree case's pspxdp leaves get `limit TIME`
+#       (e.g. 50ms; default: the class default); the folder is then
+#       <date>-tree-vs-htb-fair-limit-TIME
 #     --results ROOT: where the results folder goes (default build/results;
 #       docs/results to publish)
 set -u
-PHASE=5
+PHASE=4
+PRIO_S=6
+ONLY=
+LIMIT=
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../build/results
 COMMAND="bench/run_tree_htb.sh $*"
 while (($#)); do
     case $1 in
     --phase) PHASE=${2:?}; shift 2 ;;
+    --only) ONLY=${2:?}; shift 2 ;;
+    --leaf-limit) LIMIT=${2:?}; shift 2 ;;
     --results) ROOT=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_tree_htb: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
-[[ $PHASE =~ ^[0-9]+$ ]] && ((PHASE >= 3 && PHASE <= 30)) || { echo "--phase: whole seconds, 3..30" >&2; exit 2; }
+[[ $PHASE =~ ^[0-9]+$ ]] && ((PHASE >= 3 && PHASE <= 30)) || { echo "run_tree_htb: --phase: whole seconds, 3..30" >&2; exit 2; }
+[[ -z $ONLY || $ONLY == tree || $ONLY == prio ]] || { echo "run_tree_htb: --only: tree or prio, not \"$ONLY\"" >&2; exit 2; }
+[[ -z $LIMIT || $LIMIT =~ ^[0-9]+(us|ms|s)$ ]] || { echo "run_tree_htb: --leaf-limit: a time such as 50ms, not \"$LIMIT\"" >&2; exit 2; }
 source "$HERE/../lab/netns.sh"
 psp_require run_tree_htb "$PSPXDP" "$TRAFFIC" -- ip tc tcpdump python3 nsenter timeout
 LOAD_BEFORE=$(uptime)
@@ -44,62 +60,127 @@ LOAD_BEFORE=$(uptime)
 PYTHON=${PYTHON:-/usr/bin/python3}
 TREE=("$PYTHON" "$HERE/tree_htb.py")
 NET=${BENCH_NET:-10.89.0}  # BENCH_NET: the first wire's /24; the second is .1 higher in the third byte
-psp_lab_begin "${BENCH_TAG:-tl}" "$NET"
-PORTS=$(seq -s, 5011 5013),$(seq -s, 5021 5023)
-
-# run SHAPER SRC_NS DST_NS DEV PEER NET: one run on that wire; files $TMP/SHAPER.*
-run() {
-    local shaper=$1 src=$2 dst=$3 dev=$4 peer=$5 net=$6 out=$TMP/$1 line sink
-    local n="nsenter --net=/run/netns/$src" d="nsenter --net=/run/netns/$dst"
-    if [[ $shaper == pspxdp ]]; then
-        $n "$PSPXDP" attach "$dev" --line-rate 1gbit >/dev/null || { echo "run_tree_htb: attach failed" >&2; exit 1; }
-        while read -r line; do
-            # shellcheck disable=SC2086 # one class's words
-            $n "$PSPXDP" class set "$dev" $line >/dev/null || { echo "run_tree_htb: class set $line" >&2; exit 1; }
-        done < <("${TREE[@]}" pspxdp-classes)
-        "${TREE[@]}" pspxdp-filters | $n "$PSPXDP" filter add "$dev" --file - >/dev/null ||
-            { echo "run_tree_htb: filters refused" >&2; exit 1; }
-        N=$n psp_wait_for 10 psp_status_is "$dev" 'all(c(k)["state"] == "served" for k in ("1:13", "1:23"))' ||
-            { echo "run_tree_htb: the leaves are not served" >&2; exit 1; }
-    else
-        while read -r line; do
-            # shellcheck disable=SC2086 # one tc command's words
-            $n tc $line || { echo "run_tree_htb: tc $line" >&2; exit 1; }
-        done < <("${TREE[@]}" tc "$dev")
-    fi
-    $d timeout $((2 * PHASE + 10)) "$TRAFFIC" sink "$PORTS" --seconds $((2 * PHASE + 5)) >"$out.sink.json" 2>&1 &
-    sink=$!
-    PIDS+=($sink)
-    psp_wait_for 10 psp_listening "$dst" udp 5023 || { echo "run_tree_htb: no sink" >&2; exit 1; }
-    psp_capture "$d" "$peer" "$out" 524288 udp || exit 1
-    local cap=$PSP_CAPTURE_PID
-    # shellcheck disable=SC2046 # the --flow arguments
-    $n timeout $((2 * PHASE + 10)) "$TRAFFIC" send $("${TREE[@]}" flows "$net.2" "$PHASE") --size 1472 \
-        --seconds $((2 * PHASE)) >"$out.send.json"
-    # What the shaper still holds drains; then the capture stops.
-    sleep 1
-    kill -INT "$cap"
-    wait "$cap" 2>/dev/null
-    kill "$sink" 2>/dev/null
-    wait "$sink" 2>/dev/null
-    if [[ $shaper == pspxdp ]]; then
-        $n "$PSPXDP" stats "$dev" -j >"$out.stats.json"
-        $n "$PSPXDP" detach "$dev" >/dev/null
-    else
-        $n tc -s -j class show dev "$dev" >"$out.stats.json"
-        $n tc qdisc del dev "$dev" root
-    fi
-}
-
-echo "pspxdp: ${PHASE} s all subscribers, ${PHASE} s site 1:20's off" >&2
-run pspxdp "$SRC" "$DST" "$DEV" "$PEER" "$NET"
-# htb on a fresh namespace pair (psp_end deletes it with the first).
+TAG=${BENCH_TAG:-tL}
+psp_lab_begin "$TAG" "$NET"
+# htb on a second namespace pair (psp_end deletes it with the first).
 IFS=. read -r a b c <<<"$NET"
 NET2=$a.$b.$((c + 1))
-SRC2=psp-${BENCH_TAG:-tl}$$-hs DST2=psp-${BENCH_TAG:-tl}$$-hd DEV2=p${BENCH_TAG:-tl}$$c PEER2=p${BENCH_TAG:-tl}$$d
+SRC2=psp-$TAG$$-hs DST2=psp-$TAG$$-hd DEV2=p$TAG$$c PEER2=p$TAG$$d
 psp_make_wire "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2" || exit 1
-echo "htb: the same" >&2
-run htb "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+die() { echo "run_tree_htb: $*" >&2; exit 1; }
+
+# shaper_on RUN CASE NS DEV: pspxdp (RUN pspxdp/byte or pspxdp/none) or htb (htb/none) with CASE's tree.
+shaper_on() {
+    local run=$1 case=$2 n="nsenter --net=/run/netns/$3" dev=$4 line clock=${1#*/} leaves
+    case $run in
+    pspxdp/*)
+        local extra=() limit=()
+        [[ $clock == byte ]] && extra=(--gap-horizon inf)
+        [[ $case == tree && -n $LIMIT ]] && limit=(--leaf-limit "$LIMIT")
+        $n "$PSPXDP" attach "$dev" --line-rate 1gbit --clock "$clock" "${extra[@]}" >/dev/null || die "attach failed"
+        while read -r line; do
+            # shellcheck disable=SC2086 # one class's words
+            $n "$PSPXDP" class set "$dev" $line >/dev/null || die "class set $line"
+        done < <("${TREE[@]}" pspxdp-classes "$case" "${limit[@]}")
+        "${TREE[@]}" pspxdp-filters "$case" | $n "$PSPXDP" filter add "$dev" --file - >/dev/null || die "filters refused"
+        leaves=$("${TREE[@]}" leaves "$case")
+        N=$n psp_wait_for 10 psp_status_is "$dev" "all(c(k)['state'] == 'served' for k in '$leaves'.split())" ||
+            die "the leaves are not served"
+        ;;
+    htb/* | htbq/*)
+        local quantum=()
+        [[ $run == htbq/* ]] && quantum=(--quantum 1514)
+        while read -r line; do
+            # shellcheck disable=SC2086 # one tc command's words
+            $n tc $line || die "tc $line"
+        done < <("${TREE[@]}" tc "$case" "$dev" "${quantum[@]}")
+        ;;
+    esac
+}
+
+# shaper_off RUN NS DEV OUT: its counters into OUT.stats.json, then detach / delete.
+shaper_off() {
+    local n="nsenter --net=/run/netns/$2"
+    case $1 in
+    pspxdp/*) $n "$PSPXDP" stats "$3" -j >"$4.stats.json"; $n "$PSPXDP" detach "$3" >/dev/null ;;
+    htb*) $n tc -s -j class show dev "$3" >"$4.stats.json"; $n tc qdisc del dev "$3" root ;;
+    esac
+}
+
+# senders CASE NET SECONDS OUT NS [PORT]: one psp_traffic per leaf (only PORT's if given), waited for.
+senders() {
+    local case=$1 net=$2 secs=$3 out=$4 n="nsenter --net=/run/netns/$5" only=${6:-} port args pids=()
+    while read -r port args; do
+        [[ -z $only || $port == "$only" ]] || continue
+        # shellcheck disable=SC2086 # the sender's arguments
+        $n timeout $((secs + 10)) "$TRAFFIC" send $args --seconds "$secs" >"$out.send.$port.json" &
+        pids+=($!)
+        PIDS+=($!)
+    done < <("${TREE[@]}" senders "$case" "$net" $((secs / 3)))
+    wait "${pids[@]}"
+}
+
+# run_tree RUN SRC DST DEV PEER NET: the tree case on that wire; files $TMP/tree-RUN.*
+run_tree() {
+    local run=$1 src=$2 dst=$3 dev=$4 peer=$5 net=$6 out=$TMP/tree-${1/\//-} ip cap
+    for ip in $("${TREE[@]}" dsts tree "$net"); do
+        ip -n "$src" neigh replace "$ip" lladdr 02:00:00:00:bd:01 dev "$dev" nud permanent
+    done
+    shaper_on "$run" tree "$src" "$dev"
+    echo "$net" >"$out.net" # the sites' addresses, for the analysis
+    psp_capture "nsenter --net=/run/netns/$dst" "$peer" "$out" 16384 || exit 1
+    cap=$PSP_CAPTURE_PID
+    senders tree "$net" $((3 * PHASE)) "$out" "$src"
+    sleep 1 # what the shaper still holds drains; then the capture stops
+    kill -INT "$cap"
+    wait "$cap" 2>/dev/null
+    shaper_off "$run" "$src" "$dev" "$out"
+    TREE_RUNS+=(--tree "$run=$out")
+}
+
+# run_prio RUN SRC DST DEV PEER NET: the priority case; files $TMP/prio-RUN.*. RUN: SHAPER/CLOCK,
+# SHAPER/CLOCK/alone (no bulk flow) or bare/none (no shaper, no bulk).
+run_prio() {
+    local run=$1 src=$2 dst=$3 dev=$4 peer=$5 net=$6 out=$TMP/prio-${1//\//-} cap sink only= shaper=${1%/alone}
+    local d="nsenter --net=/run/netns/$dst"
+    [[ $run == bare/* || $run == */alone ]] && only=6001
+    [[ $run == bare/* ]] || shaper_on "$shaper" prio "$src" "$dev"
+    $d timeout $((PRIO_S + 15)) "$TRAFFIC" sink 6001,6002 --seconds $((PRIO_S + 10)) --stamped >"$out.sink.json" &
+    sink=$!
+    PIDS+=($sink)
+    psp_wait_for 10 psp_listening "$dst" udp 6002 || die "no sink"
+    psp_capture "$d" "$peer" "$out" 4096 udp || exit 1
+    cap=$PSP_CAPTURE_PID
+    senders prio "$net" "$PRIO_S" "$out" "$src" $only
+    sleep 1
+    kill -INT "$cap" "$sink"
+    wait "$cap" "$sink" 2>/dev/null
+    [[ $run == bare/* ]] || shaper_off "$shaper" "$src" "$dev" "$out"
+    PRIO_RUNS+=(--prio "$run=$out")
+}
+
+TREE_RUNS=() PRIO_RUNS=()
+if [[ $ONLY != prio ]]; then
+    for run in pspxdp/byte pspxdp/none; do
+        echo "tree: $run, 3 phases of $PHASE s" >&2
+        run_tree $run "$SRC" "$DST" "$DEV" "$PEER" "$NET"
+    done
+    for run in htb/none htbq/none; do
+        echo "tree: $run, the same" >&2
+        run_tree $run "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    done
+fi
+if [[ $ONLY != tree ]]; then
+    for run in bare/none pspxdp/byte/alone pspxdp/byte pspxdp/none/alone pspxdp/none; do
+        echo "prio: $run, $PRIO_S s" >&2
+        run_prio $run "$SRC" "$DST" "$DEV" "$PEER" "$NET"
+    done
+    for run in htb/none/alone htb/none; do
+        echo "prio: $run" >&2
+        run_prio $run "$SRC2" "$DST2" "$DEV2" "$PEER2" "$NET2"
+    done
+fi
 LOAD_AFTER=$(uptime)
-"${TREE[@]}" report --results "$ROOT" --phase "$PHASE" --command "$COMMAND" --load-before "$LOAD_BEFORE" \
-    --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" pspxdp="$TMP/pspxdp" htb="$TMP/htb"
+"${TREE[@]}" report --results "$ROOT" --phase "$PHASE" --prio-seconds "$PRIO_S" --command "$COMMAND" \
+    --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" ${LIMIT:+--leaf-limit "$LIMIT"} \
+    "${TREE_RUNS[@]}" "${PRIO_RUNS[@]}"

@@ -143,7 +143,8 @@ cl_ns() { # I CMD...: CMD in host I's namespace
     psp_in_ns ${CL_P}h$i$$ "$@"
 }
 
-# cl_join I ARGS...: host I's agent (name hI, log $TMP/hI.rates) in the
+# cl_join I ARGS...: host I's agent (name hI, log $TMP/hI.rates, class
+# $CL_CLASS, 1:1 unless set) in the
 # background; its pid in CL_AGENTS[I]. setpriv --pdeathsig: if this script
 # dies without its traps (SIGKILL, a timeout), the agent gets SIGTERM and
 # leaves, and its watchdog follows it (nsenter, setpriv and nice exec: the
@@ -153,7 +154,7 @@ cl_join() {
     shift
     nsenter --net=/run/netns/${CL_P}h$i$$ setpriv --pdeathsig TERM nice -n -10 "$PSPXDP" group join \
         ${CL_P}d$i$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP \
-        --budget $CL_BUDGET --class 1:1 --name h$i --log "$TMP/h$i.rates" "$@" \
+        --budget $CL_BUDGET --class "${CL_CLASS:-1:1}" --name h$i --log "$TMP/h$i.rates" "$@" \
         >>"$TMP/h$i.log" 2>&1 &
     CL_AGENTS[$i]=$!
 }

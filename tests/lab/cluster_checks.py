@@ -27,7 +27,7 @@ def share_bytes(log: str, a_ns: int, b_ns: int) -> int:
     with open(log) as f:
         changes = [(int(t), int(r)) for t, r in (line.split() for line in f if line.strip())]
     total, rate, at = 0, 0, a_ns
-    for t, r in changes + [(b_ns, 0)]:
+    for t, r in [*changes, (b_ns, 0)]:
         if t > at:
             end = min(t, b_ns)
             total += rate * (end - at)

@@ -23,11 +23,16 @@ def seconds(a_ns: str, b_ns: str) -> float:
     return (int(b_ns) - int(a_ns)) / 1e9
 
 
-def share_bytes(log: str, a_ns: int, b_ns: int) -> int:
-    with open(log) as f:
-        changes = [(int(t), int(r)) for t, r in (line.split() for line in f if line.strip())]
+def read_rate_log(path: str) -> list[tuple[int, int]]:
+    """An agent's rate log: (REALTIME_NS, RATE_BPS) per line."""
+    with open(path) as f:
+        return [(int(t), int(r)) for t, r in (line.split() for line in f if line.strip())]
+
+
+def share_bytes(log: list[tuple[int, int]], a_ns: int, b_ns: int) -> int:
+    """Bytes the rates of a rate log (0 before its first line) allow from A to B."""
     total, rate, at = 0, 0, a_ns
-    for t, r in [*changes, (b_ns, 0)]:
+    for t, r in [*log, (b_ns, 0)]:
         if t > at:
             end = min(t, b_ns)
             total += rate * (end - at)
@@ -60,7 +65,7 @@ def main(argv: list[str]) -> int:
         w, s = int(a[1]) - int(a[0]), max(1, int(a[2]))
         print(f"     etcd writes: {w} in {s} s with 3 hosts and every fault above: {w / s / 3:.2f}/s per host")
     elif cmd == "share-bytes" and len(a) == 3:
-        print(share_bytes(a[0], int(a[1]), int(a[2])))
+        print(share_bytes(read_rate_log(a[0]), int(a[1]), int(a[2])))
     else:
         print(__doc__, file=sys.stderr)
         return 2

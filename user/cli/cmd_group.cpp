@@ -348,6 +348,10 @@ const Command kGroup = {
     "  The paced class CLASSID of DEV gets a share of the group's budget,\n"
     "  weighted max-min fair over the members' measured demands, never below its\n"
     "  floor; the sum of the rates applied on all hosts never exceeds the budget.\n"
+    "  Of a class tree, CLASSID may be an inner class: the share is then its\n"
+    "  subtree's ceil (its children borrow inside it), and --floor must cover the\n"
+    "  children's rates; a class inside a subtree another group holds, or above\n"
+    "  one, is refused (one group per subtree).\n"
     "  The floors must fit in the budget (refused otherwise). Every applied rate\n"
     "  is logged to FILE as \"REALTIME_NS RATE_BPS\" (default\n"
     "  /run/pspxdp/DEV.group-MAJ-MIN.rates). One group per class of DEV, one\n"
@@ -365,7 +369,8 @@ const Command kGroup = {
     {opt(OptType::String, "etcd", 'e', "URLS", "etcd client URLs, comma-separated"),
      opt(OptType::String, "group", 'g', "NAME", "the group"),
      opt(OptType::Rate, "budget", 'b', "RATE", "the group's budget (the bottleneck's rate)"),
-     opt(OptType::ClassId, "class", 'c', "CLASSID", "join: the paced class the group drives"),
+     opt(OptType::ClassId, "class", 'c', "CLASSID",
+         "join: the paced class the group drives (an inner class: its subtree)"),
      opt(OptType::Integer, "weight", 'w', "W", "join: this host's weight")
          .by_default(1)
          .within(1, 1000000),

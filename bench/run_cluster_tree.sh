@@ -44,7 +44,8 @@ sample() { # one line: READ_START_NS READ_END_NS TX_1:11 TX_1:12 CEIL_1:10
     j=$(H1 status $D1 -j)
     b=$(cl_now_ns)
     echo "$a $b $(python3 "$PSP_ROOT/lab/status_is.py" --print \
-        'f"{c(\"1:11\")[\"tx_bytes\"]} {c(\"1:12\")[\"tx_bytes\"]} {c(\"1:10\")[\"ceil_bps\"]}"' <<<"$j")"
+        '" ".join(str(x) for x in (c("1:11")["tx_bytes"], c("1:12")["tx_bytes"], c("1:10")["ceil_bps"]))' \
+        <<<"$j")"
 }
 for port in 5011 5012; do
     cl_ns 1 "$TRAFFIC" send 10.99.1.2 $port --rate 120mbit --size 1400 --seconds $((3 * PHASE + 1)) >/dev/null &
@@ -53,7 +54,8 @@ done
 : >"$TMP/samples"
 start=$(cl_now_ns)
 step=0
-for ((k = 0; k < 6 * PHASE; ++k)); do
+now=$start
+while ((now - start < 3 * PHASE * 1000000000)); do
     sample >>"$TMP/samples"
     now=$(cl_now_ns)
     if ((step == 0 && now - start >= PHASE * 1000000000)); then

@@ -27,12 +27,7 @@ cl_begin tcb
 cl_up
 D1=${CL_P}d1$$
 H1() { cl_ns 1 "$PSPXDP" "$@"; }
-psp_check "host 1: the tree" eval '
-    H1 class add $D1 1:10 rate 60mbit ceil 200mbit &&
-    H1 class add $D1 1:11 parent 1:10 rate 20mbit ceil 200mbit &&
-    H1 class add $D1 1:12 parent 1:10 rate 30mbit ceil 200mbit prio 1 &&
-    H1 filter add $D1 proto udp dport 5011 classid 1:11 &&
-    H1 filter add $D1 proto udp dport 5012 classid 1:12' || { psp_finish; exit 1; }
+psp_check "host 1: the tree" cl_site_tree 1 || { psp_finish; exit 1; }
 CL_CLASS=1:10 cl_join 1 --floor 50mbit
 cl_join 2 --floor 50mbit
 cl_join 3 --floor 50mbit

@@ -6,6 +6,7 @@
 #   cl_etcd_up                 3 members in namespace $CL_ETCD_NS, healthy
 #   cl_host I                  host I: DEV ${CL_P}dI$$ attached, class 1:1 paced
 #   cl_join I [ARGS...]        its agent joins group $CL_GROUP in the background
+#   cl_site_tree I             host I: an inner class 1:10 with two leaves that borrow
 #   cl_applied I RATE_BPS      true when host I's agent applies RATE_BPS
 #   cl_cut I / cl_heal I       host I's control veth down / up
 #
@@ -135,6 +136,18 @@ cl_host() {
     ip -n ${CL_P}h$i$$ link set ${CL_P}c$i$$ up
     cl_ns $i "$PSPXDP" attach "$dev" --line-rate 1gbit >/dev/null &&
         cl_ns $i "$PSPXDP" class set "$dev" 1:1 100mbit
+}
+
+# cl_site_tree I: on host I's DEV the inner class 1:10 (rate 60 ceil 200
+# Mbit/s) with leaves 1:11 (rate 20) and 1:12 (rate 30, prio 1), both ceil
+# 200, UDP ports 5011 and 5012 filtered to them (design §11.10).
+cl_site_tree() {
+    local i=$1 dev=${CL_P}d$1$$
+    cl_ns $i "$PSPXDP" class add $dev 1:10 rate 60mbit ceil 200mbit &&
+        cl_ns $i "$PSPXDP" class add $dev 1:11 parent 1:10 rate 20mbit ceil 200mbit &&
+        cl_ns $i "$PSPXDP" class add $dev 1:12 parent 1:10 rate 30mbit ceil 200mbit prio 1 &&
+        cl_ns $i "$PSPXDP" filter add $dev proto udp dport 5011 classid 1:11 &&
+        cl_ns $i "$PSPXDP" filter add $dev proto udp dport 5012 classid 1:12
 }
 
 cl_ns() { # I CMD...: CMD in host I's namespace

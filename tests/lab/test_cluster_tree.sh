@@ -35,12 +35,7 @@ cl_up
 D1=${CL_P}d1$$
 N="nsenter --net=/run/netns/${CL_P}h1$$" # psp_status_is on host 1
 H1() { cl_ns 1 "$PSPXDP" "$@"; }
-psp_check "host 1: the tree 1:10 (60 ceil 200), 1:11 (20 ceil 200), 1:12 (30 ceil 200 prio 1)" eval '
-    H1 class add $D1 1:10 rate 60mbit ceil 200mbit &&
-    H1 class add $D1 1:11 parent 1:10 rate 20mbit ceil 200mbit &&
-    H1 class add $D1 1:12 parent 1:10 rate 30mbit ceil 200mbit prio 1 &&
-    H1 filter add $D1 proto udp dport 5011 classid 1:11 &&
-    H1 filter add $D1 proto udp dport 5012 classid 1:12' || { psp_finish; exit 1; }
+psp_check "host 1: the tree 1:10 (60 ceil 200), 1:11 (20 ceil 200), 1:12 (30 ceil 200 prio 1)" cl_site_tree 1 || { psp_finish; exit 1; }
 H1 save $D1 >"$TMP/own"
 
 refused() { # WHAT EXPECTED_TEXT ARGS... (group join on host 1 with ARGS)

@@ -237,9 +237,11 @@ void Runner::apply_rate(uint64_t rate_bps) {
         return;
     }
     if (own_rate_bps_ == 0) {
+        // A killed predecessor's record, else the subtree as found now.
         own_ = cfg_.inherited_own.empty() ? *was : cfg_.inherited_own;
-        own_rate_bps_ = cfg_.inherited_own_rate_bps ? cfg_.inherited_own_rate_bps
-                                                    : was->front().rate_bps;
+        if (cfg_.inherited_own.empty() && cfg_.inherited_own_rate_bps)
+            own_.front().rate_bps = cfg_.inherited_own_rate_bps;
+        own_rate_bps_ = own_.front().rate_bps;
     }
     sh_->applied_bps = rate_bps;
     sh_->rate_changes++;
@@ -697,12 +699,8 @@ void Runner::release_class(int code) {
     if (!d) return log_line("restore " + format_rate(own_rate_bps_) + ": " + d.error());
     // Before the write, under DEV's lock: the watchdog must not lower it.
     sh_->released = true;
-    // Its subtree's rates and ceils (§11.10), or, as a predecessor from
-    // before trees recorded it, its own rate.
-    Result<void> r = restore_own_rates(d.value(), own_);
-    if (own_.empty())
-        if (auto s = d.value().set_rate(cfg_.classid, own_rate_bps_); !s) r = s.failure();
-    if (!r) {
+    // Its subtree's rates and ceils (§11.10).
+    if (auto r = restore_own_rates(d.value(), own_); !r) {
         std::fprintf(stderr, "pspxdp group: class %s of %s left at %s: its own rate %s: %s\n",
                      cls.c_str(), cfg_.dev.c_str(), format_rate(sh_->applied_bps.load()).c_str(),
                      format_rate(own_rate_bps_).c_str(), r.error().c_str());

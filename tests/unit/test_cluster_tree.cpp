@@ -175,8 +175,7 @@ TEST_CASE("group share: every write order keeps the tree whole, any share", "[cl
                 if (c.classid == root) now_ceil = ceil_of(c);
             // From the own rates (what the agent holds), not from the map.
             auto w = control::fit_subtree(own, root, next_share, 1000 * M, now_ceil);
-            INFO("seed " << seed << " step " << step << " share " << share << " -> "
-                         << next_share);
+            INFO("seed " << seed << " step " << step << " share " << share << " -> " << next_share);
             for (size_t n = 0; n <= w.size(); ++n) REQUIRE(consistent(written(map, w, n)));
             map = written(map, w, w.size());
             uint64_t got = 0;

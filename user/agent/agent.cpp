@@ -129,9 +129,8 @@ Result<void> check_subtree_free(const std::vector<control::ClassSpec> &all,
     for (uint32_t id : control::subtree_ids(parent_of, cfg.classid))
         if (id != cfg.classid && class_held(cfg.dev, id))
             return refuse("class " + cls + " of " + cfg.dev + " has class " +
-                          format_classid(ClassId::from_raw(id)) +
-                          " below it, which a group holds" + who(id) +
-                          ": one group per subtree (leave that group first)");
+                          format_classid(ClassId::from_raw(id)) + " below it, which a group holds" +
+                          who(id) + ": one group per subtree (leave that group first)");
     return {};
 }
 
@@ -196,8 +195,7 @@ int run(const AgentConfig &given) {
     // so it is dead): the class's own rate it recorded.
     for (const auto &j : agent_states(cfg.dev))
         if (j.value("classid", "") == format_classid(ClassId::from_raw(cfg.classid)) &&
-            !j.value("alive", true))
-        {
+            !j.value("alive", true)) {
             cfg.inherited_own_rate_bps = j.value("own_rate_bps", uint64_t(0));
             cfg.inherited_own = own_from_json(j.value("own_classes", nlohmann::json()));
         }

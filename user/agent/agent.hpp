@@ -67,8 +67,7 @@ Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg);
 // another agent of DEV holds, or one with such a class below it: one group
 // per subtree (docs/design.md §11.10). Run with the class's own lock held,
 // so two joiners racing refuse each other rather than both pass.
-Result<void> check_subtree_free(const std::vector<control::ClassSpec> &all,
-                                const AgentConfig &cfg);
+Result<void> check_subtree_free(const std::vector<control::ClassSpec> &all, const AgentConfig &cfg);
 
 // Runs until SIGTERM/SIGINT, then leaves the group. 0 after a clean leave;
 // 2 when the join is refused (one line on stderr), 1 on a system error.

@@ -43,10 +43,9 @@ set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
     if (!now)
         return refuse("class " + format_classid(ClassId::from_raw(classid)) +
                       " does not exist on " + d.name());
-    auto fit = control::fit_subtree(control::with_own_rates(cfg->classes, own), classid,
-                                    std::max(rate_bps, kHoldRateBps),
-                                    cfg->line_rate_bps.value_or(0),
-                                    now->ceil_bps ? now->ceil_bps : now->rate_bps);
+    auto fit = control::fit_subtree(
+        control::with_own_rates(cfg->classes, own), classid, std::max(rate_bps, kHoldRateBps),
+        cfg->line_rate_bps.value_or(0), now->ceil_bps ? now->ceil_bps : now->rate_bps);
     // A flat class, only its rate changed: one lookup, one update.
     if (fit.size() == 1 && fit[0].ceil_bps == now->ceil_bps) {
         auto r = d.set_rate(classid, fit[0].rate_bps, before_write);

@@ -289,8 +289,7 @@ void print_groups(Printer &p, const std::string &dev) {
         p.string("group", j.value("group", ""), "group %s: ");
         p.string("classid", cls, "class %s ");
         p.string("host", j.value("host", ""), "as %s: ");
-        if (auto it = class_rate.find(cls); it != class_rate.end())
-        {
+        if (auto it = class_rate.find(cls); it != class_rate.end()) {
             p.rate("class_rate", it->second, "paced at %s");
             p.rate("class_ceil", class_ceil[cls], class_ceil[cls] ? " ceil %s" : "");
             p.u64("classes_below", below[cls],

@@ -92,8 +92,7 @@ std::vector<ClassSpec> fit_subtree(const std::vector<ClassSpec> &all, uint32_t r
         return {flat};
     }
     uint64_t cap = line_rate_bps ? line_rate_bps : UINT64_MAX;
-    if (auto p = t.by_id.find(r.parent); r.parent && p != t.by_id.end())
-        cap = ceil_of(*p->second);
+    if (auto p = t.by_id.find(r.parent); r.parent && p != t.by_id.end()) cap = ceil_of(*p->second);
     const std::vector<uint32_t> ids = subtree_ids(all, root);
     std::map<uint32_t, uint64_t> rate, ceil;
     ceil[root] = std::max(std::min(share_bps, cap), t.hold(root));
@@ -110,8 +109,8 @@ std::vector<ClassSpec> fit_subtree(const std::vector<ClassSpec> &all, uint32_t r
             // holds shrink in proportion, so they sum within it.
             if (now < own && own > holds) {
                 const uint64_t h = t.hold(c);
-                x = h + uint64_t((unsigned __int128)(cs.rate_bps - h) * (now - holds) /
-                                 (own - holds));
+                x = h +
+                    uint64_t((unsigned __int128)(cs.rate_bps - h) * (now - holds) / (own - holds));
             }
             rate[c] = std::min(x, ceil[c]);
         }

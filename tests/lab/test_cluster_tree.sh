@@ -21,6 +21,8 @@
 #                              sum never above max(old, new))
 #   leave                      the subtree's own rates and ceils back, byte
 #                              for byte as `save` printed them before
+#   a leaf of the tree joined  its share is its ceil, its rate its own; its
+#                              parent refused (one group per subtree)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../lab/netns.sh"
@@ -107,4 +109,17 @@ psp_check "the checker can fail: the same logs against 100 Mbit/s" \
 psp_check "host 1 leaves" cl_ns 1 "$PSPXDP" group leave $D1 --group $CL_GROUP
 H1 save $D1 >"$TMP/after"
 psp_check "... its subtree's own rates and ceils back, as save printed them" cmp "$TMP/own" "$TMP/after"
+
+# A leaf of the tree joined: its share is its ceil (its rate stays its own),
+# and its parent cannot join above it. Members joining now give the new budget.
+CL_BUDGET=150mbit
+CL_CLASS=1:11 cl_join 1 --floor 50mbit
+psp_check "the leaf 1:11 joined: 50 Mbit/s each (budget 150)" psp_wait_for 20 cl_applied 1 $((50 * M))
+psp_check "... its ceil is the share, its rate its own 20 Mbit/s" psp_wait_for 10 psp_status_is $D1 \
+    "c('1:11')['ceil_bps'] == 50 * 10**6 and c('1:11')['rate_bps'] == 20 * 10**6 and c('1:10')['ceil_bps'] == 200 * 10**6"
+H1 save $D1 >"$TMP/before"
+psp_check "refused: its parent 1:10 (exit 2, one line, nothing changed)" \
+    refused above "has class 1:11 below it, which a group holds" --class 1:10 --floor 50mbit
+psp_check "the leaf leaves: the tree as it was" eval '
+    cl_ns 1 "$PSPXDP" group leave $D1 --group $CL_GROUP && H1 save $D1 | cmp - "$TMP/own"'
 psp_finish

@@ -6,6 +6,7 @@
 #   cl_etcd_up                 3 members in namespace $CL_ETCD_NS, healthy
 #   cl_host I                  host I: DEV ${CL_P}dI$$ attached, class 1:1 paced
 #   cl_join I [ARGS...]        its agent joins group $CL_GROUP in the background
+#   cl_site_tree I             host I: an inner class 1:10 with two leaves that borrow
 #   cl_applied I RATE_BPS      true when host I's agent applies RATE_BPS
 #   cl_cut I / cl_heal I       host I's control veth down / up
 #
@@ -137,13 +138,26 @@ cl_host() {
         cl_ns $i "$PSPXDP" class set "$dev" 1:1 100mbit
 }
 
+# cl_site_tree I: on host I's DEV the inner class 1:10 (rate 60 ceil 200
+# Mbit/s) with leaves 1:11 (rate 20) and 1:12 (rate 30, prio 1), both ceil
+# 200, UDP ports 5011 and 5012 filtered to them (design §11.10).
+cl_site_tree() {
+    local i=$1 dev=${CL_P}d$1$$
+    cl_ns $i "$PSPXDP" class add $dev 1:10 rate 60mbit ceil 200mbit &&
+        cl_ns $i "$PSPXDP" class add $dev 1:11 parent 1:10 rate 20mbit ceil 200mbit &&
+        cl_ns $i "$PSPXDP" class add $dev 1:12 parent 1:10 rate 30mbit ceil 200mbit prio 1 &&
+        cl_ns $i "$PSPXDP" filter add $dev proto udp dport 5011 classid 1:11 &&
+        cl_ns $i "$PSPXDP" filter add $dev proto udp dport 5012 classid 1:12
+}
+
 cl_ns() { # I CMD...: CMD in host I's namespace
     local i=$1
     shift
     psp_in_ns ${CL_P}h$i$$ "$@"
 }
 
-# cl_join I ARGS...: host I's agent (name hI, log $TMP/hI.rates) in the
+# cl_join I ARGS...: host I's agent (name hI, log $TMP/hI.rates, class
+# $CL_CLASS, 1:1 unless set) in the
 # background; its pid in CL_AGENTS[I]. setpriv --pdeathsig: if this script
 # dies without its traps (SIGKILL, a timeout), the agent gets SIGTERM and
 # leaves, and its watchdog follows it (nsenter, setpriv and nice exec: the
@@ -153,7 +167,7 @@ cl_join() {
     shift
     nsenter --net=/run/netns/${CL_P}h$i$$ setpriv --pdeathsig TERM nice -n -10 "$PSPXDP" group join \
         ${CL_P}d$i$$ --etcd "$CL_ENDPOINTS" --group $CL_GROUP \
-        --budget $CL_BUDGET --class 1:1 --name h$i --log "$TMP/h$i.rates" "$@" \
+        --budget $CL_BUDGET --class "${CL_CLASS:-1:1}" --name h$i --log "$TMP/h$i.rates" "$@" \
         >>"$TMP/h$i.log" 2>&1 &
     CL_AGENTS[$i]=$!
 }

@@ -66,6 +66,11 @@ Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
     if (!state) return state.failure();
     uint32_t default_classid = pspxdp_classid_raw(state->default_classid);
     const std::string cls = format_classid(ClassId::from_raw(cfg.classid));
+    // Of a tree, the group holds the whole subtree (§11.10): a filter to
+    // any class below it goes through it too.
+    auto specs = d.config();
+    if (!specs) return specs.failure();
+    const auto held = control::subtree_ids(specs->classes, cfg.classid);
     for (const std::string &url : cfg.endpoints) {
         CURLU *u = curl_url();
         char *host = nullptr, *port = nullptr;
@@ -89,13 +94,43 @@ Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg) {
         uint16_t dport = uint16_t(std::stoul(p));
         uint32_t via = control::class_for_tcp(*filters, default_classid, family, addr_bytes(src),
                                               addr_bytes(to), dport);
-        if (via == cfg.classid)
-            return refuse("etcd at " + url + " is reached through " + cfg.dev + "'s class " + cls +
+        if (std::find(held.begin(), held.end(), via) != held.end())
+            return refuse("etcd at " + url + " is reached through " + cfg.dev + "'s class " +
+                          format_classid(ClassId::from_raw(via)) +
+                          (via == cfg.classid ? "" : ", in the subtree of " + cls) +
                           ", the class the group holds at 0 while it joins: send its port to an "
                           "unpaced class first (pspxdp class set " +
                           cfg.dev + " 1:ffff normal; pspxdp filter add " + cfg.dev +
                           " proto tcp dport " + p + " classid 1:ffff)");
     }
+    return {};
+}
+
+Result<void> check_subtree_free(const std::vector<control::ClassSpec> &all,
+                                const AgentConfig &cfg) {
+    const std::string cls = format_classid(ClassId::from_raw(cfg.classid));
+    auto who = [&](uint32_t id) {
+        std::string s;
+        for (const auto &j : running_agents(cfg.dev))
+            if (j.value("classid", "") == format_classid(ClassId::from_raw(id)))
+                s = " (group " + j.value("group", "?") + ", pid " +
+                    std::to_string(j.value("pid", 0)) + ")";
+        return s;
+    };
+    std::map<uint32_t, uint32_t> parent_of;
+    for (const auto &c : all) parent_of[c.classid] = c.parent;
+    // Its parents, up to the wire (bounded: a cycle in a hand-written map).
+    uint32_t a = parent_of.count(cfg.classid) ? parent_of[cfg.classid] : 0;
+    for (size_t n = 0; a && n < parent_of.size(); ++n, a = parent_of.count(a) ? parent_of[a] : 0)
+        if (class_held(cfg.dev, a))
+            return refuse("class " + cls + " of " + cfg.dev + " is inside class " +
+                          format_classid(ClassId::from_raw(a)) + ", which a group holds" + who(a) +
+                          ": one group per subtree (leave that group first)");
+    for (uint32_t id : control::subtree_ids(parent_of, cfg.classid))
+        if (id != cfg.classid && class_held(cfg.dev, id))
+            return refuse("class " + cls + " of " + cfg.dev + " has class " +
+                          format_classid(ClassId::from_raw(id)) + " below it, which a group holds" +
+                          who(id) + ": one group per subtree (leave that group first)");
     return {};
 }
 
@@ -146,12 +181,24 @@ int run(const AgentConfig &given) {
             close(fd);
         }
     } held_lock{lock_file, lock_fd};
+    // One group per subtree, checked with our lock held (§11.10).
+    {
+        auto d = control::Device::open(cfg.dev, control::Access::Read);
+        auto c = d ? d->config() : Result<control::Config>(d.failure());
+        auto free = c ? check_subtree_free(c->classes, cfg) : Result<void>(c.failure());
+        if (!free) {
+            std::fprintf(stderr, "pspxdp group join: %s\n", free.error().c_str());
+            return free.exit_code();
+        }
+    }
     // A state file left by a killed agent of this class (the lock is ours,
     // so it is dead): the class's own rate it recorded.
     for (const auto &j : agent_states(cfg.dev))
         if (j.value("classid", "") == format_classid(ClassId::from_raw(cfg.classid)) &&
-            !j.value("alive", true))
+            !j.value("alive", true)) {
             cfg.inherited_own_rate_bps = j.value("own_rate_bps", uint64_t(0));
+            cfg.inherited_own = own_from_json(j.value("own_classes", nlohmann::json()));
+        }
     struct stat log_before {};
     const bool log_existed = stat(cfg.log_path.c_str(), &log_before) == 0;
     int log_fd = open(cfg.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -13,6 +13,7 @@
 #include "agent/registry.hpp"
 #include "cluster/protocol.hpp"
 #include "control/control.hpp"
+#include "control/group_share.hpp"
 #include "core/result.hpp"
 
 #include <cstdint>
@@ -49,6 +50,9 @@ struct AgentConfig {
     // (its state file): what leave restores, not the floor its watchdog
     // left. 0: the rate the class has when the group first holds it.
     uint64_t inherited_own_rate_bps = 0;
+    // Its subtree's rates and ceils (docs/design.md §11.10); empty: as the
+    // group first finds them.
+    std::vector<control::OwnRate> inherited_own;
 };
 
 // Refuses (one line, exit code 2) a group class that the agent's own etcd
@@ -58,6 +62,12 @@ struct AgentConfig {
 // class). The agent holds the class at 0 while it joins, so every etcd
 // request would wait behind it.
 Result<void> check_etcd_path(const control::Device &d, const AgentConfig &cfg);
+
+// Refuses (one line, exit code 2) a class inside the subtree of a class
+// another agent of DEV holds, or one with such a class below it: one group
+// per subtree (docs/design.md §11.10). Run with the class's own lock held,
+// so two joiners racing refuse each other rather than both pass.
+Result<void> check_subtree_free(const std::vector<control::ClassSpec> &all, const AgentConfig &cfg);
 
 // Runs until SIGTERM/SIGINT, then leaves the group. 0 after a clean leave;
 // 2 when the join is refused (one line on stderr), 1 on a system error.

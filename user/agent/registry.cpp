@@ -7,8 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
+#include <sys/file.h>
 #include <unistd.h>
 
 namespace pspxdp::agent {
@@ -33,6 +35,32 @@ std::string lock_path(const std::string &dev, uint32_t classid) {
 
 std::string default_log_path(const std::string &dev, uint32_t classid) {
     return base_path(dev, classid) + ".rates";
+}
+
+nlohmann::json own_json(const std::vector<control::OwnRate> &own) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto &o : own)
+        a.push_back({{"classid", o.classid}, {"rate_bps", o.rate_bps}, {"ceil_bps", o.ceil_bps}});
+    return a;
+}
+
+std::vector<control::OwnRate> own_from_json(const nlohmann::json &j) {
+    std::vector<control::OwnRate> own;
+    if (!j.is_array()) return own;
+    for (const auto &o : j)
+        if (o.is_object())
+            own.push_back({o.value("classid", uint32_t(0)), o.value("rate_bps", uint64_t(0)),
+                           o.value("ceil_bps", uint64_t(0))});
+    return own;
+}
+
+bool class_held(const std::string &dev, uint32_t classid) {
+    // No file: no agent (a leaving one removes it while still holding it).
+    int fd = open(lock_path(dev, classid).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
+    close(fd);
+    return held;
 }
 
 std::vector<nlohmann::json> agent_states(const std::string &dev) {

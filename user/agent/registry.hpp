@@ -4,6 +4,8 @@
 // only one, its applied-rate log.
 #pragma once
 
+#include "control/group_share.hpp"
+
 #include <cstdint>
 #include <string>
 #include <sys/types.h>
@@ -25,6 +27,14 @@ std::vector<nlohmann::json> running_agents(const std::string &dev);
 
 // Writes the state file (atomically: a reader sees the old or the new).
 void write_state_file(const std::string &dev, uint32_t classid, const nlohmann::json &state);
+
+// The subtree's own rates and ceils as the state file holds them (what a
+// killed agent's successor restores on leave, docs/design.md §11.10).
+nlohmann::json own_json(const std::vector<control::OwnRate> &own);
+std::vector<control::OwnRate> own_from_json(const nlohmann::json &j);
+
+// Whether an agent holds classid of DEV now (its lock is held).
+bool class_held(const std::string &dev, uint32_t classid);
 
 // This machine as the group's live records name it: the host name, and
 // the boot id (/proc/sys/kernel/random/boot_id) that tells two clones of

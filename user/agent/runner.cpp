@@ -184,8 +184,11 @@ class Runner final : public cluster::Effects {
     uint64_t turn_boot_ns_ = 0, turn_mono_ns_ = 0, decided_ns_ = 0;
     bool gap_seen_ = false, said_joined_ = false;
     uint64_t next_waiting_ = 0;
-    // The class's own rate, read when the group first held it (0: never held).
+    // The class's own rate, read when the group first held it (0: never
+    // held), and its subtree's rates and ceils then, the class first
+    // (docs/design.md §11.10).
     uint64_t own_rate_bps_ = 0;
+    std::vector<control::OwnRate> own_;
     uint64_t wake_ns_ = UINT64_MAX;
     uint64_t epoch_applied_ = 0;
 
@@ -226,15 +229,20 @@ void Runner::apply_rate(uint64_t rate_bps) {
             return err("the lease is not proven safe now: not applied");
         return {};
     };
-    auto was = set_group_rate(d.value(), cfg_.classid, rate_bps, still_ours);
+    auto was = set_group_rate(d.value(), cfg_.classid, rate_bps, still_ours, own_);
     if (!was) {
         log_line("apply " + format_rate(rate_bps) + ": " + was.error());
         // A raise refused as stale is a gap: re-prove before any other.
         if (raise && checked_ns != 0) gap_seen_ = true;
         return;
     }
-    if (own_rate_bps_ == 0)
-        own_rate_bps_ = cfg_.inherited_own_rate_bps ? cfg_.inherited_own_rate_bps : *was;
+    if (own_rate_bps_ == 0) {
+        // A killed predecessor's record, else the subtree as found now.
+        own_ = cfg_.inherited_own.empty() ? *was : cfg_.inherited_own;
+        if (cfg_.inherited_own.empty() && cfg_.inherited_own_rate_bps)
+            own_.front().rate_bps = cfg_.inherited_own_rate_bps;
+        own_rate_bps_ = own_.front().rate_bps;
+    }
     sh_->applied_bps = rate_bps;
     sh_->rate_changes++;
     log_.write(rate_bps);
@@ -242,7 +250,7 @@ void Runner::apply_rate(uint64_t rate_bps) {
     // instructions): the raise may have landed late. Undo it at once.
     if (raise && common::boot_ns() - checked_ns > cfg_.timing.margin_ns) {
         uint64_t to = proto_.fallback_bps();
-        if (set_group_rate(d.value(), cfg_.classid, to)) {
+        if (set_group_rate(d.value(), cfg_.classid, to, {}, own_)) {
             sh_->applied_bps = to;
             sh_->rate_changes++;
             log_.write(to);
@@ -403,10 +411,21 @@ void Runner::sample_demand(uint64_t now) {
         reader_.reset();
         return missing(classes.error());
     }
-    bool found = false;
+    // The class and, of a tree, every class below it (inner classes hold
+    // no frames: their counters are 0): the subtree's demand (§11.10).
+    std::map<uint32_t, uint32_t> parent_of;
+    for (const auto &c : *classes)
+        if (c.configured) parent_of[c.classid] = pspxdp_classid_raw(c.config.parent);
+    const auto subtree = control::subtree_ids(parent_of, cfg_.classid);
+    const bool found = parent_of.count(cfg_.classid) != 0;
+    uint64_t rx = 0, marks = 0;
     for (const auto &c : *classes) {
-        if (c.classid != cfg_.classid || !c.configured) continue;
-        found = true;
+        if (!c.configured || std::find(subtree.begin(), subtree.end(), c.classid) == subtree.end())
+            continue;
+        rx += c.pacer.rx_bytes;
+        marks += c.pacer.drop_limit + c.pacer.ce_marked + c.pacer.drop_aqm;
+    }
+    if (found) {
         // Offered: what the class took in (rx_bytes counts every frame
         // handed to the pacer, including those it then dropped at the
         // limit) over the window. Limited: frames dropped at the limit or
@@ -414,8 +433,6 @@ void Runner::sample_demand(uint64_t now) {
         // the rate (a TCP sender backs off), so the demand asks for more
         // (§11.2). A backlog alone is not a limit: a class paced at the
         // rate of its sender always has one.
-        uint64_t rx = c.pacer.rx_bytes,
-                 marks = c.pacer.drop_limit + c.pacer.ce_marked + c.pacer.drop_aqm;
         if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
             uint64_t offered =
                 uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
@@ -468,6 +485,7 @@ void Runner::write_state(uint64_t now) {
            {"demand_bps", demand_bps_},
            {"offered_bps", offered_bps_},
            {"own_rate_bps", own_rate_bps_},
+           {"own_classes", own_json(own_)},
            // Since the last keep-alive etcd answered (the lease's age).
            {"renewed_ago_ns", last_renewed_ns_.load() ? now - last_renewed_ns_.load() : 0},
            {"lease_safe", safe},
@@ -681,7 +699,8 @@ void Runner::release_class(int code) {
     if (!d) return log_line("restore " + format_rate(own_rate_bps_) + ": " + d.error());
     // Before the write, under DEV's lock: the watchdog must not lower it.
     sh_->released = true;
-    if (auto r = d.value().set_rate(cfg_.classid, own_rate_bps_); !r) {
+    // Its subtree's rates and ceils (§11.10).
+    if (auto r = restore_own_rates(d.value(), own_); !r) {
         std::fprintf(stderr, "pspxdp group: class %s of %s left at %s: its own rate %s: %s\n",
                      cls.c_str(), cfg_.dev.c_str(), format_rate(sh_->applied_bps.load()).c_str(),
                      format_rate(own_rate_bps_).c_str(), r.error().c_str());

@@ -26,9 +26,46 @@ void log_line(const std::string &text) {
     std::fflush(stderr);
 }
 
-Result<uint64_t> set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
-                                const std::function<Result<void>()> &before_write) {
-    return d.set_rate(classid, std::max(rate_bps, kHoldRateBps), before_write);
+Result<std::vector<control::OwnRate>>
+set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
+               const std::function<Result<void>()> &before_write,
+               const std::vector<control::OwnRate> &own) {
+    auto cfg = d.config();
+    if (!cfg) return cfg.failure();
+    std::vector<control::OwnRate> was;
+    const control::ClassSpec *now = nullptr;
+    for (uint32_t id : control::subtree_ids(cfg->classes, classid))
+        for (const auto &c : cfg->classes)
+            if (c.classid == id) {
+                if (!now) now = &c;
+                was.push_back({c.classid, c.rate_bps, c.ceil_bps});
+            }
+    if (!now)
+        return refuse("class " + format_classid(ClassId::from_raw(classid)) +
+                      " does not exist on " + d.name());
+    auto fit = control::fit_subtree(
+        control::with_own_rates(cfg->classes, own), classid, std::max(rate_bps, kHoldRateBps),
+        cfg->line_rate_bps.value_or(0), now->ceil_bps ? now->ceil_bps : now->rate_bps);
+    // A flat class, only its rate changed: one lookup, one update.
+    if (fit.size() == 1 && fit[0].ceil_bps == now->ceil_bps) {
+        auto r = d.set_rate(classid, fit[0].rate_bps, before_write);
+        if (!r) return r.failure();
+        return was;
+    }
+    if (auto r = d.class_put_many(control::Device::Put::Change, fit, before_write); !r)
+        return r.failure();
+    return was;
+}
+
+Result<void> restore_own_rates(control::Device &d, const std::vector<control::OwnRate> &own) {
+    auto cfg = d.config();
+    if (!cfg) return cfg.failure();
+    const auto all = control::with_own_rates(cfg->classes, own);
+    std::vector<control::ClassSpec> back;
+    for (const auto &o : own)
+        for (const auto &c : all)
+            if (c.classid == o.classid) back.push_back(c);
+    return d.class_put_many(control::Device::Put::Change, back);
 }
 
 void RateLog::write(uint64_t rate_bps) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "control/control.hpp"
+#include "control/group_share.hpp"
 #include "core/result.hpp"
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace pspxdp::agent {
 
@@ -37,10 +39,19 @@ struct Shared {
     std::atomic<bool> released{false};
 };
 
-// The group's rate for the class (kHoldRateBps for 0): Device::set_rate
-// under DEV's lock, which d holds. Returns the rate the class had.
-Result<uint64_t> set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
-                                const std::function<Result<void>()> &before_write = {});
+// The group's share for the class, under DEV's lock, which d holds
+// (docs/design.md §11.10): a flat class's rate (kHoldRateBps for 0) through
+// Device::set_rate; a class of a tree, the share as its subtree's ceil
+// (control::fit_subtree, from `own`: the subtree's rates and ceils before
+// the group held it; empty: as they are now). Returns the subtree's rates
+// and ceils as they were, the class first.
+Result<std::vector<control::OwnRate>>
+set_group_rate(control::Device &d, uint32_t classid, uint64_t rate_bps,
+               const std::function<Result<void>()> &before_write = {},
+               const std::vector<control::OwnRate> &own = {});
+
+// The subtree's own rates and ceils back (leave), the class first.
+Result<void> restore_own_rates(control::Device &d, const std::vector<control::OwnRate> &own);
 
 struct RateLog {
     int fd = -1;

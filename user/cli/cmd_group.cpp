@@ -8,6 +8,7 @@
 #include "cluster/allocator.hpp"
 #include "cluster/checker.hpp"
 #include "control/control.hpp"
+#include "control/group_share.hpp"
 #include "core/units.hpp"
 #include "etcd/etcd.hpp"
 
@@ -56,22 +57,16 @@ int run_join(const Args &args) {
     if (cfg.floor_bps > cfg.budget_bps)
         return fail_input("--floor " + format_rate(cfg.floor_bps) + " does not fit in --budget " +
                           format_rate(cfg.budget_bps));
-    // The class must be a paced one of DEV: the group sets its rate.
+    // The class must be a paced one of DEV: the group sets its rate, or of
+    // a class with children, its subtree's ceil, the floor keeping the
+    // children's rates (docs/design.md §11.10).
     auto d = control::Device::open(cfg.dev, control::Access::Read);
     if (!d) return fail(d);
-    auto classes = d->classes();
-    if (!classes) return fail(classes);
-    const std::string cls = format_classid(ClassId::from_raw(cfg.classid));
-    bool paced = false, exists = false;
-    for (const auto &c : *classes)
-        if (c.classid == cfg.classid && c.configured) {
-            exists = true;
-            paced = c.config.kind == PSPXDP_CLASS_PACED;
-        }
-    if (!exists) return fail_input("class " + cls + " does not exist on " + cfg.dev);
-    if (!paced)
-        return fail_input("class " + cls + " of " + cfg.dev +
-                          " is not paced (give it a rate first)");
+    auto config = d->config();
+    if (!config) return fail(config);
+    if (auto r = control::check_group_class(config->classes, cfg.classid, cfg.floor_bps, cfg.dev);
+        !r)
+        return fail(r);
     // The agent's own etcd requests must not go through the class it
     // holds at 0 while it joins (every request would time out).
     if (auto r = agent::check_etcd_path(d.value(), cfg); !r) return fail(r);
@@ -269,12 +264,17 @@ void print_groups(Printer &p, const std::string &dev) {
     // What status knows first-hand: the class's rate as DEV paces it now,
     // and how old the agent's own account is. The agent's account (phase,
     // epoch, etcd) is shown as what it last said, with its age.
-    std::map<std::string, uint64_t> class_rate;
+    // Of a class with children, the group holds its subtree's ceil
+    // (docs/design.md §11.10): shown with how many classes are below it.
+    std::map<std::string, uint64_t> class_rate, class_ceil, below;
     if (auto d = control::Device::open(dev, control::Access::Read); d)
-        if (auto cs = d->classes(); cs)
-            for (const auto &c : *cs)
-                if (c.configured)
-                    class_rate[format_classid(ClassId::from_raw(c.classid))] = c.config.rate_bps;
+        if (auto cfg = d->config(); cfg)
+            for (const auto &c : cfg->classes) {
+                const std::string id = format_classid(ClassId::from_raw(c.classid));
+                class_rate[id] = c.rate_bps;
+                class_ceil[id] = c.ceil_bps;
+                below[id] = control::subtree_ids(cfg->classes, c.classid).size() - 1;
+            }
     const uint64_t now_ns = agent::real_ns();
     p.open_array("groups");
     for (const auto &j : agent::agent_states(dev)) {
@@ -289,9 +289,13 @@ void print_groups(Printer &p, const std::string &dev) {
         p.string("group", j.value("group", ""), "group %s: ");
         p.string("classid", cls, "class %s ");
         p.string("host", j.value("host", ""), "as %s: ");
-        if (auto it = class_rate.find(cls); it != class_rate.end())
-            p.rate("class_rate", it->second, "paced at %s now; ");
-        else
+        if (auto it = class_rate.find(cls); it != class_rate.end()) {
+            p.rate("class_rate", it->second, "paced at %s");
+            p.rate("class_ceil", class_ceil[cls], class_ceil[cls] ? " ceil %s" : "");
+            p.u64("classes_below", below[cls],
+                  below[cls] ? " (an inner class: %s classes below it)" : "");
+            p.text(" now; ");
+        } else
             p.null("class_rate_bps");
         p.u64("pid", j.value("pid", uint64_t(0)), "agent pid %s ");
         p.boolean("agent_alive", alive, alive ? "" : "GONE (killed?): ");
@@ -343,6 +347,10 @@ const Command kGroup = {
     "  The paced class CLASSID of DEV gets a share of the group's budget,\n"
     "  weighted max-min fair over the members' measured demands, never below its\n"
     "  floor; the sum of the rates applied on all hosts never exceeds the budget.\n"
+    "  Of a class tree, CLASSID may be an inner class: the share is then its\n"
+    "  subtree's ceil (its children borrow inside it), and --floor must cover the\n"
+    "  children's rates; a class inside a subtree another group holds, or above\n"
+    "  one, is refused (one group per subtree).\n"
     "  The floors must fit in the budget (refused otherwise). Every applied rate\n"
     "  is logged to FILE as \"REALTIME_NS RATE_BPS\" (default\n"
     "  /run/pspxdp/DEV.group-MAJ-MIN.rates). One group per class of DEV, one\n"
@@ -360,7 +368,8 @@ const Command kGroup = {
     {opt(OptType::String, "etcd", 'e', "URLS", "etcd client URLs, comma-separated"),
      opt(OptType::String, "group", 'g', "NAME", "the group"),
      opt(OptType::Rate, "budget", 'b', "RATE", "the group's budget (the bottleneck's rate)"),
-     opt(OptType::ClassId, "class", 'c', "CLASSID", "join: the paced class the group drives"),
+     opt(OptType::ClassId, "class", 'c', "CLASSID",
+         "join: the paced class the group drives (an inner class: its subtree)"),
      opt(OptType::Integer, "weight", 'w', "W", "join: this host's weight")
          .by_default(1)
          .within(1, 1000000),

@@ -162,7 +162,8 @@ Result<void> Device::delete_classes(const std::vector<uint32_t> &ids) {
 
 // ---- classes
 
-Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given) {
+Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given,
+                                    const std::function<Result<void>()> &before_write) {
     if (auto r = require_change(); !r) return r;
     // A class given twice: the last one counts (in its place among the others).
     std::map<uint32_t, size_t> last;
@@ -233,6 +234,8 @@ Result<void> Device::class_put_many(Put how, const std::vector<ClassSpec> &given
         ids.push_back(spec.classid);
         values.push_back(spec.to_config(slot));
     }
+    if (before_write)
+        if (auto r = before_write(); !r) return r;
     if (auto r = write_classes(ids, values); !r) return r;
     return bump_config_gen();
 }

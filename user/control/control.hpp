@@ -111,8 +111,10 @@ class Device {
     enum class Put { Add, Change, Set };
     Result<void> class_put(Put how, const ClassSpec &spec) { return class_put_many(how, {spec}); }
     // Any number of classes as one change: all checked first (a class given
-    // twice: the last counts), one batch write, one config_gen.
-    Result<void> class_put_many(Put how, const std::vector<ClassSpec> &specs);
+    // twice: the last counts), one batch write in the order given, one
+    // config_gen. `before_write` as for set_rate.
+    Result<void> class_put_many(Put how, const std::vector<ClassSpec> &specs,
+                                const std::function<Result<void>()> &before_write = {});
     Result<void> class_del(uint32_t classid);
     // A paced class's rate, the rest of it kept (what `class change` with
     // every other parameter as it is does): one lookup, one update, one

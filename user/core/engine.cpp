@@ -302,6 +302,13 @@ void Engine::apply_rate(uint32_t cls, uint64_t rate_bps) {
     if (backlogged) admit(cls);
 }
 
+// The tree's rules end: due classes go back to the flat eligible heap.
+void Engine::tree_off() {
+    tree_ = false;
+    for (uint32_t k = 0; k < classes_.size(); ++k)
+        if (classes_[k].where == Where::Eligible) make_eligible(k);
+}
+
 Result<void> Engine::remove_class(uint32_t cls) {
     ++inputs_;
     if (!has_class(cls)) return err("no such class");
@@ -311,10 +318,10 @@ Result<void> Engine::remove_class(uint32_t cls) {
     TreeNode &t = tnodes_[cls];
     if (t.nchildren) return err("class has children");
     if (t.parent == kNone) paced_sum_bps_ -= c.rate_bps;
-    if (tree_making(cls) && --tree_making_ == 0) tree_ = false;
+    if (tree_making(cls) && --tree_making_ == 0) tree_off();
     --tnode(t.parent).nchildren;
     ++t.gen; // its stale tree entries (it is idle: placed nowhere)
-    t.place = kPlaceNone;
+    t.place = t.dplace = kPlaceNone;
     t.parent = kNone;
     if (last_cls_ == cls) last_cls_ = kNone;
     const uint32_t gen = c.gen;
@@ -388,6 +395,11 @@ void Engine::admit(uint32_t cls) {
 void Engine::make_eligible(uint32_t cls) {
     Class &c = classes_[cls];
     c.where = Where::Eligible;
+    if (tree_) [[unlikely]] {
+        // Due: the tree's guarantee heaps hold it (docs/design.md §3.12).
+        tree_refresh_path(cls);
+        return;
+    }
     if (solo_ == kNone)
         solo_ = cls;
     else
@@ -534,12 +546,26 @@ Decision Engine::next(uint64_t now_ns) {
     planned_ = false;
 
     pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
-    uint32_t cls = solo_;
+    uint32_t cls;
+    if (tree_) [[unlikely]] {
+        // A due leaf whose ancestors' ceils allow it, chosen level by level
+        // (docs/design.md §3.12).
+        cls = tree_pick_due();
+        if (cls == kNone) return next_unpaced();
+        classes_[cls].where = Where::None;
+        return send_due(cls);
+    }
+    cls = solo_;
     if (!eligible_.empty())
         cls = pick_eligible(); // may find only stale entries
     else
         solo_ = kNone;
     if (cls == kNone) return next_unpaced();
+    return send_due(cls);
+}
+
+// The paced class chosen in (a) sends its head frame on its own rate.
+[[gnu::always_inline]] inline Decision Engine::send_due(uint32_t cls) {
     Class &c = classes_[cls];
     if (c.fresh) restart_fresh(cls);
     if (cfg_.clockless) {
@@ -682,12 +708,14 @@ Decision Engine::clockless_unpaced() {
         normal_unlink(cls);
         return emit_frame(cls);
     }
-    const uint64_t wake = pending_.exact_min(classes_.data());
+    uint64_t wake = pending_.exact_min(classes_.data());
+    // A due leaf held by an ancestor's ceil (docs/design.md §3.12).
+    if (tree_) wake = std::min(wake, tree_due_guaranteed());
     uint64_t due = UINT64_MAX;
     if (wake != UINT64_MAX) due = wake + std::min(min_slack_bytes_, UINT64_MAX - wake);
     uint64_t target = normal_count_ ? std::min(wake, vwire_) : wake;
     // Borrowing waits for what the wire's line-rate model has room for.
-    if (tree_) target = std::min(target, std::max(tree_due(), vwire_));
+    if (tree_) target = std::min(target, std::max(tree_due_borrow(), vwire_));
     return plan_wait(target, due, true);
 }
 

@@ -393,10 +393,11 @@ TreeRun run_tree(const sim::SimConfig &cfg) {
     run.frames.resize(cfg.sources.size());
     for (const TraceFrame &f : res.trace) {
         if (f.flow == kFlowGap) continue;
-        const uint64_t wire_ns =
-            uint64_t(cfg.engine.framing.wire_bytes(f.len)) * 8'000'000'000 / cfg.engine.line_rate_bps;
+        const uint64_t wire_ns = uint64_t(cfg.engine.framing.wire_bytes(f.len)) * 8'000'000'000 /
+                                 cfg.engine.line_rate_bps;
         for (uint32_t k = f.flow; k != kNone; k = cfg.sources[k].parent)
-            run.frames[k].push_back({f.time_ns, f.time_ns + wire_ns, cfg.engine.framing.l2_bytes(f.len)});
+            run.frames[k].push_back(
+                {f.time_ns, f.time_ns + wire_ns, cfg.engine.framing.l2_bytes(f.len)});
     }
     return run;
 }
@@ -433,7 +434,8 @@ bool report_wanted() { return std::getenv("PSPXDP_TREE_REPORT") != nullptr; }
 
 } // namespace
 
-TEST_CASE("the tree of the real-time comparison, engine only, finite load", "[engine][tree][load]") {
+TEST_CASE("the tree of the real-time comparison, engine only, finite load",
+          "[engine][tree][load]") {
     // docs/results/2026-11-28-tree-vs-htb: a 400 Mbit/s root on a 1 Gbit/s
     // line, 2 sites of rate 150 ceil 300, 3 subscribers each of rate 30
     // ceil 120 (the third at prio 1), 100 Mbit/s offered each (1514-byte
@@ -485,15 +487,14 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load", "[en
         for (uint32_t ph = 0; ph < 2; ++ph) {
             f.clear();
             for (const sim::SourceSpec &s : cfg.sources)
-                f.push_back({s.rate_bps, s.ceil_bps, s.parent, s.prio,
-                             s.on_ns > ph * phase, double(s.offered_bps)});
+                f.push_back({s.rate_bps, s.ceil_bps, s.parent, s.prio, s.on_ns > ph * phase,
+                             double(s.offered_bps)});
             std::vector<double> ideal(f.size(), 0);
             water_fill(f, kNone, double(cfg.engine.line_rate_bps), ideal);
             const uint64_t from = ph * phase + 50 * ms, to = (ph + 1) * phase;
             for (uint32_t k = 0; k < f.size(); ++k) {
                 const double got = rate_in(r, k, from, to);
-                const double burst =
-                    burst_at(r, k, f[k].ceil, cfg.engine.framing.mtu_unit_bytes());
+                const double burst = burst_at(r, k, f[k].ceil, cfg.engine.framing.mtu_unit_bytes());
                 if (report_wanted())
                     std::printf("%-32s phase %u class %u: got %7.2f ideal %7.2f Mbit/s (%+.2f %%), "
                                 "burst at ceil %.2f MTU\n",
@@ -566,8 +567,8 @@ std::vector<Fluid> isp_tree(bool spread, uint32_t lone_site) {
         const uint32_t site = uint32_t(t.size());
         t.push_back({200 * Mb, 400 * Mb, kNone, 0, false});
         for (uint32_t i = 0; i < 25; ++i)
-            t.push_back({spread ? 7 * Mb + rng() % Mb : 8 * Mb, 50 * Mb, site, 0,
-                         s != lone_site || i < 3});
+            t.push_back(
+                {spread ? 7 * Mb + rng() % Mb : 8 * Mb, 50 * Mb, site, 0, s != lone_site || i < 3});
     }
     return t;
 }

@@ -130,7 +130,6 @@ void Engine::tree_update_mode() {
     if (tree_) tree_rebuild();
 }
 
-
 // Every heap from scratch (after a change of structure, rates, M or mode):
 // each backlogged leaf's path re-placed, O(n · depth · log fanout).
 void Engine::tree_rebuild() {

@@ -37,7 +37,8 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
     // A tree's classes are added unpaced and given their rates by one
     // configure_tree() (a child's rate does not count against M).
     bool tree = false;
-    for (const SourceSpec &s : cfg.sources) tree |= s.parent != kTreeNoParent || s.ceil_bps > s.rate_bps;
+    for (const SourceSpec &s : cfg.sources)
+        tree |= s.parent != kTreeNoParent || s.ceil_bps > s.rate_bps;
     for (size_t i = 0; i < src.size(); ++i) {
         const SourceSpec &s = cfg.sources[i];
         auto cls = sched.add_class(tree ? 0 : s.rate_bps);
@@ -51,7 +52,8 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
             for (size_t i = 0; i < src.size(); ++i) {
                 const SourceSpec &s = cfg.sources[i];
                 if (!s.rate_bps) continue;
-                const uint32_t parent = s.parent == kTreeNoParent ? kTreeNoParent : src[s.parent].cls;
+                const uint32_t parent =
+                    s.parent == kTreeNoParent ? kTreeNoParent : src[s.parent].cls;
                 specs.push_back(TreeSpec{src[i].cls, s.rate_bps, parent, s.ceil_bps, s.prio});
             }
             if (auto r = sched.configure_tree(specs); !r.ok())

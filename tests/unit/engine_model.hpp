@@ -600,8 +600,21 @@ class ModelEngine {
             clock = g_ + uint64_t(u128(clock - g_) * old_bps / new_bps);
         if (old_bps != new_bps) frac = 0;
     }
-    void charge(uint64_t &clock, uint64_t &frac, uint64_t rate, uint64_t l2) const {
-        const uint64_t lag = lag_limit_for(rate);
+    // A tree clock's lag: the lag limit at its rate; clockless at least the
+    // class's burst bound at that rate.
+    uint64_t tree_lag(const C &c, uint64_t rate) const {
+        uint64_t lag = lag_limit_for(rate);
+        if (!cfg_.clockless) return lag;
+        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
+        uint64_t b = c.burst ? c.burst : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
+        if (!c.burst && cfg_.burst_floor_ns)
+            b = std::max(b, uint64_t(u128(rate) * cfg_.burst_floor_ns / 8'000'000'000));
+        b = std::max(b, unit);
+        const u128 t = u128(b) * cfg_.line_rate_bps / rate;
+        return std::max(lag, t > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(t));
+    }
+    void charge(const C &owner, uint64_t &clock, uint64_t &frac, uint64_t rate, uint64_t l2) const {
+        const uint64_t lag = tree_lag(owner, rate);
         if (g_ > lag && clock < g_ - lag) {
             clock = g_ - lag;
             frac = 0;
@@ -677,12 +690,12 @@ class ModelEngine {
     void charge_guaranteed(uint32_t leaf) {
         const uint64_t l2 = cfg_.framing.l2_bytes(cls_[leaf].head_len);
         C &c = cls_[leaf];
-        charge(c.kclock, c.kfrac, c.ceil, l2);
-        charge(c.rclock, c.rfrac, c.rate, l2);
+        charge(c, c.kclock, c.kfrac, c.ceil, l2);
+        charge(c, c.rclock, c.rfrac, c.rate, l2);
         share(c, l2);
         for (uint32_t k = c.parent; k != kNone; k = cls_[k].parent) {
-            charge(cls_[k].kclock, cls_[k].kfrac, cls_[k].ceil, l2);
-            charge(cls_[k].rclock, cls_[k].rfrac, cls_[k].rate, l2);
+            charge(cls_[k], cls_[k].kclock, cls_[k].kfrac, cls_[k].ceil, l2);
+            charge(cls_[k], cls_[k].rclock, cls_[k].rfrac, cls_[k].rate, l2);
             share(cls_[k], l2);
         }
     }
@@ -707,8 +720,8 @@ class ModelEngine {
             if (path_[i].green || (own && i + 1 == path_.size())) lender = int(i);
         for (size_t i = 0; i < path_.size(); ++i) {
             C &c = cls_[path_[i].node];
-            charge(c.kclock, c.kfrac, c.ceil, l2);
-            if (int(i) <= lender) charge(c.rclock, c.rfrac, c.rate, l2);
+            charge(c, c.kclock, c.kfrac, c.ceil, l2);
+            if (int(i) <= lender) charge(c, c.rclock, c.rfrac, c.rate, l2);
             if (!path_[i].green) {
                 u128 &sys = vsys(i ? path_[i - 1].node : kNone);
                 sys = std::max(sys, c.vtag);

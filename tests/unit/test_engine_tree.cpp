@@ -502,10 +502,13 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load",
                                 ideal[k] > 0 ? 100 * (got - ideal[k]) / ideal[k] : 0.0, burst);
                 INFO(mode.name << ", phase " << ph + 1 << ", class " << k << ": got " << got
                                << " ideal " << ideal[k] << ", burst " << burst);
-                if (!mode.clockless) {
-                    CHECK(std::abs(got - ideal[k]) <= 1e-3 * std::max(ideal[k], 1e6));
-                    CHECK(burst <= 2.0);
-                }
+                // Byte clock: the rules' shares within 0.1 %, every class
+                // within its ceil + 2 MTU. Clockless, with the timer
+                // modelled on this machine's (sim/lateness.hpp): within
+                // 0.3 %, and within the bound (3 MTU) + 2 MTU.
+                const double tolerance = mode.clockless ? 3e-3 : 1e-3;
+                CHECK(std::abs(got - ideal[k]) <= tolerance * std::max(ideal[k], 1e6));
+                CHECK(burst <= (mode.clockless ? 5.0 : 2.0));
             }
         }
     }

@@ -89,12 +89,17 @@ uint64_t Engine::class_rate(uint32_t cls) const { return classes_[cls].rate_bps;
 const ClassCounters &Engine::class_counters(uint32_t cls) const { return cold_[cls].counters; }
 
 uint64_t Engine::class_burst(uint32_t cls) const {
+    return class_burst_at(cls, classes_[cls].rate_bps);
+}
+
+// The bound class cls would have at rate_bps (a tree's ceil clock runs at
+// its ceil: docs/design.md §3.12).
+uint64_t Engine::class_burst_at(uint32_t cls, uint64_t rate_bps) const {
     const uint64_t largest = cfg_.framing.mtu_unit_bytes();
     uint64_t b = cold_[cls].burst_bytes ? cold_[cls].burst_bytes : cfg_.burst_bytes;
     if (!b) b = kDefaultBurstMtus * largest;
     if (!cold_[cls].burst_bytes && cfg_.burst_floor_ns)
-        b = std::max(b,
-                     uint64_t(u128(classes_[cls].rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
+        b = std::max(b, uint64_t(u128(rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
     return std::max(b, largest);
 }
 
@@ -205,8 +210,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     t.ceil_bps = rate_bps;
     if (tree_) {
         tree_init_node(cls);
-        t.lag_r = rate_bps ? lag_limit_for(rate_bps) : 0;
-        t.lag_k = t.lag_r;
+        tree_size_node(cls);
     }
     return cls;
 }
@@ -228,6 +232,7 @@ Result<void> Engine::set_burst(uint32_t cls, uint64_t burst_bytes) {
         if (cfg_.clockless)
             c.clock = std::max(c.clock + old_d, cold_[cls].lag_limit) - cold_[cls].lag_limit;
     }
+    if (tree_) tree_size_node(cls);
     if (backlogged) admit(cls);
     return {};
 }

@@ -294,6 +294,7 @@ class Engine {
     Result<void> set_burst(uint32_t cls, uint64_t burst_bytes);
     // The bound in force for a class (L2 bytes), its default resolved.
     uint64_t class_burst(uint32_t cls) const;
+    uint64_t class_burst_at(uint32_t cls, uint64_t rate_bps) const;
     // Refused while the class is backlogged: nothing queued is lost silently.
     Result<void> remove_class(uint32_t cls);
     Result<void> set_line_rate(uint64_t line_rate_bps);
@@ -481,6 +482,8 @@ class Engine {
     };
     TreeNode &tnode(uint32_t k) { return k == kNone ? troot_ : tnodes_[k]; }
     void tree_init_node(uint32_t cls);
+    uint64_t tree_lag(uint32_t cls, uint64_t rate_bps) const;
+    void tree_size_node(uint32_t cls);
     bool tree_making(uint32_t k) const;
     void tree_update_mode();
     void tree_off();

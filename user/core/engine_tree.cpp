@@ -99,6 +99,25 @@ void Engine::tree_init_node(uint32_t cls) {
     n.active = false;
 }
 
+// How far a class clock of rate x may fall behind G and still catch up:
+// on the byte clock the lag limit of a flat class of rate x (§3.6);
+// clockless the class's burst bound at x, as a flat class's (§4.5): a late
+// wake-up is caught up within the bound instead of costing the borrowed
+// share.
+uint64_t Engine::tree_lag(uint32_t cls, uint64_t x) const {
+    const uint64_t lag = lag_limit_for(x);
+    if (!cfg_.clockless) return lag;
+    const u128 wide = u128(class_burst_at(cls, x)) * cfg_.line_rate_bps / x;
+    return std::max(lag, wide > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(wide));
+}
+
+void Engine::tree_size_node(uint32_t cls) {
+    TreeNode &n = tnodes_[cls];
+    const uint64_t rate = classes_[cls].rate_bps;
+    n.lag_r = rate ? tree_lag(cls, rate) : 0;
+    n.lag_k = n.ceil_bps ? tree_lag(cls, n.ceil_bps) : 0;
+}
+
 // The tree's rules are in force while some class has a parent or a ceil
 // above its rate; turning them off leaves the flat engine's state as is.
 bool Engine::tree_making(uint32_t k) const {
@@ -148,8 +167,7 @@ void Engine::tree_rebuild() {
         if (classes_[k].state == State::Free) continue;
         TreeNode &n = tnodes_[k];
         reset(n);
-        n.lag_r = classes_[k].rate_bps ? lag_limit_for(classes_[k].rate_bps) : 0;
-        n.lag_k = n.ceil_bps ? lag_limit_for(n.ceil_bps) : 0;
+        tree_size_node(k);
     }
     for (uint32_t k = 0; k < classes_.size(); ++k)
         if (classes_[k].state == State::Backlogged && !tnodes_[k].nchildren) tree_refresh_path(k);

@@ -1,22 +1,27 @@
 // Class trees: rate, ceil, prio, parent (docs/design.md §3.12).
 //
-// The flat engine (engine.cpp) serves every leaf's guaranteed rate
-// unchanged; this file adds what a tree needs on top: the ceil clock K of
-// every class and the rate clock R of every inner class, charged along the
-// frame's path, and the borrowing decision that fills a slot no leaf is due
-// in (the root first, at each class green children, R <= G, by (R, index),
-// else by (prio, V, index); the deepest green class lends).
+// The flat engine (engine.cpp) still decides when a leaf is due (its class
+// clock, D_l); this file adds what a tree needs on top: the ceil clock K
+// and the rate clock R of every class, charged along the frame's path, the
+// guarantee's descent that picks a due leaf level by level under its
+// ancestors' ceils (at each class the child of smallest R, or F_l for a
+// leaf), and the borrowing descent that fills a slot no due leaf can use
+// (the root first, at each class green children, R <= G, by (R, index),
+// else by (prio, V, index); the leaf itself lends while R_l <= G, else the
+// deepest green class).
 //
-// Each class with children (and the root, the wire) keeps its children with
-// something borrowable below them in three lazy heaps: `pend` by T(c), the
-// earliest byte time the child's subtree can borrow (exact: T(leaf) = K when
-// backlogged, T(c) = max(K_c, min over its children)), and, once T(c) <= G,
-// `green` by R_c (inner children only: a backlogged leaf with R <= G is
-// served on its guarantee first) and `yellow` by (prio, V_c). A child is
-// re-placed (tree_refresh) only when its own clocks change, which happens
-// only on the path of a frame, or when its subtree's backlog does: both walk
-// one path, O(depth) heap pushes. A pending child is handed over to the
-// eligible heaps lazily, when a descent or tree_due() passes its parent.
+// Each class with children (and the root, the wire) keeps its children in
+// lazy heaps. For the guarantee: `dpend` by T_due(c), the earliest byte
+// time a due leaf below may go (T_due(leaf) = now when due, T_due(c) =
+// max(K_c, min over its children)), and, once T_due(c) <= G, `due` by (R_c
+// or F_l, index). For borrowing: `pend` by T(c), the earliest byte time the
+// child's subtree can borrow (exact: T(leaf) = K when backlogged, T(c) =
+// max(K_c, min over its children)), and, once T(c) <= G, `green` by R_c
+// (inner children only) and `yellow` by (prio, V_c). A child is re-placed
+// (tree_refresh) only when its own clocks change, which happens only on
+// the path of a frame, or when its subtree's backlog or due leaves do: both
+// walk one path, O(depth) heap pushes. A held child is handed over to the
+// free heaps lazily, when a descent or tree_due() passes its parent.
 #include "core/engine.hpp"
 
 #include "core/units.hpp"

@@ -278,6 +278,23 @@ void water_fill(const std::vector<Fluid> &t, uint32_t k, double have, std::vecto
     for (uint32_t j : ch) water_fill(t, j, x[j], out);
 }
 
+// The ISP-like tree (docs/design.md §3.12): 4 sites of rate 200 ceil 400
+// Mbit/s, 25 subscribers each of ceil 50 and rate 8 (spread: 7-8), all
+// backlogged but lone_site's 22 last (4: none).
+std::vector<Fluid> isp_tree(bool spread, uint32_t lone_site) {
+    const uint64_t Mb = 1'000'000;
+    std::mt19937_64 rng(5);
+    std::vector<Fluid> t;
+    for (uint32_t s = 0; s < 4; ++s) {
+        const uint32_t site = uint32_t(t.size());
+        t.push_back({200 * Mb, 400 * Mb, kNone, 0, false});
+        for (uint32_t i = 0; i < 25; ++i)
+            t.push_back(
+                {spread ? 7 * Mb + rng() % Mb : 8 * Mb, 50 * Mb, site, 0, s != lone_site || i < 3});
+    }
+    return t;
+}
+
 // Runs a saturated tree on the byte clock (didactic framing: a frame's wire
 // time is its L2 size, so the wire carries exactly M of rate) and compares
 // each backlogged leaf's rate with the water-filling.
@@ -356,20 +373,8 @@ TEST_CASE("a saturated tree shares as the water-filling of its rules", "[engine]
                      200'000, 1e-3);
     }
     SECTION("the ISP-like tree: 4 sites of 25 subscribers, some idle") {
-        // Subscribers' rates 7-8 Mbit/s: with 100 equal rates all starting at
-        // once the guaranteed frames would go in lockstep rounds (see the
-        // design's limits).
-        std::mt19937_64 rng(5);
-        std::vector<Fluid> t;
-        for (uint32_t s = 0; s < 4; ++s) {
-            const uint32_t site = uint32_t(t.size());
-            t.push_back({200 * Mb, 400 * Mb, kNone, 0, false});
-            for (uint32_t i = 0; i < 25; ++i)
-                t.push_back({7 * Mb + rng() % Mb, 50 * Mb, site, 0, s != 0 || i < 3});
-        }
-        // Within 0.1 % but for a borrower held at its ceil, whose borrowing
-        // slots come in runs between the guaranteed frames: 0.23 % under.
-        shares_match(t, 400'000, 3e-3);
+        shares_match(isp_tree(true, 0), 400'000, 1e-3);
+        shares_match(isp_tree(false, 0), 400'000, 1e-3);
     }
 }
 
@@ -560,20 +565,6 @@ void tree_exact(const std::vector<Fluid> &t, const char *name, uint64_t run_ns, 
         std::printf("%s: worst leaf %.3f %% off its ideal; largest burst at ceil: inner %.2f MTU, "
                     "leaf %.2f MTU\n",
                     name, 100 * worst, worst_burst[0], worst_burst[1]);
-}
-
-std::vector<Fluid> isp_tree(bool spread, uint32_t lone_site) {
-    const uint64_t Mb = 1'000'000;
-    std::mt19937_64 rng(5);
-    std::vector<Fluid> t;
-    for (uint32_t s = 0; s < 4; ++s) {
-        const uint32_t site = uint32_t(t.size());
-        t.push_back({200 * Mb, 400 * Mb, kNone, 0, false});
-        for (uint32_t i = 0; i < 25; ++i)
-            t.push_back(
-                {spread ? 7 * Mb + rng() % Mb : 8 * Mb, 50 * Mb, site, 0, s != lone_site || i < 3});
-    }
-    return t;
 }
 
 } // namespace

@@ -493,6 +493,7 @@ class Engine {
     bool tree_entry_live(const TreeEntry &e, uint8_t place) const;
     void tree_clean(TreeHeap &h, uint8_t place);
     void tree_push(TreeNode &p, TreeHeap &h, const TreeEntry &e);
+    uint32_t tree_pop_reached(TreeHeap &h, uint8_t place);
     void tree_hand_over(TreeNode &n);
     void tree_due_hand_over(TreeNode &n);
     bool tree_leaf_due(uint32_t k) const;

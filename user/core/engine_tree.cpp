@@ -258,15 +258,21 @@ void Engine::tree_refresh_path(uint32_t k) {
     for (; k != kNone; k = tnodes_[k].parent) tree_refresh(k);
 }
 
+// The child on top of a held heap once G has reached its time (kNone:
+// none), taken off the heap.
+uint32_t Engine::tree_pop_reached(TreeHeap &h, uint8_t place) {
+    tree_clean(h, place);
+    if (h.v.empty() || h.v.front().key > g_) return kNone;
+    const uint32_t k = h.v.front().node;
+    std::pop_heap(h.v.begin(), h.v.end(), TreeEntryAfter{});
+    h.v.pop_back();
+    return k;
+}
+
 // Children whose subtree became borrowable as G passed their T go to the
 // eligible heaps.
 void Engine::tree_hand_over(TreeNode &n) {
-    for (;;) {
-        tree_clean(n.pend, kPlacePending);
-        if (n.pend.v.empty() || n.pend.v.front().key > g_) return;
-        const uint32_t k = n.pend.v.front().node;
-        std::pop_heap(n.pend.v.begin(), n.pend.v.end(), TreeEntryAfter{});
-        n.pend.v.pop_back();
+    for (uint32_t k; (k = tree_pop_reached(n.pend, kPlacePending)) != kNone;) {
         TreeNode &c = tnodes_[k];
         c.place = kPlaceEligible;
         --n.n_pend;
@@ -278,12 +284,7 @@ void Engine::tree_hand_over(TreeNode &n) {
 
 // Children whose due leaves' path opened as G passed their ceil clocks.
 void Engine::tree_due_hand_over(TreeNode &n) {
-    for (;;) {
-        tree_clean(n.dpend, kPlaceDuePending);
-        if (n.dpend.v.empty() || n.dpend.v.front().key > g_) return;
-        const uint32_t k = n.dpend.v.front().node;
-        std::pop_heap(n.dpend.v.begin(), n.dpend.v.end(), TreeEntryAfter{});
-        n.dpend.v.pop_back();
+    for (uint32_t k; (k = tree_pop_reached(n.dpend, kPlaceDuePending)) != kNone;) {
         TreeNode &c = tnodes_[k];
         c.dplace = kPlaceDue;
         --n.n_dpend;

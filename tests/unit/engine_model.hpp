@@ -31,6 +31,14 @@ class ModelEngine {
         cfg_.clockless = on;
         planned_ = false;
         resize();
+        if (tree_) settle_active();
+    }
+
+    // Whenever the engine rebuilds its tree: a class with no backlogged
+    // leaf below is not active (a former inner class now an idle leaf).
+    void settle_active() {
+        for (uint32_t k = 0; k < cls_.size(); ++k)
+            if (cls_[k].used && !subtree_active(k)) cls_[k].active = false;
     }
 
     void set_burst(uint32_t k, uint64_t burst) {
@@ -166,10 +174,12 @@ class ModelEngine {
                 if (cls_[k].used) init_node(k);
         }
         tree_ = on;
-        if (tree_)
+        if (tree_) {
             for (uint32_t k = 0; k < n; ++k)
                 if (cls_[k].used && cls_[k].state == Backlogged && cls_[k].rate && !children(k))
                     update_active(k);
+            settle_active();
+        }
         return true;
     }
 
@@ -183,6 +193,7 @@ class ModelEngine {
         anchored_ = false;
         planned_ = false;
         resize();
+        if (tree_) settle_active();
         return true;
     }
 

@@ -208,7 +208,7 @@ void tree_against_model(uint64_t seed, TreeCoverage &cov) {
 
 TEST_CASE("a class tree decides exactly as the literal model", "[engine][tree][model]") {
     TreeCoverage cov;
-    for (uint64_t seed = 1; seed <= 80; ++seed) tree_against_model(seed, cov);
+    for (uint64_t seed = 1; seed <= 100; ++seed) tree_against_model(seed, cov);
     INFO("frames " << cov.frames << ", lent " << cov.lent << ", borrowed " << cov.borrowed
                    << ", gaps " << cov.gaps << ", configs accepted " << cov.accepted << ", refused "
                    << cov.refused << ", clockless frames " << cov.clockless_frames);

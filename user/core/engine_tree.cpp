@@ -176,6 +176,12 @@ void Engine::tree_rebuild() {
     }
     for (uint32_t k = 0; k < classes_.size(); ++k)
         if (classes_[k].state == State::Backlogged && !tnodes_[k].nchildren) tree_refresh_path(k);
+    // A class with no backlogged leaf below is not active, whatever it was
+    // before the change (a former inner class now an idle leaf): it joins
+    // its siblings' share clock when its subtree comes back.
+    for (uint32_t k = 0; k < classes_.size(); ++k)
+        if (classes_[k].state != State::Free && tnodes_[k].place == kPlaceNone)
+            tnodes_[k].active = false;
 }
 
 // A leaf is due when the flat engine made it eligible: its own clock

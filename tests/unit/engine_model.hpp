@@ -31,6 +31,14 @@ class ModelEngine {
         cfg_.clockless = on;
         planned_ = false;
         resize();
+        if (tree_) settle_active();
+    }
+
+    // Whenever the engine rebuilds its tree: a class with no backlogged
+    // leaf below is not active (a former inner class now an idle leaf).
+    void settle_active() {
+        for (uint32_t k = 0; k < cls_.size(); ++k)
+            if (cls_[k].used && !subtree_active(k)) cls_[k].active = false;
     }
 
     void set_burst(uint32_t k, uint64_t burst) {
@@ -166,10 +174,12 @@ class ModelEngine {
                 if (cls_[k].used) init_node(k);
         }
         tree_ = on;
-        if (tree_)
+        if (tree_) {
             for (uint32_t k = 0; k < n; ++k)
                 if (cls_[k].used && cls_[k].state == Backlogged && cls_[k].rate && !children(k))
                     update_active(k);
+            settle_active();
+        }
         return true;
     }
 
@@ -183,6 +193,7 @@ class ModelEngine {
         anchored_ = false;
         planned_ = false;
         resize();
+        if (tree_) settle_active();
         return true;
     }
 
@@ -276,10 +287,32 @@ class ModelEngine {
         // the finish on its schedule (the stored one is D below it)
         uint32_t best = kNone;
         const auto key = [&](const C &c) { return c.finish + (cfg_.clockless ? c.lag_limit : 0); };
-        for (uint32_t k = 0; k < cls_.size(); ++k) {
-            const C &c = cls_[k];
-            if (c.state != Backlogged || !c.rate || (c.clock > g_ && !c.reach_ok)) continue;
-            if (best == kNone || key(c) < key(cls_[best])) best = k;
+        if (tree_) {
+            // In a tree: from the root, at each class the child with a due
+            // leaf below whose ceils allow it (T_due <= G), of smallest (R,
+            // or F for a leaf, index).
+            uint32_t a = kNone;
+            for (;;) {
+                uint32_t pick = kNone;
+                u128 pick_key = 0;
+                for (uint32_t j = 0; j < cls_.size(); ++j) {
+                    const C &c = cls_[j];
+                    if (!c.used || c.parent != a || t_due(j) > g_) continue;
+                    const u128 kj = children(j) ? u128(c.rclock) : u128(key(c));
+                    if (pick == kNone || kj < pick_key) pick = j, pick_key = kj;
+                }
+                if (pick == kNone || !children(pick)) {
+                    best = pick;
+                    break;
+                }
+                a = pick;
+            }
+        } else {
+            for (uint32_t k = 0; k < cls_.size(); ++k) {
+                const C &c = cls_[k];
+                if (!due(c)) continue;
+                if (best == kNone || key(c) < key(cls_[best])) best = k;
+            }
         }
         if (best != kNone) {
             C &c = cls_[best];
@@ -318,7 +351,9 @@ class ModelEngine {
         // class back by at most normal_block_bytes, or it starved too long
         uint64_t min = UINT64_MAX;
         for (const C &c : cls_)
-            if (c.state == Backlogged && c.rate) min = std::min(min, c.clock);
+            if (c.state == Backlogged && c.rate && !due(c)) min = std::min(min, c.clock);
+        // A due leaf held by an ancestor's ceil.
+        if (tree_) min = std::min(min, t_due(kNone));
         if (cfg_.clockless) {
             // A borrowed frame, then a normal one, once the line-rate
             // model has room; else wait for it or for the earliest paced
@@ -576,8 +611,21 @@ class ModelEngine {
             clock = g_ + uint64_t(u128(clock - g_) * old_bps / new_bps);
         if (old_bps != new_bps) frac = 0;
     }
-    void charge(uint64_t &clock, uint64_t &frac, uint64_t rate, uint64_t l2) const {
-        const uint64_t lag = lag_limit_for(rate);
+    // A tree clock's lag: the lag limit at its rate; clockless at least the
+    // class's burst bound at that rate.
+    uint64_t tree_lag(const C &c, uint64_t rate) const {
+        uint64_t lag = lag_limit_for(rate);
+        if (!cfg_.clockless) return lag;
+        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
+        uint64_t b = c.burst ? c.burst : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
+        if (!c.burst && cfg_.burst_floor_ns)
+            b = std::max(b, uint64_t(u128(rate) * cfg_.burst_floor_ns / 8'000'000'000));
+        b = std::max(b, unit);
+        const u128 t = u128(b) * cfg_.line_rate_bps / rate;
+        return std::max(lag, t > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(t));
+    }
+    void charge(const C &owner, uint64_t &clock, uint64_t &frac, uint64_t rate, uint64_t l2) const {
+        const uint64_t lag = tree_lag(owner, rate);
         if (g_ > lag && clock < g_ - lag) {
             clock = g_ - lag;
             frac = 0;
@@ -598,6 +646,21 @@ class ModelEngine {
         return m == UINT64_MAX ? UINT64_MAX : std::max(c.kclock, m);
     }
     bool borrowable(uint32_t k) const { return t_of(k) <= g_; }
+    bool due(const C &c) const {
+        return c.state == Backlogged && c.rate && (c.clock <= g_ || c.reach_ok);
+    }
+    // T_due: when k's subtree can send a due leaf's frame (kNone: the root):
+    // a due leaf at once, a class once its ceil and a child allow it.
+    uint64_t t_due(uint32_t k) const {
+        uint64_t m = UINT64_MAX;
+        bool any = false;
+        for (uint32_t j = 0; j < cls_.size(); ++j)
+            if (cls_[j].used && cls_[j].parent == k) any = true, m = std::min(m, t_due(j));
+        if (k == kNone) return m;
+        const C &c = cls_[k];
+        if (!any) return due(c) ? 0 : UINT64_MAX;
+        return m == UINT64_MAX ? UINT64_MAX : std::max(c.kclock, m);
+    }
     struct Step {
         uint32_t node;
         bool green;
@@ -638,29 +701,44 @@ class ModelEngine {
     void charge_guaranteed(uint32_t leaf) {
         const uint64_t l2 = cfg_.framing.l2_bytes(cls_[leaf].head_len);
         C &c = cls_[leaf];
-        charge(c.kclock, c.kfrac, c.ceil, l2);
+        charge(c, c.kclock, c.kfrac, c.ceil, l2);
+        charge(c, c.rclock, c.rfrac, c.rate, l2);
         share(c, l2);
         for (uint32_t k = c.parent; k != kNone; k = cls_[k].parent) {
-            charge(cls_[k].kclock, cls_[k].kfrac, cls_[k].ceil, l2);
-            charge(cls_[k].rclock, cls_[k].rfrac, cls_[k].rate, l2);
+            charge(cls_[k], cls_[k].kclock, cls_[k].kfrac, cls_[k].ceil, l2);
+            charge(cls_[k], cls_[k].rclock, cls_[k].rfrac, cls_[k].rate, l2);
             share(cls_[k], l2);
         }
     }
     Decision emit_borrowed(uint32_t leaf) {
         const uint64_t l2 = cfg_.framing.l2_bytes(cls_[leaf].head_len);
+        // The leaf's due clock: no earlier than one period after this frame
+        // (clockless: its stored clock, that less its bound).
+        C &l = cls_[leaf];
+        const u128 num = u128(l2) * cfg_.line_rate_bps;
+        uint64_t at = g_ + uint64_t(num / l.rate);
+        const uint64_t at_frac = uint64_t(num % l.rate);
+        if (cfg_.clockless) at = at > l.lag_limit ? at - l.lag_limit : 0;
+        if (l.clock < at || (l.clock == at && l.frac < at_frac)) {
+            l.clock = at;
+            l.frac = at_frac;
+        }
+        // The lender: the leaf while its own rate has room, else the
+        // deepest green class, else the wire.
+        const bool own = l.rclock <= g_;
         int lender = -1;
         for (size_t i = 0; i < path_.size(); ++i)
-            if (path_[i].green) lender = int(i);
+            if (path_[i].green || (own && i + 1 == path_.size())) lender = int(i);
         for (size_t i = 0; i < path_.size(); ++i) {
             C &c = cls_[path_[i].node];
-            charge(c.kclock, c.kfrac, c.ceil, l2);
-            if (int(i) <= lender) charge(c.rclock, c.rfrac, c.rate, l2);
+            charge(c, c.kclock, c.kfrac, c.ceil, l2);
+            if (int(i) <= lender) charge(c, c.rclock, c.rfrac, c.rate, l2);
             if (!path_[i].green) {
                 u128 &sys = vsys(i ? path_[i - 1].node : kNone);
                 sys = std::max(sys, c.vtag);
             }
             share(c, l2);
-            if (int(i) == lender)
+            if (int(i) == lender && !own)
                 c.lent += l2;
             else if (int(i) > lender)
                 c.borrowed += l2;

@@ -430,7 +430,7 @@ TEST_CASE("gap frames are split into legal pieces", "[engine]") {
 // classes, frame sizes, window, horizon, arrivals and clock readings.
 TEST_CASE("more_gaps() takes exactly the gaps next() would give", "[engine]") {
     std::mt19937_64 rng(20261125);
-    uint64_t taken = 0;
+    uint64_t taken = 0, tree_taken = 0;
     for (int run = 0; run < 60; ++run) {
         EngineConfig cfg;
         cfg.line_rate_bps = (run % 3 == 0) ? 100 * kGbit : kGbit;
@@ -455,6 +455,22 @@ TEST_CASE("more_gaps() takes exactly the gaps next() would give", "[engine]") {
             uint32_t ca = a.add_class(rate).value(), cb = b.add_class(rate).value();
             REQUIRE(ca == cb);
             ids.push_back(ca);
+        }
+        // Every fifth run the paced classes are leaves of a class tree
+        // (docs/design.md §3.12): one parent of their summed rate, ceils up
+        // to three times their rates, so that due leaves wait for a ceil
+        // and borrowed frames fill gaps.
+        if (run % 5 == 3 && sum > 0) {
+            const uint32_t p = a.add_class(0).value();
+            REQUIRE(b.add_class(0).value() == p);
+            std::vector<TreeSpec> specs{
+                {p, sum, kTreeNoParent, std::min(3 * sum, cfg.line_rate_bps), 0}};
+            for (uint32_t k : ids)
+                if (a.class_rate(k))
+                    specs.push_back({k, a.class_rate(k), p,
+                                     std::min(3 * a.class_rate(k), specs[0].ceil_bps), k % 2});
+            REQUIRE(a.configure_tree(specs).ok());
+            REQUIRE(b.configure_tree(specs).ok());
         }
         std::vector<bool> has_head(ids.size(), false);
         auto len = [&] { return uint32_t(std::uniform_int_distribution<int>(60, 1514)(rng)); };
@@ -493,6 +509,7 @@ TEST_CASE("more_gaps() takes exactly the gaps next() would give", "[engine]") {
                     if (db.len != cfg.framing.max_frame_len()) continue;
                     const uint32_t more = b.more_gaps(budget);
                     taken += more;
+                    tree_taken += b.tree() ? more : 0;
                     for (uint32_t k = 0; k < more; ++k) {
                         Decision d = a.next(now);
                         REQUIRE(d.action == Action::Gap);
@@ -514,6 +531,7 @@ TEST_CASE("more_gaps() takes exactly the gaps next() would give", "[engine]") {
             REQUIRE(ca.late_wakeups == cb.late_wakeups);
         }
     }
-    // The runs exercise it: many gaps were taken in bulk.
+    // The runs exercise it: many gaps were taken in bulk, trees' too.
     CHECK(taken > 10'000);
+    CHECK(tree_taken > 1000);
 }

@@ -89,12 +89,17 @@ uint64_t Engine::class_rate(uint32_t cls) const { return classes_[cls].rate_bps;
 const ClassCounters &Engine::class_counters(uint32_t cls) const { return cold_[cls].counters; }
 
 uint64_t Engine::class_burst(uint32_t cls) const {
+    return class_burst_at(cls, classes_[cls].rate_bps);
+}
+
+// The bound class cls would have at rate_bps (a tree's ceil clock runs at
+// its ceil: docs/design.md §3.12).
+uint64_t Engine::class_burst_at(uint32_t cls, uint64_t rate_bps) const {
     const uint64_t largest = cfg_.framing.mtu_unit_bytes();
     uint64_t b = cold_[cls].burst_bytes ? cold_[cls].burst_bytes : cfg_.burst_bytes;
     if (!b) b = kDefaultBurstMtus * largest;
     if (!cold_[cls].burst_bytes && cfg_.burst_floor_ns)
-        b = std::max(b,
-                     uint64_t(u128(classes_[cls].rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
+        b = std::max(b, uint64_t(u128(rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
     return std::max(b, largest);
 }
 
@@ -205,8 +210,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     t.ceil_bps = rate_bps;
     if (tree_) {
         tree_init_node(cls);
-        t.lag_r = rate_bps ? lag_limit_for(rate_bps) : 0;
-        t.lag_k = t.lag_r;
+        tree_size_node(cls);
     }
     return cls;
 }
@@ -228,6 +232,7 @@ Result<void> Engine::set_burst(uint32_t cls, uint64_t burst_bytes) {
         if (cfg_.clockless)
             c.clock = std::max(c.clock + old_d, cold_[cls].lag_limit) - cold_[cls].lag_limit;
     }
+    if (tree_) tree_size_node(cls);
     if (backlogged) admit(cls);
     return {};
 }
@@ -302,6 +307,13 @@ void Engine::apply_rate(uint32_t cls, uint64_t rate_bps) {
     if (backlogged) admit(cls);
 }
 
+// The tree's rules end: due classes go back to the flat eligible heap.
+void Engine::tree_off() {
+    tree_ = false;
+    for (uint32_t k = 0; k < classes_.size(); ++k)
+        if (classes_[k].where == Where::Eligible) make_eligible(k);
+}
+
 Result<void> Engine::remove_class(uint32_t cls) {
     ++inputs_;
     if (!has_class(cls)) return err("no such class");
@@ -311,10 +323,10 @@ Result<void> Engine::remove_class(uint32_t cls) {
     TreeNode &t = tnodes_[cls];
     if (t.nchildren) return err("class has children");
     if (t.parent == kNone) paced_sum_bps_ -= c.rate_bps;
-    if (tree_making(cls) && --tree_making_ == 0) tree_ = false;
+    if (tree_making(cls) && --tree_making_ == 0) tree_off();
     --tnode(t.parent).nchildren;
     ++t.gen; // its stale tree entries (it is idle: placed nowhere)
-    t.place = kPlaceNone;
+    t.place = t.dplace = kPlaceNone;
     t.parent = kNone;
     if (last_cls_ == cls) last_cls_ = kNone;
     const uint32_t gen = c.gen;
@@ -388,6 +400,11 @@ void Engine::admit(uint32_t cls) {
 void Engine::make_eligible(uint32_t cls) {
     Class &c = classes_[cls];
     c.where = Where::Eligible;
+    if (tree_) [[unlikely]] {
+        // Due: the tree's guarantee heaps hold it (docs/design.md §3.12).
+        tree_refresh_path(cls);
+        return;
+    }
     if (solo_ == kNone)
         solo_ = cls;
     else
@@ -534,12 +551,26 @@ Decision Engine::next(uint64_t now_ns) {
     planned_ = false;
 
     pending_.advance(classes_.data(), g_, [this](uint32_t cls) { make_eligible(cls); });
-    uint32_t cls = solo_;
+    uint32_t cls;
+    if (tree_) [[unlikely]] {
+        // A due leaf whose ancestors' ceils allow it, chosen level by level
+        // (docs/design.md §3.12).
+        cls = tree_pick_due();
+        if (cls == kNone) return next_unpaced();
+        classes_[cls].where = Where::None;
+        return send_due(cls);
+    }
+    cls = solo_;
     if (!eligible_.empty())
         cls = pick_eligible(); // may find only stale entries
     else
         solo_ = kNone;
     if (cls == kNone) return next_unpaced();
+    return send_due(cls);
+}
+
+// The paced class chosen in (a) sends its head frame on its own rate.
+[[gnu::always_inline]] inline Decision Engine::send_due(uint32_t cls) {
     Class &c = classes_[cls];
     if (c.fresh) restart_fresh(cls);
     if (cfg_.clockless) {
@@ -682,12 +713,14 @@ Decision Engine::clockless_unpaced() {
         normal_unlink(cls);
         return emit_frame(cls);
     }
-    const uint64_t wake = pending_.exact_min(classes_.data());
+    uint64_t wake = pending_.exact_min(classes_.data());
+    // A due leaf held by an ancestor's ceil (docs/design.md §3.12).
+    if (tree_) wake = std::min(wake, tree_due_guaranteed());
     uint64_t due = UINT64_MAX;
     if (wake != UINT64_MAX) due = wake + std::min(min_slack_bytes_, UINT64_MAX - wake);
     uint64_t target = normal_count_ ? std::min(wake, vwire_) : wake;
     // Borrowing waits for what the wire's line-rate model has room for.
-    if (tree_) target = std::min(target, std::max(tree_due(), vwire_));
+    if (tree_) target = std::min(target, std::max(tree_due_borrow(), vwire_));
     return plan_wait(target, due, true);
 }
 

@@ -294,6 +294,7 @@ class Engine {
     Result<void> set_burst(uint32_t cls, uint64_t burst_bytes);
     // The bound in force for a class (L2 bytes), its default resolved.
     uint64_t class_burst(uint32_t cls) const;
+    uint64_t class_burst_at(uint32_t cls, uint64_t rate_bps) const;
     // Refused while the class is backlogged: nothing queued is lost silently.
     Result<void> remove_class(uint32_t cls);
     Result<void> set_line_rate(uint64_t line_rate_bps);
@@ -407,6 +408,7 @@ class Engine {
     // on (a Decision never carries that to a caller).
     [[gnu::noinline]] std::optional<Decision> resync_or_wait(uint64_t now_ns);
     [[gnu::noinline]] uint32_t pick_eligible();
+    Decision send_due(uint32_t cls);
     [[gnu::noinline]] void restart_fresh(uint32_t cls);
     [[gnu::noinline]] void relag(uint32_t cls);
     void drop_late(uint32_t cls, uint64_t floor);
@@ -443,24 +445,36 @@ class Engine {
     struct TreeHeap {
         std::vector<TreeEntry> v;
     };
-    enum : uint8_t { kPlaceNone = 0, kPlacePending = 1, kPlaceEligible = 2 };
+    // place: in the parent's borrowing heaps (pend, or green and yellow);
+    // dplace: in its guarantee heaps (dpend, or due).
+    enum : uint8_t {
+        kPlaceNone = 0,
+        kPlacePending = 1,
+        kPlaceEligible = 2,
+        kPlaceDuePending = 3,
+        kPlaceDue = 4
+    };
     struct TreeNode {
         uint32_t parent = kNone;
         uint32_t nchildren = 0;
         uint32_t prio = 0;
         uint32_t gen = 0; // bumped whenever the node leaves its parent's heaps
         uint8_t place = kPlaceNone;
+        uint8_t dplace = kPlaceNone;
         bool active = false; // a backlogged leaf below (V joins the share clock on activation)
         uint32_t n_pend = 0; // children placed pending / eligible
         uint32_t n_elig = 0;
+        uint32_t n_dpend = 0; // children with a due leaf below, held by a ceil / not
+        uint32_t n_due = 0;
         uint64_t ceil_bps = 0;
         uint64_t lag_r = 0, lag_k = 0;  // lag limits at the rate and at the ceil
         uint64_t kclock = 0, kfrac = 0; // K, the ceil clock
-        uint64_t rclock = 0, rfrac = 0; // R of an inner class (a leaf's is Class::clock)
+        uint64_t rclock = 0, rfrac = 0; // R, the rate clock (a leaf's due clock is Class::clock)
         u128 vtag = 0;                  // V, the share tag
         uint64_t vfrac = 0;
         u128 vsys = 0; // the share clock of this node's children
         TreeHeap pend, green, yellow;
+        TreeHeap dpend, due; // children with a due leaf below: by T_due; by (R or F_l, index)
     };
     struct TreeStep {
         uint32_t node;
@@ -468,16 +482,26 @@ class Engine {
     };
     TreeNode &tnode(uint32_t k) { return k == kNone ? troot_ : tnodes_[k]; }
     void tree_init_node(uint32_t cls);
+    uint64_t tree_lag(uint32_t cls, uint64_t rate_bps) const;
+    void tree_size_node(uint32_t cls);
     bool tree_making(uint32_t k) const;
     void tree_update_mode();
+    void tree_off();
     void tree_rebuild();
     void tree_refresh(uint32_t k);
     void tree_refresh_path(uint32_t k);
     bool tree_entry_live(const TreeEntry &e, uint8_t place) const;
     void tree_clean(TreeHeap &h, uint8_t place);
     void tree_push(TreeNode &p, TreeHeap &h, const TreeEntry &e);
+    uint32_t tree_pop_reached(TreeHeap &h, uint8_t place);
     void tree_hand_over(TreeNode &n);
+    void tree_due_hand_over(TreeNode &n);
+    bool tree_leaf_due(uint32_t k) const;
+    u128 tree_due_key(uint32_t k) const;
     uint64_t tree_due();
+    uint64_t tree_due_borrow();
+    uint64_t tree_due_guaranteed();
+    uint32_t tree_pick_due();
     uint32_t tree_borrow();
     void tree_charge(uint64_t &clock, uint64_t &frac, uint64_t rate_bps, uint64_t l2) const;
     void tree_charge_share(TreeNode &n, uint64_t rate_bps, uint64_t l2) const;

@@ -1,22 +1,27 @@
 // Class trees: rate, ceil, prio, parent (docs/design.md §3.12).
 //
-// The flat engine (engine.cpp) serves every leaf's guaranteed rate
-// unchanged; this file adds what a tree needs on top: the ceil clock K of
-// every class and the rate clock R of every inner class, charged along the
-// frame's path, and the borrowing decision that fills a slot no leaf is due
-// in (the root first, at each class green children, R <= G, by (R, index),
-// else by (prio, V, index); the deepest green class lends).
+// The flat engine (engine.cpp) still decides when a leaf is due (its class
+// clock, D_l); this file adds what a tree needs on top: the ceil clock K
+// and the rate clock R of every class, charged along the frame's path, the
+// guarantee's descent that picks a due leaf level by level under its
+// ancestors' ceils (at each class the child of smallest R, or F_l for a
+// leaf), and the borrowing descent that fills a slot no due leaf can use
+// (the root first, at each class green children, R <= G, by (R, index),
+// else by (prio, V, index); the leaf itself lends while R_l <= G, else the
+// deepest green class).
 //
-// Each class with children (and the root, the wire) keeps its children with
-// something borrowable below them in three lazy heaps: `pend` by T(c), the
-// earliest byte time the child's subtree can borrow (exact: T(leaf) = K when
-// backlogged, T(c) = max(K_c, min over its children)), and, once T(c) <= G,
-// `green` by R_c (inner children only: a backlogged leaf with R <= G is
-// served on its guarantee first) and `yellow` by (prio, V_c). A child is
-// re-placed (tree_refresh) only when its own clocks change, which happens
-// only on the path of a frame, or when its subtree's backlog does: both walk
-// one path, O(depth) heap pushes. A pending child is handed over to the
-// eligible heaps lazily, when a descent or tree_due() passes its parent.
+// Each class with children (and the root, the wire) keeps its children in
+// lazy heaps. For the guarantee: `dpend` by T_due(c), the earliest byte
+// time a due leaf below may go (T_due(leaf) = now when due, T_due(c) =
+// max(K_c, min over its children)), and, once T_due(c) <= G, `due` by (R_c
+// or F_l, index). For borrowing: `pend` by T(c), the earliest byte time the
+// child's subtree can borrow (exact: T(leaf) = K when backlogged, T(c) =
+// max(K_c, min over its children)), and, once T(c) <= G, `green` by R_c
+// (inner children only) and `yellow` by (prio, V_c). A child is re-placed
+// (tree_refresh) only when its own clocks change, which happens only on
+// the path of a frame, or when its subtree's backlog or due leaves do: both
+// walk one path, O(depth) heap pushes. A held child is handed over to the
+// free heaps lazily, when a descent or tree_due() passes its parent.
 #include "core/engine.hpp"
 
 #include "core/units.hpp"
@@ -52,7 +57,7 @@ struct TreeEntryAfter {
 
 bool Engine::tree_entry_live(const TreeEntry &e, uint8_t place) const {
     const TreeNode &n = tnodes_[e.node];
-    return n.gen == e.gen && n.place == place;
+    return n.gen == e.gen && (place >= kPlaceDuePending ? n.dplace : n.place) == place;
 }
 
 void Engine::tree_clean(TreeHeap &h, uint8_t place) {
@@ -68,7 +73,10 @@ void Engine::tree_push(TreeNode &p, TreeHeap &h, const TreeEntry &e) {
     h.v.push_back(e);
     std::push_heap(h.v.begin(), h.v.end(), TreeEntryAfter{});
     if (h.v.size() > 2 * size_t(p.nchildren) + 16) {
-        const uint8_t place = &h == &p.pend ? kPlacePending : kPlaceEligible;
+        const uint8_t place = &h == &p.pend    ? kPlacePending
+                              : &h == &p.dpend ? kPlaceDuePending
+                              : &h == &p.due   ? kPlaceDue
+                                               : kPlaceEligible;
         std::erase_if(h.v, [&](const TreeEntry &x) { return !tree_entry_live(x, place); });
         std::make_heap(h.v.begin(), h.v.end(), TreeEntryAfter{});
     }
@@ -96,6 +104,25 @@ void Engine::tree_init_node(uint32_t cls) {
     n.active = false;
 }
 
+// How far a class clock of rate x may fall behind G and still catch up:
+// on the byte clock the lag limit of a flat class of rate x (§3.6);
+// clockless the class's burst bound at x, as a flat class's (§4.5): a late
+// wake-up is caught up within the bound instead of costing the borrowed
+// share.
+uint64_t Engine::tree_lag(uint32_t cls, uint64_t x) const {
+    const uint64_t lag = lag_limit_for(x);
+    if (!cfg_.clockless) return lag;
+    const u128 wide = u128(class_burst_at(cls, x)) * cfg_.line_rate_bps / x;
+    return std::max(lag, wide > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(wide));
+}
+
+void Engine::tree_size_node(uint32_t cls) {
+    TreeNode &n = tnodes_[cls];
+    const uint64_t rate = classes_[cls].rate_bps;
+    n.lag_r = rate ? tree_lag(cls, rate) : 0;
+    n.lag_k = n.ceil_bps ? tree_lag(cls, n.ceil_bps) : 0;
+}
+
 // The tree's rules are in force while some class has a parent or a ceil
 // above its rate; turning them off leaves the flat engine's state as is.
 bool Engine::tree_making(uint32_t k) const {
@@ -112,7 +139,18 @@ void Engine::tree_update_mode() {
         for (uint32_t k = 0; k < classes_.size(); ++k)
             if (classes_[k].state != State::Free) tree_init_node(k);
     }
-    tree_ = on;
+    if (on && !tree_) {
+        // A due class leaves the flat engine's eligible heap for the tree's
+        // guarantee heaps (tree_rebuild() places it).
+        tree_ = true;
+        for (uint32_t k = 0; k < classes_.size(); ++k) {
+            if (classes_[k].where != Where::Eligible) continue;
+            unlink(k);
+            classes_[k].where = Where::Eligible;
+        }
+    } else if (!on && tree_) {
+        tree_off();
+    }
     if (tree_) tree_rebuild();
 }
 
@@ -121,22 +159,43 @@ void Engine::tree_update_mode() {
 void Engine::tree_rebuild() {
     auto reset = [](TreeNode &n) {
         ++n.gen;
-        n.place = kPlaceNone;
-        n.n_pend = n.n_elig = 0;
+        n.place = n.dplace = kPlaceNone;
+        n.n_pend = n.n_elig = n.n_dpend = n.n_due = 0;
         n.pend.v.clear();
         n.green.v.clear();
         n.yellow.v.clear();
+        n.dpend.v.clear();
+        n.due.v.clear();
     };
     reset(troot_);
     for (uint32_t k = 0; k < classes_.size(); ++k) {
         if (classes_[k].state == State::Free) continue;
         TreeNode &n = tnodes_[k];
         reset(n);
-        n.lag_r = classes_[k].rate_bps ? lag_limit_for(classes_[k].rate_bps) : 0;
-        n.lag_k = n.ceil_bps ? lag_limit_for(n.ceil_bps) : 0;
+        tree_size_node(k);
     }
     for (uint32_t k = 0; k < classes_.size(); ++k)
         if (classes_[k].state == State::Backlogged && !tnodes_[k].nchildren) tree_refresh_path(k);
+    // A class with no backlogged leaf below is not active, whatever it was
+    // before the change (a former inner class now an idle leaf): it joins
+    // its siblings' share clock when its subtree comes back.
+    for (uint32_t k = 0; k < classes_.size(); ++k)
+        if (classes_[k].state != State::Free && tnodes_[k].place == kPlaceNone)
+            tnodes_[k].active = false;
+}
+
+// A leaf is due when the flat engine made it eligible: its own clock
+// allows a frame (§3.3, clockless within its burst bound).
+bool Engine::tree_leaf_due(uint32_t k) const {
+    const Class &c = classes_[k];
+    return c.state == State::Backlogged && c.rate_bps && c.where == Where::Eligible &&
+           !tnodes_[k].nchildren;
+}
+
+// Among the children with a due leaf below: a leaf by its finish F_l (as
+// §3.3 orders eligible classes), an inner class by its rate clock R.
+Engine::u128 Engine::tree_due_key(uint32_t k) const {
+    return tnodes_[k].nchildren ? u128(tnodes_[k].rclock) : u128(order_key(k));
 }
 
 // Re-places class k in its parent's heaps after its clocks, its backlog or
@@ -148,9 +207,34 @@ void Engine::tree_refresh(uint32_t k) {
         --p.n_pend;
     else if (n.place == kPlaceEligible)
         --p.n_elig;
+    if (n.dplace == kPlaceDuePending)
+        --p.n_dpend;
+    else if (n.dplace == kPlaceDue)
+        --p.n_due;
     ++n.gen;
-    n.place = kPlaceNone;
+    n.place = n.dplace = kPlaceNone;
     const bool leaf = n.nchildren == 0;
+    // The guarantee: T_due(leaf) = now when due, T_due(k) = max(K_k, min
+    // over its children): a due leaf waits for its ancestors' ceils only.
+    if (leaf ? tree_leaf_due(k) : n.n_dpend + n.n_due > 0) {
+        uint64_t t = 0;
+        if (!leaf) {
+            t = n.kclock;
+            if (n.n_due == 0) {
+                tree_clean(n.dpend, kPlaceDuePending);
+                t = std::max(t, uint64_t(n.dpend.v.front().key));
+            }
+        }
+        if (t <= g_) {
+            n.dplace = kPlaceDue;
+            ++p.n_due;
+            tree_push(p, p.due, TreeEntry{tree_due_key(k), 0, k, n.gen});
+        } else {
+            n.dplace = kPlaceDuePending;
+            ++p.n_dpend;
+            tree_push(p, p.dpend, TreeEntry{t, 0, k, n.gen});
+        }
+    }
     const bool active = leaf ? classes_[k].state == State::Backlogged && classes_[k].rate_bps
                              : n.n_pend + n.n_elig > 0;
     // A class whose subtree comes back from idle joins its siblings' share
@@ -180,15 +264,21 @@ void Engine::tree_refresh_path(uint32_t k) {
     for (; k != kNone; k = tnodes_[k].parent) tree_refresh(k);
 }
 
+// The child on top of a held heap once G has reached its time (kNone:
+// none), taken off the heap.
+uint32_t Engine::tree_pop_reached(TreeHeap &h, uint8_t place) {
+    tree_clean(h, place);
+    if (h.v.empty() || h.v.front().key > g_) return kNone;
+    const uint32_t k = h.v.front().node;
+    std::pop_heap(h.v.begin(), h.v.end(), TreeEntryAfter{});
+    h.v.pop_back();
+    return k;
+}
+
 // Children whose subtree became borrowable as G passed their T go to the
 // eligible heaps.
 void Engine::tree_hand_over(TreeNode &n) {
-    for (;;) {
-        tree_clean(n.pend, kPlacePending);
-        if (n.pend.v.empty() || n.pend.v.front().key > g_) return;
-        const uint32_t k = n.pend.v.front().node;
-        std::pop_heap(n.pend.v.begin(), n.pend.v.end(), TreeEntryAfter{});
-        n.pend.v.pop_back();
+    for (uint32_t k; (k = tree_pop_reached(n.pend, kPlacePending)) != kNone;) {
         TreeNode &c = tnodes_[k];
         c.place = kPlaceEligible;
         --n.n_pend;
@@ -198,11 +288,51 @@ void Engine::tree_hand_over(TreeNode &n) {
     }
 }
 
+// Children whose due leaves' path opened as G passed their ceil clocks.
+void Engine::tree_due_hand_over(TreeNode &n) {
+    for (uint32_t k; (k = tree_pop_reached(n.dpend, kPlaceDuePending)) != kNone;) {
+        TreeNode &c = tnodes_[k];
+        c.dplace = kPlaceDue;
+        --n.n_dpend;
+        ++n.n_due;
+        tree_push(n, n.due, TreeEntry{tree_due_key(k), 0, k, c.gen});
+    }
+}
+
 // T_root: the earliest byte time anything can borrow (G: now).
-uint64_t Engine::tree_due() {
+uint64_t Engine::tree_due_borrow() {
     tree_hand_over(troot_);
     if (troot_.n_elig) return g_;
     return troot_.pend.v.empty() ? UINT64_MAX : uint64_t(troot_.pend.v.front().key);
+}
+
+// T_due of the root: the earliest byte time a due leaf's ceils let it go.
+uint64_t Engine::tree_due_guaranteed() {
+    tree_due_hand_over(troot_);
+    if (troot_.n_due) return g_;
+    tree_clean(troot_.dpend, kPlaceDuePending);
+    return troot_.dpend.v.empty() ? UINT64_MAX : uint64_t(troot_.dpend.v.front().key);
+}
+
+uint64_t Engine::tree_due() { return std::min(tree_due_borrow(), tree_due_guaranteed()); }
+
+// The guarantee's descent: from the root, at each class the child with a
+// due leaf below whose ceils allow it, of smallest (R, or F_l for a leaf,
+// index). kNone: no due leaf may go now.
+uint32_t Engine::tree_pick_due() {
+    uint32_t a = kNone;
+    for (;;) {
+        TreeNode &n = tnode(a);
+        tree_due_hand_over(n);
+        tree_clean(n.due, kPlaceDue);
+        if (n.due.v.empty()) {
+            // T_due is exact: a class placed due has a due child.
+            assert(a == kNone);
+            return kNone;
+        }
+        a = n.due.v.front().node;
+        if (!tnodes_[a].nchildren) return a;
+    }
 }
 
 // The borrowing descent: from the root, at each class a green child
@@ -266,6 +396,8 @@ void Engine::tree_charge_guaranteed(uint32_t leaf) {
     TreeNode &t = tnodes_[leaf];
     if (g_ > t.lag_k && t.kclock < g_ - t.lag_k) t.kclock = g_ - t.lag_k, t.kfrac = 0;
     tree_charge(t.kclock, t.kfrac, t.ceil_bps, l2);
+    if (g_ > t.lag_r && t.rclock < g_ - t.lag_r) t.rclock = g_ - t.lag_r, t.rfrac = 0;
+    tree_charge(t.rclock, t.rfrac, classes_[leaf].rate_bps, l2);
     tree_charge_share(t, classes_[leaf].rate_bps, l2);
     for (uint32_t k = t.parent; k != kNone; k = tnodes_[k].parent) {
         TreeNode &n = tnodes_[k];
@@ -290,9 +422,22 @@ void Engine::tree_charge_borrowed(uint32_t leaf) {
     unlink(leaf);
     restore_frac(c);
     const uint64_t l2 = cfg_.framing.l2_bytes(c.head_len);
+    // The leaf's due clock: its next frame on its guarantee no earlier than
+    // one period after this one, so that a leaf served beyond its rate is
+    // not also due on a fixed grid (docs/design.md §3.12, "Why it holds").
+    {
+        const uint64_t num = l2 * cfg_.line_rate_bps;
+        uint64_t at = g_ + num / c.rate_bps;
+        const uint64_t frac = num % c.rate_bps;
+        if (cfg_.clockless) at = at > cold_[leaf].lag_limit ? at - cold_[leaf].lag_limit : 0;
+        if (c.clock < at || (c.clock == at && c.frac < frac)) c.clock = at, c.frac = frac;
+    }
+    // The lender: the leaf itself while its own rate has room (R_l <= G),
+    // else the deepest green class on the path, else the wire.
+    const bool own = tnodes_[leaf].rclock <= g_;
     int lender = -1;
     for (uint32_t i = 0; i < tpath_n_; ++i)
-        if (tpath_[i].green) lender = int(i);
+        if (tpath_[i].green || (own && i + 1 == tpath_n_)) lender = int(i);
     for (uint32_t i = 0; i < tpath_n_; ++i) {
         const uint32_t k = tpath_[i].node;
         TreeNode &n = tnodes_[k];
@@ -308,7 +453,7 @@ void Engine::tree_charge_borrowed(uint32_t leaf) {
         }
         tree_charge_share(n, classes_[k].rate_bps, l2);
         ClassCounters &cc = cold_[k].counters;
-        if (int(i) == lender)
+        if (int(i) == lender && !own)
             cc.lent_bytes += l2;
         else if (int(i) > lender)
             cc.borrowed_bytes += l2;

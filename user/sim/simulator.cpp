@@ -34,16 +34,40 @@ template <class Sched> SimResult run(Sched &sched, const SimConfig &cfg) {
     std::vector<Source> src(cfg.sources.size());
     res.sent.assign(src.size(), 0);
     res.drops.assign(src.size(), 0);
+    // A tree's classes are added unpaced and given their rates by one
+    // configure_tree() (a child's rate does not count against M).
+    bool tree = false;
+    for (const SourceSpec &s : cfg.sources)
+        tree |= s.parent != kTreeNoParent || s.ceil_bps > s.rate_bps;
     for (size_t i = 0; i < src.size(); ++i) {
         const SourceSpec &s = cfg.sources[i];
-        auto cls = sched.add_class(s.rate_bps);
+        auto cls = sched.add_class(tree ? 0 : s.rate_bps);
         if (!cls) throw std::invalid_argument("source " + s.name + ": " + cls.error());
         src[i].spec = &s;
         src[i].cls = *cls;
+    }
+    if (tree) {
+        if constexpr (std::is_same_v<Sched, Engine>) {
+            std::vector<TreeSpec> specs;
+            for (size_t i = 0; i < src.size(); ++i) {
+                const SourceSpec &s = cfg.sources[i];
+                if (!s.rate_bps) continue;
+                const uint32_t parent =
+                    s.parent == kTreeNoParent ? kTreeNoParent : src[s.parent].cls;
+                specs.push_back(TreeSpec{src[i].cls, s.rate_bps, parent, s.ceil_bps, s.prio});
+            }
+            if (auto r = sched.configure_tree(specs); !r.ok())
+                throw std::invalid_argument("tree: " + r.error());
+        } else {
+            throw std::invalid_argument("class trees: the engine only");
+        }
+    }
+    for (size_t i = 0; i < src.size(); ++i) {
+        const SourceSpec &s = cfg.sources[i];
         if (s.greedy) {
             src[i].queue.push_back(draw_len(s));
-            sched.set_head(*cls, src[i].queue.front());
-        } else {
+            sched.set_head(src[i].cls, src[i].queue.front());
+        } else if (s.offered_bps) {
             src[i].next_arrival_ns = s.start_ns;
             src[i].arrival_ns = s.start_ns;
             src[i].on_until_ns = s.start_ns + s.on_ns;

@@ -36,6 +36,13 @@ struct SourceSpec {
     uint64_t off_ns = 0;
     uint64_t start_ns = 0;
     uint32_t queue_limit = 0; // frames; 0 = unlimited. Arrivals beyond it are dropped and counted.
+    // Class trees (docs/design.md §3.12), the engine only: the parent's
+    // source index (kTreeNoParent: top level), ceil (0: the rate) and prio.
+    // A source with children sends nothing (give it greedy = false and
+    // offered_bps = 0: silent).
+    uint32_t parent = kTreeNoParent;
+    uint64_t ceil_bps = 0;
+    uint32_t prio = 0;
 };
 
 struct WakeModel {

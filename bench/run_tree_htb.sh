@@ -24,7 +24,7 @@
 # classes.csv, priority.csv, rate-over-time.png). A measurement, not a
 # test: run it under /work/wt/measure on a machine as quiet as can be.
 #
-#   sudo bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--results ROOT]
+#   bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--results ROOT]
 #     --phase S: seconds per phase of the tree case (default 4; 3..30)
 #     --only tree|prio: one case (default both)
 #     --leaf-limit TIME: the tree case's pspxdp leaves get `limit TIME`

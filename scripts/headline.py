@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,6 +124,20 @@ def cpu(rows: list[Row], column: str) -> str | None:
     return f"{number(r['cores per Gbit/s']):.2f} cores"
 
 
+def tree(rows: list[Row], column: str) -> str | None:
+    want = {"pspxdp, byte clock": ("pspxdp", "byte"), "pspxdp, clockless": ("pspxdp", "real"),
+            "htb": ("htb", "real")}.get(column)
+    if want is None:
+        return None
+    mine = [r for r in rows if (r["run"], r["clock"]) == want]
+    if not mine:
+        raise SystemExit(f"headline: no tree rows for {want}")
+    errors = [abs(g / i - 1) * 100 for r in mine
+              for i, g in zip(json.loads(r["ideal"]), json.loads(r["got"]), strict=True) if i > 0]
+    bursts = [b for r in mine for b in json.loads(r["burst_ceil"]) if b is not None]
+    return f"{max(errors):.2f} %, {max(bursts):.1f} MTU"
+
+
 LINES = (
     Line("rate error, one UDP flow paced to 500 Mbit/s, offered 650", SIDE, side("error_pct", pct)),
     Line("largest burst at 500 Mbit/s, in 1518-byte frames", SIDE, side("burst_target_mtu", lambda x: f"{x:.2f}")),
@@ -132,6 +147,8 @@ LINES = (
     Line("ping p99 beside 128 bulk TCP flows in one 100 Mbit/s class",
          Source("flows-in-a-class", "flows.csv"), ping),
     Line("machine CPU per paced Gbit/s, at 500 Mbit/s", Source("cpu-per-gbit", "cpu-per-gbit.csv"), cpu),
+    Line("class tree of depth 3, a site idle then back: worst class off its share, largest burst over its ceil",
+         Source("tree-vs-htb-fair", "classes.csv"), tree),
 )
 
 

@@ -4,6 +4,7 @@ directory: <results root>/<date>-<what>/ (build/results; docs/results with
 import csv
 import dataclasses
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -106,7 +107,10 @@ class Results:
         with open(path, "w", newline="") as f:
             w = csv.DictWriter(f, keys)
             w.writeheader()
-            w.writerows(rows)
+            # A list or mapping in a cell is written as JSON: readable back
+            # (json.loads), None as null.
+            w.writerows({k: json.dumps(v) if isinstance(v, list | tuple | dict) else v for k, v in r.items()}
+                        for r in rows)
         self.files.append(name)
 
     def table(self, t: Table) -> None:

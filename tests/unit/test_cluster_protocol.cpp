@@ -268,23 +268,36 @@ TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rate
     CHECK(j.fx.allocs.size() == before + 1);
 }
 
-TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval",
+TEST_CASE("protocol: demand is written when it moves by 1/8, at once while the bucket has a token",
           "[cluster]") {
     Joined j; // its record in the view says demand 2000
     Timing t;
     size_t puts = j.fx.puts.size();
     j.p.on_demand(1 * s, 2200); // +10 %: not worth a write
     CHECK(j.fx.puts.size() == puts);
-    j.p.on_demand(1 * s, 2300); // +15 %
+    j.p.on_demand(1 * s, 2300); // +15 %: at once (the bucket starts full)
     REQUIRE(j.fx.puts.size() == puts + 1);
     CHECK(j.fx.puts.back().demand_bps == 2300);
-    // The view does not show it yet; a bigger move waits for the interval.
+    // Two more moves use the rest of the burst, at once too.
     j.p.on_demand(1 * s + 1 * ms, 5000);
-    CHECK(j.fx.puts.size() == puts + 1);
-    CHECK(j.fx.wake_ns == 1 * s + t.demand_interval_ns);
-    j.p.on_timer(1 * s + t.demand_interval_ns);
-    REQUIRE(j.fx.puts.size() == puts + 2);
-    CHECK(j.fx.puts.back().demand_bps == 5000);
+    j.p.on_demand(1 * s + 2 * ms, 10000);
+    REQUIRE(j.fx.puts.size() == puts + 3);
+    CHECK(j.fx.puts.back().demand_bps == 10000);
+    REQUIRE(t.demand_burst == 3);
+    // The bucket is empty: the next waits for a token (one per
+    // demand_token_ns, counted from the first write's time).
+    j.p.on_demand(1 * s + 3 * ms, 20000);
+    CHECK(j.fx.puts.size() == puts + 3);
+    CHECK(j.fx.wake_ns <= 1 * s + t.demand_token_ns);
+    REQUIRE(t.demand_token_ns == 4 * s);
+    j.p.on_lease_renewed(2 * s, 7, 2 * s);
+    j.p.on_lease_renewed(4 * s, 7, 4 * s);
+    CHECK(j.fx.wake_ns == 1 * s + t.demand_token_ns);
+    j.p.on_timer(1 * s + t.demand_token_ns - 1 * ms);
+    CHECK(j.fx.puts.size() == puts + 3);
+    j.p.on_timer(1 * s + t.demand_token_ns);
+    REQUIRE(j.fx.puts.size() == puts + 4);
+    CHECK(j.fx.puts.back().demand_bps == 20000);
 }
 
 TEST_CASE("protocol: leave goes to 0, then out of the roster", "[cluster]") {

@@ -419,8 +419,9 @@ void Runner::sample_demand(uint64_t now) {
         if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
             uint64_t offered =
                 uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
-            bool limited = marks != last_drops_ && sh_->applied_bps.load() > kHoldRateBps;
-            demand_bps_ = estimator_.sample(now, offered, limited, proto_.budget_bps());
+            uint64_t applied = sh_->applied_bps.load();
+            bool limited = marks != last_drops_ && applied > kHoldRateBps;
+            demand_bps_ = estimator_.sample(now, offered, limited, applied, proto_.budget_bps());
             offered_bps_ = offered;
             proto_.on_demand(now, demand_bps_);
         }

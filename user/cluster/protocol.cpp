@@ -335,10 +335,18 @@ void HostProtocol::step(uint64_t now_ns) {
         uint64_t moved_bps =
             demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
         bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
-        bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;
+        // The bucket: credit accrues with time, up to demand_burst tokens.
+        uint64_t cap_ns = timing_.demand_token_ns * timing_.demand_burst;
+        if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_) credit_ns_ = cap_ns;
+        else credit_ns_ = std::min(cap_ns, credit_ns_ + (now_ns - bucket_ns_));
+        bucket_ns_ = now_ns;
+        bool demand_due = demand_moved && credit_ns_ >= timing_.demand_token_ns;
         bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= n &&
                     now_ns - put_ns_ >= timing_.retry_ns;
         if (put_lease_ != lease_ || put_ack_ < n || demand_due || lost) {
+            // A write for the demand alone takes a token; an ack (or a
+            // first or lost write) carries the demand free.
+            if (put_lease_ == lease_ && put_ack_ >= n && !lost) credit_ns_ -= timing_.demand_token_ns;
             // Acknowledges n: the rate applied is already at most epoch n's.
             put_lease_ = lease_;
             put_ack_ = n;
@@ -346,7 +354,7 @@ void HostProtocol::step(uint64_t now_ns) {
             put_ns_ = now_ns;
             effects_.put_live(Live{lease_, n, demand_bps_, node_, instance_});
         } else if (demand_moved) {
-            wake_ns = std::min(wake_ns, put_ns_ + timing_.demand_interval_ns);
+            wake_ns = std::min(wake_ns, now_ns + (timing_.demand_token_ns - credit_ns_));
         }
         if (!own_current) wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
         if (view_->alloc && applied_bps_ < cap_bps && all_acked(n)) {

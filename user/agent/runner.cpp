@@ -645,15 +645,16 @@ int Runner::run() {
 }
 
 bool Runner::gap(uint64_t boot_now, uint64_t mono_now) {
-    // The loop turns at least every demand window (200 ms); a turn later
-    // than that by twice the margin, by either clock, is a gap:
+    // The loop turns at least every demand window (25 ms); a turn later
+    // than 200 ms and twice the margin (1.2 s), by either clock, is a gap:
     // CLOCK_MONOTONIC jumps over a stop, CLOCK_BOOTTIME over a suspend as
     // well. (A shorter stop is caught at the write, G2; twice the margin
     // keeps a loaded machine's scheduling delays from counting.)
     uint64_t by_boot = boot_now - turn_boot_ns_, by_mono = mono_now - turn_mono_ns_;
     turn_boot_ns_ = boot_now;
     turn_mono_ns_ = mono_now;
-    uint64_t limit = cfg_.demand_window_ns + 2 * cfg_.timing.margin_ns;
+    uint64_t limit = std::max<uint64_t>(cfg_.demand_window_ns, 200'000'000) +
+                     2 * cfg_.timing.margin_ns;
     if (std::max(by_boot, by_mono) <= limit) return false;
     log_line("the agent did not run for " + std::to_string(std::max(by_boot, by_mono) / 1'000'000) +
              " ms: at the fallback until the lease and the keys are proven again");

@@ -92,6 +92,40 @@ TEST_CASE("protocol: lowers at once, raises only when every member acknowledged"
     CHECK(j.p.applied_bps() == 800);
 }
 
+TEST_CASE("protocol: a member whose rate did not fall writes no ack; a raise waits for the acks "
+          "the epoch asks (ack_from)",
+          "[cluster]") {
+    Joined j;
+    size_t puts = j.fx.puts.size();
+    // Epoch 2 raises a (500 -> 800) and lowers b: only b's ack is asked.
+    View v = group(12, 2, {{"a", 800}, {"b", 200}}, 1, 1);
+    v.alloc->ack_from = {{"a", 1}, {"b", 2}};
+    j.p.on_view(3 * ms, v);
+    CHECK(j.fx.puts.size() == puts); // a's ack of 1 serves
+    CHECK(j.p.applied_bps() == 500); // b has not acknowledged 2
+    v = group(14, 2, {{"a", 800}, {"b", 200}}, 1, 2);
+    v.alloc->ack_from = {{"a", 1}, {"b", 2}};
+    j.p.on_view(4 * ms, v);
+    CHECK(j.p.applied_bps() == 800);
+    CHECK(j.fx.puts.size() == puts);
+    // a proposes the next epoch (both ask for 2000: 500 each): a falls, so
+    // it must acknowledge 3; b rises and keeps its ack of 2.
+    REQUIRE_FALSE(j.fx.allocs.empty());
+    const Allocation &next = j.fx.allocs.back().first;
+    CHECK(next.epoch == 3);
+    CHECK(next.ack_from == std::map<HostId, uint64_t>{{"a", 3}, {"b", 2}});
+    // Epoch 3 seen: a lowers at once and writes its ack.
+    v = group(16, 3, {{"a", 500}, {"b", 500}}, 1, 2);
+    v.alloc->ack_from = next.ack_from;
+    j.p.on_view(5 * ms, v);
+    CHECK(j.p.applied_bps() == 500);
+    REQUIRE(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.puts.back().ack_epoch == 3);
+    // An epoch without ack_from (written before it existed) asks every ack.
+    Allocation old{4, {{"a", 500}, {"b", 500}}};
+    CHECK(old.ack_needed("a") == 4);
+}
+
 TEST_CASE("protocol: falls to its floor before the lease can expire on the server", "[cluster]") {
     Joined j;
     Timing t;

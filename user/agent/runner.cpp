@@ -260,6 +260,7 @@ void Runner::sync_shared() {
     sh_->safe_until_ns = proto_.safe_until_ns();
     sh_->fallback_bps = proto_.fallback_bps();
     sh_->orphan_at_ns = proto_.orphan_at_ns();
+    sh_->lease = proto_.lease();
 }
 
 void Runner::requester() {
@@ -639,6 +640,7 @@ int Runner::run() {
     pthread_kill(sig.native_handle(), SIGTERM);
     sig.join();
     sh_->safe_until_ns = 0;
+    sh_->lease = 0; // revoked by the requester, or left to expire
     release_class(code);
     unlink(state_path(cfg_.dev, cfg_.classid).c_str());
     return code;

@@ -158,7 +158,7 @@ class HostProtocol final : public Agent {
     // Before the roster can hold this host: the class at 0 (held).
     void hold();
     bool proven() const { return !gap_ || (gap_lease_proven_ && gap_view_proven_); }
-    bool all_acked(uint64_t epoch) const;
+    bool all_acked() const;
     bool proposer() const;
     void propose(uint64_t now_ns);
 

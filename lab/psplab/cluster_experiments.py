@@ -514,7 +514,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             caps = [Capture(net, p, net.r, net.router_devs[i], "in") for i, p in enumerate(paths)]
             procs = []
             for i in range(hosts):
-                flows = [f"{net.receivers[i]}:{UNEVEN_PORT}:{UNEVEN_OFFERS_BPS[k][i]}bit:"
+                flows = [f"{net.receivers[i]}:{UNEVEN_PORT}:{fmt_rate(UNEVEN_OFFERS_BPS[k][i])}:"
                          f"{k * phase_s:g}:{(k + 1) * phase_s:g}" for k in range(2)]
                 out = os.path.join(opt.work, f"uneven.send{i}.json")
                 procs.append(net.spawn(net.hosts[i].cmd(

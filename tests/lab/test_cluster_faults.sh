@@ -204,6 +204,7 @@ psp_check "host killed: its share goes to the others (125 Mbit/s)" \
 psp_check "... within the TTL of the kill (3 s)" cl_within $t_kill "$(cl_first_after 1 $t_kill '>' $M100)" 3.0
 echo "     the others raised $(CL seconds $t_kill "$(cl_first_after 1 $t_kill '>' $M100)") s after the kill"
 psp_check "... its watchdog revoked its lease (design §11.3)" grep -aq 'the agent is gone: lease [0-9]* revoked' "$TMP/h3.log"
+grep -a 'watchdog' "$TMP/h3.log" | tail -2 | sed 's/^/     h3: /'
 psp_check "the dead host's class holds its floor" psp_wait_for 5 rate_is 3 $M50
 
 # The whole etcd cluster down.

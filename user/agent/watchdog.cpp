@@ -71,12 +71,21 @@ void RateLog::write(uint64_t rate_bps) const {
     // can go now; the others take its share in one epoch, not at the
     // lease's expiry up to a TTL later. One try per endpoint, 500 ms each.
     auto exit_revoking = [&](bool at_fallback) {
+        // Told to stop by the agent's death signal before its pipe showed
+        // it: by then the kernel has reparented this process.
+        if (getppid() != agent) agent_gone = true;
         uint64_t lease = sh->lease.load();
         if (agent_gone && at_fallback && lease != 0 && !sh->released && !endpoints.empty()) {
             etcd::Client c(endpoints, 500);
             auto r = c.revoke(int64_t(lease));
             log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
                      (r ? " revoked" : " not revoked: " + r.error()));
+        } else if (agent_gone) {
+            log_line(std::string("watchdog: the agent is gone: its lease left to expire (") +
+                     (!at_fallback ? "the class not at its fallback"
+                      : lease == 0 ? "no lease"
+                                   : "released") +
+                     ")");
         }
         _exit(0);
     };

@@ -452,6 +452,8 @@ class UnevenRow:
     achieved_mbps: float          # mean over the phase's last 2 s
     within_s: float | None        # the phase's start to the end of its last bin with any host > 5 % off
     max_sum_mbps: float           # the largest 0.1 s sum of every host at R in the phase
+    applied_mbps: float           # the agent's applied rate at the phase's end (its log)
+    applied_within_s: float | None  # as within_s, for the applied rates (10 ms steps)
 
 
 def max_min(budget_bps: int, floor_bps: int, offers: Sequence[int]) -> list[float]:
@@ -478,6 +480,15 @@ def bins(path: str, start_ns: int, n: int) -> list[float]:
         if port == UNEVEN_PORT and 0 <= k < n:
             out[k] += size * 8 / BIN_S
     return out
+
+
+def rate_at(log: Sequence[tuple[float, int]], t: float) -> int:
+    """The rate an agent's log (CLOCK_REALTIME s, bit/s) says at t."""
+    rate = 0
+    for x, v in log:
+        if x <= t:
+            rate = v
+    return rate
 
 
 def etcd_revision(net: ClusterNet, opt: Options, group: str) -> int:
@@ -529,6 +540,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             readings = [c.stop() for c in caps]
             counters = [s.settle() for s in sh_]
         verdict = check_logs(opt, sh_)
+        logs = [read_rate_log(s.rate_log) for s in sh_]
     finally:
         opt.budget = saved
     writes = (rev1 - rev0) / hosts / (t_done - t_sent)
@@ -549,24 +561,33 @@ def uneven(net: ClusterNet, opt: Options) -> None:
         within = None if last_off == nbins - 1 else (last_off + 1) * BIN_S
         tail = int(2 / BIN_S)
         sums = [sum(series[i][b] for i in range(hosts)) for b in range(nbins)]
+        t0_s, steps = start / 1e9, int(phase_s * 100)
+        applied_off = [b for b in range(steps) if any(
+            abs(rate_at(logs[i], t0_s + b / 100) - ideal[k][i]) > 0.05 * ideal[k][i] for i in range(hosts))]
+        last_applied_off = max(applied_off, default=-1)
+        applied_within = None if last_applied_off == steps - 1 else (last_applied_off + 1) / 100
         for i in range(hosts):
             rows.append(UnevenRow(phase=k, host=i, offer_mbps=UNEVEN_OFFERS_BPS[k][i] / 1e6,
                                   ideal_mbps=ideal[k][i] / 1e6,
                                   achieved_mbps=sum(series[i][-tail:]) / tail / 1e6, within_s=within,
-                                  max_sum_mbps=max(sums) / 1e6))
+                                  max_sum_mbps=max(sums) / 1e6,
+                                  applied_mbps=rate_at(logs[i], t0_s + phase_s - 0.01) / 1e6,
+                                  applied_within_s=applied_within))
         per_bin += [{"phase": k, "t_s": round(b * BIN_S, 1), **{f"h{i}_mbps": round(series[i][b] / 1e6, 2)
                                                                 for i in range(hosts)}}
                     for b in range(nbins)]
     t_ = Table(f"Phase A: 3 hosts in one pspxdp group, budget {UNEVEN_BUDGET}, uneven UDP offers; "
                "judged at R's ingress in 0.1 s bins",
                ["phase", "host", "offer Mbit/s", "ideal Mbit/s", "achieved Mbit/s", "within 5 % after s",
-                "max 0.1 s sum Mbit/s"],
+                "max 0.1 s sum Mbit/s", "applied Mbit/s", "applied within 5 % after s"],
                ["ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
                 "frames at R's ingress (tcpdump, max(L, 60) + 4 bytes each, as the pacer counts), mean of "
                 "the phase's last 2 s",
                 "within 5 %: from the phase's start (each sender's first frame, then + 6 s) to the end of "
                 "the last 0.1 s bin in which any host was more than 5 % off its ideal (none: never "
                 f"settled); the senders' start skew {skew_ms:.1f} ms",
+                "applied: the agent's rate (its log) at the phase's end, and when every host's applied rate "
+                "was within 5 % of its ideal for good (10 ms steps)",
                 f"pspxdp group check: {verdict.line}; etcd writes per host per second over the phases: "
                 f"{writes:.2f} (store revisions, keep-alives are not writes)",
                 f"tcpdump drops: {sum(r.capture_drops or 0 for r in readings)}; counters account for every "
@@ -574,12 +595,13 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                 report.REAL_TIME_NOTE])
     for r in rows:
         t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.ideal_mbps:.0f}", f"{r.achieved_mbps:.1f}",
-               num(r.within_s, "{:.1f}"), f"{r.max_sum_mbps:.1f}")
+               num(r.within_s, "{:.1f}"), f"{r.max_sum_mbps:.1f}", f"{r.applied_mbps:.1f}",
+               num(r.applied_within_s, "{:.2f}"))
     res.table(t_)
     res.csv("uneven.csv", [asdict(r) for r in rows])
     res.csv("uneven-bins.csv", per_bin)
     res.csv("uneven-applied.csv", [{"host": i, "t_s": round(x - min(first) / 1e9, 3), "rate_bps": v}
-                                   for i, s in enumerate(sh_) for x, v in read_rate_log(s.rate_log)])
+                                   for i, log in enumerate(logs) for x, v in log])
     res.finish()
     opt.summary["uneven"] = {"rows": rows, "violations": verdict.violations, "verdict": verdict.line,
                              "writes_per_host_s": writes, "skew_ms": skew_ms,

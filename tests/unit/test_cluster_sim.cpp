@@ -423,11 +423,13 @@ TEST_CASE("cluster demand: taken + dropped, unsatisfied at once when limited, re
           "[cluster]") {
     constexpr uint64_t B = 1'000'000'000, M = 1'000'000, R = 100 * M; // R: the rate applied
     REQUIRE(DemandEstimator::kReleaseNs == 100 * ms);
+    auto h = [](uint64_t bps) { return bps; }; // the satisfied demand: the offer, exactly
     DemandEstimator e;
     // Idle: nothing wanted.
     CHECK(e.sample(0, 0, false, R, B) == 0);
     CHECK(e.sample(25 * ms, 0, false, R, B) == 0);
-    // Limited (drops or marks in the window): unsatisfied (the budget) at once.
+    // Limited (drops or marks in the window) at its rate: unsatisfied (the
+    // budget) at once.
     CHECK(e.sample(50 * ms, 100 * M, true, R, B) == B);
     // Below 7/8 of the rate without a limit: still unsatisfied until that
     // lasted 100 ms (a quiet window or a few is not a change)...
@@ -437,25 +439,37 @@ TEST_CASE("cluster demand: taken + dropped, unsatisfied at once when limited, re
     CHECK(e.sample(125 * ms, 90 * M, false, R, B) == B);
     for (uint64_t t = 150; t <= 200; t += 25) CHECK(e.sample(t * ms, 40 * M, false, R, B) == B);
     CHECK(e.sample(225 * ms, 30 * M, false, R, B) == B);
-    // 100 ms below: satisfied, at the highest offer of those 100 ms, exactly.
-    CHECK(e.sample(250 * ms, 30 * M, false, R, B) == 40 * M);
+    // 100 ms below: satisfied, at the highest offer of those 100 ms and
+    // 1/32 more.
+    CHECK(e.sample(250 * ms, 30 * M, false, R, B) == h(40 * M));
     // Satisfied: growing at once; coming down once 100 ms passed.
-    CHECK(e.sample(275 * ms, 60 * M, false, R, B) == 60 * M);
-    for (uint64_t t = 300; t <= 375; t += 25) CHECK(e.sample(t * ms, 20 * M, false, R, B) == 60 * M);
-    CHECK(e.sample(400 * ms, 20 * M, false, R, B) == 20 * M);
-    // Limited again: unsatisfied at once.
-    CHECK(e.sample(425 * ms, 20 * M, true, 20 * M, B) == B);
+    CHECK(e.sample(275 * ms, 60 * M, false, R, B) == h(60 * M));
+    for (uint64_t t = 300; t <= 375; t += 25)
+        CHECK(e.sample(t * ms, 20 * M, false, R, B) == h(60 * M));
+    CHECK(e.sample(400 * ms, 20 * M, false, R, B) == h(20 * M));
+    // A drop while it offers well below its rate is a burst, not a limit.
+    CHECK(e.sample(410 * ms, 20 * M, true, R, B) == h(20 * M));
+    // Limited while its rate is below its demand (the epoch on its way):
+    // no news. Limited at its demand with the same offer: its rate is too
+    // tight, a sixteenth more, kept while it offers near it; limited
+    // again there: unsatisfied.
+    CHECK(e.sample(412 * ms, 20 * M, true, 15 * M, B) == 20 * M);
+    CHECK(e.sample(415 * ms, 20 * M, true, 20 * M, B) == 21'250'000);
+    CHECK(e.sample(418 * ms, 20 * M, true, 20 * M, B) == 21'250'000);
+    CHECK(e.sample(420 * ms, 20 * M, false, 21'250'000, B) == 21'250'000);
+    CHECK(e.sample(425 * ms, 20 * M, true, 21'250'000, B) == B);
     // Stopped: 0 at once, not held (the others get its share now).
     CHECK(e.sample(450 * ms, 0, false, R, B) == 0);
     CHECK(e.sample(475 * ms, 0, false, R, B) == 0);
     // Starting from idle below its rate, without a drop: satisfied at its
     // offer, rising with it at once.
-    CHECK(e.sample(500 * ms, 2 * M, false, R, B) == 2 * M);
-    CHECK(e.sample(525 * ms, 9 * M, false, R, B) == 9 * M);
-    CHECK(e.sample(625 * ms, 2 * M, false, R, B) == 9 * M);
-    CHECK(e.sample(650 * ms, 2 * M, false, R, B) == 2 * M);
-    // Limited while nothing arrives (held near 0 with drops): not idle.
-    CHECK(e.sample(675 * ms, 0, true, R, B) == B);
+    CHECK(e.sample(500 * ms, 2 * M, false, R, B) == h(2 * M));
+    CHECK(e.sample(525 * ms, 9 * M, false, R, B) == h(9 * M));
+    CHECK(e.sample(625 * ms, 2 * M, false, R, B) == h(9 * M));
+    CHECK(e.sample(650 * ms, 2 * M, false, R, B) == h(2 * M));
+    // Limited at a small rate with an offer that grew (held near its floor
+    // with drops): unsatisfied.
+    CHECK(e.sample(675 * ms, 5 * M, true, 1 * M, B) == B);
     // A class at its rate without a limit is not released (it may want more).
     uint64_t d = 0;
     for (uint64_t t = 700; t <= 2000; t += 25) d = e.sample(t * ms, 95 * M, false, R, B);

@@ -2,15 +2,18 @@
 // offered rate, taken + dropped (rx_bytes counts every frame handed to the
 // pacer, before the limit drops any) over a short window (25 ms). A class
 // that is limited (frames dropped at its limit, CE-marked or dropped by
-// CoDel in the window) may want more than it offers (a TCP sender held at
-// its share never offers more than the share): it is unsatisfied at once,
-// which max-min reads as wanting the whole budget. It stays unsatisfied
-// until it has offered clearly less than its rate (below 7/8 of it) with
-// no limit for kReleaseNs (the hysteresis: one quiet window does not drop a
-// host to its floor); then, and while satisfied, it asks for the highest
-// rate it offered over the last kReleaseNs. What demands leave over is
-// shared by weight on top (allocator.hpp), so a host that grows has room
-// before the next epoch.
+// CoDel in the window, while it offers at least 7/8 of its rate: a drop
+// further below is a burst) may want more than it offers (a TCP sender
+// held at its share never offers more than the share): it is unsatisfied
+// at once, which max-min reads as wanting the whole budget, unless it is
+// satisfied and its offer did not grow (then its rate is too tight: a
+// sixteenth more, once). It stays unsatisfied until it has offered
+// clearly less than its rate (below 7/8 of it) with no limit for
+// kReleaseNs (the hysteresis: one quiet window does not drop a host to its
+// floor); then, and while satisfied, it asks for the highest rate it
+// offered over the last kReleaseNs. What demands leave over is shared by
+// weight on top (allocator.hpp), so a host that grows has room before the
+// next epoch.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,8 @@ class DemandEstimator {
 
   private:
     bool unsatisfied_ = false;
+    uint64_t satisfied_bps_ = 0; // the satisfied demand returned last (0: none)
+    uint64_t tight_bps_ = 0;     // the room asked for a rate too tight (0: none)
     uint64_t below_since_ns_ = 0;                      // 0: the last sample was not below
     std::deque<std::pair<uint64_t, uint64_t>> recent_; // (time, offered), kReleaseNs
 };

@@ -49,8 +49,8 @@ struct Timing {
     // demand_token_ns, up to demand_burst (a bound on etcd writes that
     // still writes a change promptly; acks are not counted, they follow
     // epochs).
-    uint64_t demand_token_ns = 4'000'000'000;
-    uint32_t demand_burst = 3;
+    uint64_t demand_token_ns = 2'000'000'000;
+    uint32_t demand_burst = 4;
     // The proposer writes a new epoch when a rate would move by more than
     // this fraction of the budget (or the roster or live set changed).
     uint32_t hysteresis_of_budget = 100;

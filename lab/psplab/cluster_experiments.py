@@ -533,10 +533,12 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                     "--seconds", f"{2 * phase_s + 0.5:g}", *(x for f in flows for x in ("--flow", f))),
                     out_path=out))
             t_sent = time.time()
+            # the writes over the two phases, not the stop after them
+            time.sleep(max(0.0, t_sent + 2 * phase_s - 0.2 - time.time()))
+            rev1 = etcd_revision(net, opt, group)
+            t_done = time.time()
             for p in procs:
                 net.reap(p, 2 * phase_s + 30)
-            t_done = time.time()
-            rev1 = etcd_revision(net, opt, group)
             readings = [c.stop() for c in caps]
             counters = [s.settle() for s in sh_]
         verdict = check_logs(opt, sh_)

@@ -27,14 +27,15 @@ uint64_t DemandEstimator::sample(uint64_t now_ns, uint64_t offered_bps, bool lim
     if (limited && !below) {
         below_since_ns_ = 0;
         uint64_t d = satisfied_bps_;
-        // Satisfied, and its offer has not grown past its demand by 1/8:
+        // Satisfied, and its offer has not grown past its demand by 1/4
+        // (a 25 ms window of a sender catching up reads high):
         // no news while the epoch that gives it its demand is on its way;
         // given it, and dropping all the same, its rate is too tight for
         // what it offers (a pacer late on a loaded machine sends less than
         // its rate): a sixteenth more, once. Limited again there, or an
         // offer that grew, or no satisfied demand (a start from idle, a
         // sender held at its share): unsatisfied at once.
-        if (!unsatisfied_ && d != 0 && offered_bps <= d + d / 8) {
+        if (!unsatisfied_ && d != 0 && offered_bps <= d + d / 4) {
             if (applied_bps < d) return d;
             if (tight_bps_ == 0) tight_bps_ = std::min(budget_bps, applied_bps + applied_bps / 16);
             if (applied_bps < tight_bps_) return satisfied_bps_ = tight_bps_;

@@ -80,12 +80,9 @@ void RateLog::write(uint64_t rate_bps) const {
             auto r = c.revoke(int64_t(lease));
             log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
                      (r ? " revoked" : " not revoked: " + r.error()));
-        } else if (agent_gone) {
-            log_line(std::string("watchdog: the agent is gone: its lease left to expire (") +
-                     (!at_fallback ? "the class not at its fallback"
-                      : lease == 0 ? "no lease"
-                                   : "released") +
-                     ")");
+        } else if (agent_gone && lease != 0 && !sh->released) {
+            log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
+                     " left to expire (the class is not at its fallback)");
         }
         _exit(0);
     };

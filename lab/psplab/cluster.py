@@ -11,6 +11,10 @@ N hosts sharing one bottleneck, side by side.
   send X MB to every other host's receiver through the bottleneck, repeated:
   completion time per round and bottleneck drops for no shaping, tbf at B/N
   per host and pspxdp at B/N per host.
+- uneven: phase A, 3 hosts in one pspxdp group (budget 300 Mbit/s) offered
+  UDP at 250/150/20 Mbit/s, then 160/120/20: each host's frames captured
+  at R's ingress and summed per 0.1 s against weighted max-min, the time to
+  within 5 %, `pspxdp group check`, etcd writes per host per second.
 - scale: a 1,000-host estimate from the cluster simulation (lab/psp_cluster_scale).
 
 pspxdp runs on each host's veth in its clockless mode (`--clock none`):
@@ -37,13 +41,14 @@ from dataclasses import asdict
 
 from . import report
 from .cli import Parser, guarded, number_in, rate
-from .cluster_experiments import alltoall, dynamic, pair, scale
+from .cluster_experiments import alltoall, dynamic, pair, scale, uneven
 from .cluster_hosts import HERE, Options
 from .cluster_net import ClusterNet
 from .units import parse_rate_bps
 
-NETWORK = {"pair": pair, "alltoall": alltoall, "dynamic": dynamic}
+NETWORK = {"pair": pair, "alltoall": alltoall, "dynamic": dynamic, "uneven": uneven}
 ALL = [*NETWORK, "scale"]
+DEFAULT = [x for x in ALL if x != "uneven"]  # uneven: with --only
 
 
 # --- the command --------------------------------------------------------------------
@@ -54,7 +59,7 @@ def parse(argv: Sequence[str], started: datetime.datetime) -> argparse.Namespace
         "shaped by tbf, through one drop-tail bottleneck. Tables on stdout; CSV, plots and README.md under "
         "a scratch directory unless --publish (docs/results/cluster-*/) or --out."))
     ap.add_argument("--quick", action="store_true", help="the CI form: shorter runs, fewer rounds (< 3 min)")
-    ap.add_argument("--only", help="comma-separated: " + ",".join(ALL))
+    ap.add_argument("--only", help="comma-separated: " + ",".join(ALL) + " (default: all but uneven)")
     ap.add_argument("--hosts", type=number_in(int, 4, 8), default=4, help="all-to-all hosts (4..8, default 4)")
     ap.add_argument("--line-rate", type=rate, default="1gbit", help="each host's NIC (default 1gbit)")
     ap.add_argument("--bottleneck", type=rate, default="500mbit", help="B (default 500mbit)")
@@ -104,7 +109,7 @@ def main(argv: Sequence[str]) -> int:
 
     out = (str(HERE.parent / "docs" / "results") if a.publish else
            a.out or tempfile.mkdtemp(prefix="psp-cluster-results."))
-    names = a.only.split(",") if a.only else ALL
+    names = a.only.split(",") if a.only else DEFAULT
     opt = Options(quick=a.quick, hosts=a.hosts, line_rate=a.line_rate, bottleneck=a.bottleneck,
                   fifo_bytes=a.fifo, delay_ms=a.delay_ms, daemon_rt=a.daemon_rt, build=os.path.abspath(build),
                   out=os.path.abspath(out), command="python3 -m psplab cluster " + " ".join(map(shlex.quote, argv)),

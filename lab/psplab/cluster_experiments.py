@@ -24,6 +24,7 @@ from .cluster_hosts import (
 )
 from .cluster_load import WireSampler, senders, sink, traffic_cmd
 from .cluster_net import ClusterNet
+from .measure import Capture, read_pcap
 from .net import load_json, sh
 from .report import Table, num
 from .units import fmt_rate, parse_rate_bps
@@ -429,6 +430,185 @@ def dynamic(net: ClusterNet, opt: Options) -> None:
     opt.summary["dynamic"] = {"changes": rows, "violations": verdict.violations, "verdict": verdict.line,
                               "bottleneck_drops": bn["drops"],
                               "accounted": all(c.accounted for c in counters)}
+
+
+# --- 3b. phase A: uneven UDP demands in one group, judged at R ----------------
+
+UNEVEN_BUDGET = "300mbit"
+UNEVEN_FLOOR_BPS = 10_000_000
+UNEVEN_OFFERS_BPS = [[250_000_000, 150_000_000, 20_000_000], [160_000_000, 120_000_000, 20_000_000]]
+UNEVEN_PORT = 7100
+BIN_S = 0.1
+
+
+@dataclass
+class UnevenRow:
+    """One host in one phase: what the judge (tcpdump at R's ingress, 0.1 s
+    bins) saw against weighted max-min over the offers."""
+    phase: int
+    host: int
+    offer_mbps: float
+    ideal_mbps: float
+    achieved_mbps: float          # mean over the phase's last 2 s
+    within_s: float | None        # the phase's start to the end of its last bin with any host > 5 % off
+    max_sum_mbps: float           # the largest 0.1 s sum of every host at R in the phase
+    applied_mbps: float           # the agent's applied rate at the phase's end (its log)
+    applied_within_s: float | None  # as within_s, for the applied rates (10 ms steps)
+
+
+def max_min(budget_bps: int, floor_bps: int, offers: Sequence[int]) -> list[float]:
+    """Weighted (equal weights) max-min over the offers with floors: each
+    min(max(floor, offer), level), the level the largest that fits B."""
+    caps = [max(floor_bps, o) for o in offers]
+    lo, hi = 0.0, float(budget_bps)
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if sum(max(floor_bps, min(c, mid)) for c in caps) <= budget_bps:
+            lo = mid
+        else:
+            hi = mid
+    return [float(min(o, max(floor_bps, min(c, lo)))) for o, c in zip(offers, caps, strict=True)]
+
+
+def bins(path: str, start_ns: int, n: int) -> list[float]:
+    """bit/s per 0.1 s bin from start_ns of a capture's UDP frames to
+    UNEVEN_PORT, counted as the pacer counts a frame (max(L, 60) + 4)."""
+    out = [0.0] * n
+    width = int(BIN_S * 1e9)
+    for t, size, port in read_pcap(path, {UNEVEN_PORT}, overhead=4):
+        k = (t - start_ns) // width
+        if port == UNEVEN_PORT and 0 <= k < n:
+            out[k] += size * 8 / BIN_S
+    return out
+
+
+def rate_at(log: Sequence[tuple[float, int]], t: float) -> int:
+    """The rate an agent's log (CLOCK_REALTIME s, bit/s) says at t."""
+    rate = 0
+    for x, v in log:
+        if x <= t:
+            rate = v
+    return rate
+
+
+def etcd_revision(net: ClusterNet, opt: Options, group: str) -> int:
+    return int(group_show(net, opt, group).get("revision", 0))
+
+
+def uneven(net: ClusterNet, opt: Options) -> None:
+    """Phase A of the lab: 3 hosts in one group (budget 300 Mbit/s, floors
+    10 Mbit/s) offered UDP at 250/150/20 Mbit/s for 6 s, then 160/120/20;
+    the bottleneck at the budget. The judge is independent of the agents:
+    each host's frames captured at R's ingress, summed per 0.1 s."""
+    if not group_available(opt):
+        print("cluster lab: uneven skipped: this build has no `pspxdp group` (or etcd is missing)",
+              file=sys.stderr)
+        opt.summary["uneven"] = {"skipped": "no pspxdp group"}
+        return
+    if net.n < 3:
+        raise RuntimeError("uneven needs 3 hosts")
+    res = ClusterResults(opt, "uneven")
+    if not opt.etcd:
+        opt.etcd = net.start_etcd(os.path.join(opt.work, "etcd"), os.path.join(opt.work, "etcd.log"))
+    hosts, phase_s = 3, 6.0
+    group = f"c4unev{net.pid}"
+    budget = parse_rate_bps(UNEVEN_BUDGET)
+    saved = opt.budget
+    opt.budget = UNEVEN_BUDGET
+    opt.progress(f"phase A: 3 hosts in group {group}, UDP {UNEVEN_OFFERS_BPS} bit/s, {2 * phase_s:g} s")
+    net.set_bottleneck(UNEVEN_BUDGET, opt.fifo_bytes)
+    ideal = [max_min(budget, UNEVEN_FLOOR_BPS, o) for o in UNEVEN_OFFERS_BPS]
+    paths = [os.path.join(opt.work, f"uneven-h{i}.pcap") for i in range(hosts)]
+    try:
+        with shaped(net, opt, [("group", fmt_rate(UNEVEN_FLOOR_BPS))] * hosts, group) as sh_:
+            rev0 = etcd_revision(net, opt, group)
+            caps = [Capture(net, p, net.r, net.router_devs[i], "in") for i, p in enumerate(paths)]
+            procs = []
+            for i in range(hosts):
+                flows = [f"{net.receivers[i]}:{UNEVEN_PORT}:{fmt_rate(UNEVEN_OFFERS_BPS[k][i])}:"
+                         f"{k * phase_s:g}:{(k + 1) * phase_s:g}" for k in range(2)]
+                out = os.path.join(opt.work, f"uneven.send{i}.json")
+                procs.append(net.spawn(net.hosts[i].cmd(
+                    "nice", "-n", "-10", f"{opt.build}/lab/psp_traffic", "send", "--size", "1472",
+                    "--seconds", f"{2 * phase_s + 0.5:g}", *(x for f in flows for x in ("--flow", f))),
+                    out_path=out))
+            t_sent = time.time()
+            # the writes over the two phases, not the stop after them
+            time.sleep(max(0.0, t_sent + 2 * phase_s - 0.2 - time.time()))
+            rev1 = etcd_revision(net, opt, group)
+            t_done = time.time()
+            for p in procs:
+                net.reap(p, 2 * phase_s + 30)
+            readings = [c.stop() for c in caps]
+            counters = [s.settle() for s in sh_]
+        verdict = check_logs(opt, sh_)
+        logs = [read_rate_log(s.rate_log) for s in sh_]
+    finally:
+        opt.budget = saved
+    writes = (rev1 - rev0) / hosts / (t_done - t_sent)
+    # Each host's phases from its own first frame (its sender's clock).
+    first = []
+    for path in paths:
+        first.append(next((t for t, _, port in read_pcap(path, {UNEVEN_PORT}) if port), 0))
+    skew_ms = (max(first) - min(first)) / 1e6
+    rows: list[UnevenRow] = []
+    per_bin: list[dict[str, object]] = []
+    nbins = int(phase_s / BIN_S)
+    for k in range(2):
+        start = min(first) + int(k * phase_s * 1e9)
+        series = [bins(path, start, nbins) for path in paths]
+        off = [any(abs(series[i][b] - ideal[k][i]) > 0.05 * ideal[k][i] for i in range(hosts))
+               for b in range(nbins)]
+        last_off = max((b for b in range(nbins) if off[b]), default=-1)
+        within = None if last_off == nbins - 1 else (last_off + 1) * BIN_S
+        tail = int(2 / BIN_S)
+        sums = [sum(series[i][b] for i in range(hosts)) for b in range(nbins)]
+        t0_s, steps = start / 1e9, int(phase_s * 100)
+        applied_off = [b for b in range(steps) if any(
+            abs(rate_at(logs[i], t0_s + b / 100) - ideal[k][i]) > 0.05 * ideal[k][i] for i in range(hosts))]
+        last_applied_off = max(applied_off, default=-1)
+        applied_within = None if last_applied_off == steps - 1 else (last_applied_off + 1) / 100
+        for i in range(hosts):
+            rows.append(UnevenRow(phase=k, host=i, offer_mbps=UNEVEN_OFFERS_BPS[k][i] / 1e6,
+                                  ideal_mbps=ideal[k][i] / 1e6,
+                                  achieved_mbps=sum(series[i][-tail:]) / tail / 1e6, within_s=within,
+                                  max_sum_mbps=max(sums) / 1e6,
+                                  applied_mbps=rate_at(logs[i], t0_s + phase_s - 0.01) / 1e6,
+                                  applied_within_s=applied_within))
+        per_bin += [{"phase": k, "t_s": round(b * BIN_S, 1), **{f"h{i}_mbps": round(series[i][b] / 1e6, 2)
+                                                                for i in range(hosts)}}
+                    for b in range(nbins)]
+    t_ = Table(f"Phase A: 3 hosts in one pspxdp group, budget {UNEVEN_BUDGET}, uneven UDP offers; "
+               "judged at R's ingress in 0.1 s bins",
+               ["phase", "host", "offer Mbit/s", "ideal Mbit/s", "achieved Mbit/s", "within 5 % after s",
+                "max 0.1 s sum Mbit/s", "applied Mbit/s", "applied within 5 % after s"],
+               ["ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
+                "frames at R's ingress (tcpdump, max(L, 60) + 4 bytes each, as the pacer counts), mean of "
+                "the phase's last 2 s",
+                "within 5 %: from the phase's start (each sender's first frame, then + 6 s) to the end of "
+                "the last 0.1 s bin in which any host was more than 5 % off its ideal (none: never "
+                f"settled); the senders' start skew {skew_ms:.1f} ms",
+                "applied: the agent's rate (its log) at the phase's end, and when every host's applied rate "
+                "was within 5 % of its ideal for good (10 ms steps)",
+                f"pspxdp group check: {verdict.line}; etcd writes per host per second over the phases: "
+                f"{writes:.2f} (store revisions, keep-alives are not writes)",
+                f"tcpdump drops: {sum(r.capture_drops or 0 for r in readings)}; counters account for every "
+                f"frame: {all(c.accounted for c in counters)}",
+                report.REAL_TIME_NOTE])
+    for r in rows:
+        t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.ideal_mbps:.0f}", f"{r.achieved_mbps:.1f}",
+               num(r.within_s, "{:.1f}"), f"{r.max_sum_mbps:.1f}", f"{r.applied_mbps:.1f}",
+               num(r.applied_within_s, "{:.2f}"))
+    res.table(t_)
+    res.csv("uneven.csv", [asdict(r) for r in rows])
+    res.csv("uneven-bins.csv", per_bin)
+    res.csv("uneven-applied.csv", [{"host": i, "t_s": round(x - min(first) / 1e9, 3), "rate_bps": v}
+                                   for i, log in enumerate(logs) for x, v in log])
+    res.finish()
+    opt.summary["uneven"] = {"rows": rows, "violations": verdict.violations, "verdict": verdict.line,
+                             "writes_per_host_s": writes, "skew_ms": skew_ms,
+                             "capture_drops": sum(r.capture_drops or 0 for r in readings),
+                             "accounted": all(c.accounted for c in counters)}
 
 
 # --- 3. 1,000 hosts: the simulation ------------------------------------------------

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -36,6 +37,11 @@ struct Run {
     std::vector<std::vector<uint64_t>> ideal, achieved;
     std::vector<double> converge_s;
     size_t violations = 0;
+    // etcd writes per host per second (keep-alives are not writes): over
+    // the whole run (joins included), from the first change on (the group
+    // formed: the demand changes' cost), and in the steady state (from 2 s
+    // after each change to the next).
+    double writes_run = 0, writes_changes = 0, writes_steady = 0;
 };
 
 // Hosts join at 0, floors 10 Mbit/s; each phase lasts `len` from 1 s on.
@@ -58,6 +64,18 @@ Run run(uint64_t budget, const std::vector<uint32_t> &weights, const std::vector
     SimResult r = simulate_cluster(c);
     Run out;
     out.violations = check_budget(budget, r.logs).violations.size();
+    double hosts = double(weights.size());
+    out.writes_run = double(r.write_ns.size()) / hosts / (double(c.end_ns) / double(s));
+    uint64_t changes = 0;
+    for (uint64_t t : r.write_ns) changes += t >= 1 * s;
+    out.writes_changes = double(changes) / hosts / (double(c.end_ns - 1 * s) / double(s));
+    uint64_t steady = 0, steady_ns = 0;
+    for (size_t k = 0; k < phases.size(); ++k) {
+        uint64_t from = 1 * s + k * len + 2 * s, to = 1 * s + (k + 1) * len;
+        for (uint64_t t : r.write_ns) steady += t >= from && t < to;
+        steady_ns += to - from;
+    }
+    out.writes_steady = double(steady) / hosts / (double(steady_ns) / double(s));
     for (size_t k = 0; k < phases.size(); ++k) {
         std::vector<Claim> claims;
         for (size_t i = 0; i < weights.size(); ++i)
@@ -95,43 +113,89 @@ std::string shares(const std::vector<uint64_t> &v) {
 const std::vector<Phase> kPhaseA = {{{250 * M, 150 * M, 20 * M}}, {{160 * M, 120 * M, 20 * M}}};
 const std::vector<Phase> kWeighted = {{{300 * M, 300 * M, 300 * M}}, {{300 * M, 40 * M, 300 * M}}};
 
-} // namespace
+constexpr uint64_t kSeeds = 20;
 
-TEST_CASE("cluster converge: uneven demands reach weighted max-min within 5 % in every run",
-          "[cluster]") {
-    for (uint64_t seed = 1; seed <= 10; ++seed) {
+// Every run of both shapes over kSeeds seeds.
+struct Sweep {
+    std::vector<std::pair<std::string, Run>> runs; // (weights, run), by seed
+    // p95 of the time to within 5 %: of the changes (phase 1: a group
+    // running, one or two hosts' demands change), and of the starts (phase
+    // 0: every host starts from idle at once).
+    double p95_change_s = 0, p95_start_s = 0;
+};
+
+double p95(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[(v.size() * 95 + 99) / 100 - 1];
+}
+
+Sweep sweep() {
+    Sweep out;
+    std::vector<double> starts, changes;
+    for (uint64_t seed = 1; seed <= kSeeds; ++seed)
         for (const auto &[weights, phases] :
              {std::pair{std::vector<uint32_t>{1, 1, 1}, kPhaseA},
               std::pair{std::vector<uint32_t>{2, 1, 1}, kWeighted}}) {
             Run r = run(300 * M, weights, phases, seed);
-            CHECK(r.violations == 0);
-            for (size_t k = 0; k < phases.size(); ++k) {
-                INFO("seed " << seed << " phase " << k << ": ideal " << shares(r.ideal[k])
-                             << ", achieved " << shares(r.achieved[k]) << ", within 5 % after "
-                             << r.converge_s[k] << " s");
-                for (size_t i = 0; i < weights.size(); ++i)
-                    CHECK(std::fabs(double(r.achieved[k][i]) - double(r.ideal[k][i])) <=
-                          0.05 * double(r.ideal[k][i]));
-                // Settled well inside the phase (6 s), and stays settled.
-                CHECK(r.converge_s[k] <= 3.0);
-            }
+            starts.push_back(r.converge_s[0]);
+            changes.push_back(r.converge_s[1]);
+            out.runs.emplace_back(std::to_string(weights[0]) + ":" + std::to_string(weights[1]) +
+                                      ":" + std::to_string(weights[2]),
+                                  std::move(r));
         }
+    out.p95_change_s = p95(changes);
+    out.p95_start_s = p95(starts);
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("cluster converge: uneven demands reach weighted max-min within 5 % in 200 ms (p95) at "
+          "<= 0.5 etcd writes per host per second",
+          "[cluster]") {
+    Sweep sw = sweep();
+    for (const auto &[weights, r] : sw.runs) {
+        CHECK(r.violations == 0);
+        for (size_t k = 0; k < r.ideal.size(); ++k) {
+            INFO("weights " << weights << " phase " << k << ": ideal " << shares(r.ideal[k])
+                            << ", achieved " << shares(r.achieved[k]) << ", within 5 % after "
+                            << r.converge_s[k] << " s");
+            for (size_t i = 0; i < r.ideal[k].size(); ++i)
+                CHECK(std::fabs(double(r.achieved[k][i]) - double(r.ideal[k][i])) <=
+                      0.05 * double(r.ideal[k][i]));
+            // Every run settled well inside the phase (6 s), and stays settled.
+            CHECK(r.converge_s[k] <= 0.5);
+        }
+        INFO("weights " << weights << ": " << r.writes_run << " writes per host per second, "
+                        << r.writes_changes << " from the first change, " << r.writes_steady
+                        << " in the steady state");
+        // A settled group writes nothing; the changes cost a demand write
+        // (the bucket's), an epoch and the acks of the members it lowers
+        // (design §11.1). The joins (once per member) are not counted.
+        CHECK(r.writes_steady <= 0.5);
+        CHECK(r.writes_changes <= 0.5);
     }
+    // The goal (design §11.2): a demand change at the wire within 200 ms
+    // (p95), a running group's and every host starting at once from idle.
+    INFO("p95: changes " << sw.p95_change_s << " s, starts " << sw.p95_start_s << " s");
+    CHECK(sw.p95_change_s <= 0.2);
+    CHECK(sw.p95_start_s <= 0.2);
 }
 
 // The table for the record: pspxdp's unit_tests "[.converge-table]".
 TEST_CASE("cluster converge: the table", "[.converge-table]") {
-    std::printf("| weights | seed | phase | ideal (Mbit/s) | achieved | within 5 %% after |\n"
-                "|---|---|---|---|---|---|\n");
-    for (uint64_t seed = 1; seed <= 10; ++seed)
-        for (const auto &[weights, phases] :
-             {std::pair{std::vector<uint32_t>{1, 1, 1}, kPhaseA},
-              std::pair{std::vector<uint32_t>{2, 1, 1}, kWeighted}}) {
-            Run r = run(300 * M, weights, phases, seed);
-            for (size_t k = 0; k < phases.size(); ++k)
-                std::printf("| %u:%u:%u | %llu | %zu | %s | %s | %.2f s |\n", weights[0],
-                            weights[1], weights[2], (unsigned long long)seed, k,
-                            shares(r.ideal[k]).c_str(), shares(r.achieved[k]).c_str(),
-                            r.converge_s[k]);
-        }
+    Sweep sw = sweep();
+    std::printf("| weights | seed | phase | ideal (Mbit/s) | achieved | within 5 %% after | writes "
+                "/host/s (run; from 1 s; steady) |\n"
+                "|---|---|---|---|---|---|---|\n");
+    for (size_t j = 0; j < sw.runs.size(); ++j) {
+        const auto &[weights, r] = sw.runs[j];
+        for (size_t k = 0; k < r.ideal.size(); ++k)
+            std::printf("| %s | %zu | %zu | %s | %s | %.3f s | %.2f; %.2f; %.2f |\n", weights.c_str(),
+                        j / 2 + 1, k, shares(r.ideal[k]).c_str(), shares(r.achieved[k]).c_str(),
+                        r.converge_s[k], r.writes_run, r.writes_changes, r.writes_steady);
+    }
+    std::printf("\np95 of \"within 5 %% after\" over the %zu runs: the changes (phase 1) "
+                "%.3f s, the starts from idle (phase 0) %.3f s\n",
+                sw.runs.size(), sw.p95_change_s, sw.p95_start_s);
 }

@@ -160,6 +160,15 @@ TEST_CASE("group keys: JSON both ways and a view kept by events", "[cluster]") {
     REQUIRE(a2);
     CHECK(a2->epoch == 4);
     CHECK(a2->rate_bps == a.rate_bps);
+    // ack_from (§11.3, R2): left out when empty (every ack asked), kept.
+    CHECK(a2->ack_from.empty());
+    CHECK(agent::alloc_json(a).find("ack_from") == std::string::npos);
+    a.ack_from = {{"h1", 2}, {"h2", 4}};
+    a2 = agent::parse_alloc(agent::alloc_json(a));
+    REQUIRE(a2);
+    CHECK(a2->ack_from == a.ack_from);
+    CHECK(a2->ack_needed("h1") == 2);
+    CHECK(a2->ack_needed("h3") == 4);
     auto l = agent::parse_live(agent::live_json(cluster::Live{77, 4, 5000}));
     REQUIRE(l);
     CHECK(l->lease == 77);

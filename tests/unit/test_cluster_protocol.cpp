@@ -92,6 +92,40 @@ TEST_CASE("protocol: lowers at once, raises only when every member acknowledged"
     CHECK(j.p.applied_bps() == 800);
 }
 
+TEST_CASE("protocol: a member whose rate did not fall writes no ack; a raise waits for the acks "
+          "the epoch asks (ack_from)",
+          "[cluster]") {
+    Joined j;
+    size_t puts = j.fx.puts.size();
+    // Epoch 2 raises a (500 -> 800) and lowers b: only b's ack is asked.
+    View v = group(12, 2, {{"a", 800}, {"b", 200}}, 1, 1);
+    v.alloc->ack_from = {{"a", 1}, {"b", 2}};
+    j.p.on_view(3 * ms, v);
+    CHECK(j.fx.puts.size() == puts); // a's ack of 1 serves
+    CHECK(j.p.applied_bps() == 500); // b has not acknowledged 2
+    v = group(14, 2, {{"a", 800}, {"b", 200}}, 1, 2);
+    v.alloc->ack_from = {{"a", 1}, {"b", 2}};
+    j.p.on_view(4 * ms, v);
+    CHECK(j.p.applied_bps() == 800);
+    CHECK(j.fx.puts.size() == puts);
+    // a proposes the next epoch (both ask for 2000: 500 each): a falls, so
+    // it must acknowledge 3; b rises and keeps its ack of 2.
+    REQUIRE_FALSE(j.fx.allocs.empty());
+    const Allocation &next = j.fx.allocs.back().first;
+    CHECK(next.epoch == 3);
+    CHECK(next.ack_from == std::map<HostId, uint64_t>{{"a", 3}, {"b", 2}});
+    // Epoch 3 seen: a lowers at once and writes its ack.
+    v = group(16, 3, {{"a", 500}, {"b", 500}}, 1, 2);
+    v.alloc->ack_from = next.ack_from;
+    j.p.on_view(5 * ms, v);
+    CHECK(j.p.applied_bps() == 500);
+    REQUIRE(j.fx.puts.size() == puts + 1);
+    CHECK(j.fx.puts.back().ack_epoch == 3);
+    // An epoch without ack_from (written before it existed) asks every ack.
+    Allocation old{4, {{"a", 500}, {"b", 500}}};
+    CHECK(old.ack_needed("a") == 4);
+}
+
 TEST_CASE("protocol: falls to its floor before the lease can expire on the server", "[cluster]") {
     Joined j;
     Timing t;
@@ -268,23 +302,35 @@ TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rate
     CHECK(j.fx.allocs.size() == before + 1);
 }
 
-TEST_CASE("protocol: demand is written when it moves by 1/8, at most once per interval",
+TEST_CASE("protocol: demand is written when it moves by 1/8, at once while the bucket has a token",
           "[cluster]") {
     Joined j; // its record in the view says demand 2000
     Timing t;
     size_t puts = j.fx.puts.size();
     j.p.on_demand(1 * s, 2200); // +10 %: not worth a write
     CHECK(j.fx.puts.size() == puts);
-    j.p.on_demand(1 * s, 2300); // +15 %
+    j.p.on_demand(1 * s, 2300); // +15 %: at once (the bucket starts full)
     REQUIRE(j.fx.puts.size() == puts + 1);
     CHECK(j.fx.puts.back().demand_bps == 2300);
-    // The view does not show it yet; a bigger move waits for the interval.
+    // Three more moves use the rest of the burst, at once too.
     j.p.on_demand(1 * s + 1 * ms, 5000);
-    CHECK(j.fx.puts.size() == puts + 1);
-    CHECK(j.fx.wake_ns == 1 * s + t.demand_interval_ns);
-    j.p.on_timer(1 * s + t.demand_interval_ns);
-    REQUIRE(j.fx.puts.size() == puts + 2);
-    CHECK(j.fx.puts.back().demand_bps == 5000);
+    j.p.on_demand(1 * s + 2 * ms, 10000);
+    j.p.on_demand(1 * s + 3 * ms, 15000);
+    REQUIRE(j.fx.puts.size() == puts + 4);
+    CHECK(j.fx.puts.back().demand_bps == 15000);
+    REQUIRE(t.demand_burst == 4);
+    // The bucket is empty: the next waits for a token (one per
+    // demand_token_ns, counted from the first write's time).
+    j.p.on_demand(1 * s + 4 * ms, 20000);
+    CHECK(j.fx.puts.size() == puts + 4);
+    REQUIRE(t.demand_token_ns == 2 * s);
+    j.p.on_lease_renewed(2 * s, 7, 2 * s); // (the lease's deadline is a wake too)
+    CHECK(j.fx.wake_ns == 1 * s + t.demand_token_ns);
+    j.p.on_timer(1 * s + t.demand_token_ns - 1 * ms);
+    CHECK(j.fx.puts.size() == puts + 4);
+    j.p.on_timer(1 * s + t.demand_token_ns);
+    REQUIRE(j.fx.puts.size() == puts + 5);
+    CHECK(j.fx.puts.back().demand_bps == 20000);
 }
 
 TEST_CASE("protocol: leave goes to 0, then out of the roster", "[cluster]") {

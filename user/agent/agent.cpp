@@ -231,7 +231,7 @@ int run(const AgentConfig &given) {
     if (child == 0) {
         close(pipefd[1]);
         close(lock_fd); // the agent's: it must go when the agent goes
-        watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log, agent_pid);
+        watchdog(cfg.dev, cfg.classid, sh, pipefd[0], log, agent_pid, cfg.endpoints);
     }
     close(pipefd[0]);
     int code = run_group_member(cfg, sh, log, child);

@@ -41,7 +41,7 @@ struct AgentConfig {
     uint64_t keepalive_every_ns = 1'000'000'000; // TTL/3
     // A keep-alive unanswered this long is sent to the next endpoint too.
     uint64_t keepalive_hedge_ns = 200'000'000;
-    uint64_t demand_window_ns = 200'000'000;
+    uint64_t demand_window_ns = 25'000'000;
     // Each etcd request, per endpoint. A keep-alive answered late is still
     // counted from when it was sent (R4); this bounds how long a dead
     // endpoint holds up the next.

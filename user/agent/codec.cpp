@@ -31,7 +31,10 @@ std::string roster_json(const cluster::Roster &r) {
 }
 
 std::string alloc_json(const cluster::Allocation &a) {
-    return Json{{"epoch", a.epoch}, {"rate_bps", a.rate_bps}}.dump();
+    Json j{{"epoch", a.epoch}, {"rate_bps", a.rate_bps}};
+    // Left out when empty: every member acknowledges the epoch itself.
+    if (!a.ack_from.empty()) j["ack_from"] = a.ack_from;
+    return j.dump();
 }
 
 std::string live_json(const cluster::Live &l) {
@@ -73,6 +76,8 @@ Result<cluster::Allocation> parse_alloc(std::string_view text) {
         cluster::Allocation a;
         a.epoch = j.at("epoch").get<uint64_t>();
         a.rate_bps = j.at("rate_bps").get<std::map<std::string, uint64_t>>();
+        if (j.contains("ack_from"))
+            a.ack_from = j.at("ack_from").get<std::map<std::string, uint64_t>>();
         return a;
     });
 }

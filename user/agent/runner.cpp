@@ -268,6 +268,7 @@ void Runner::sync_shared() {
     sh_->safe_until_ns = proto_.safe_until_ns();
     sh_->fallback_bps = proto_.fallback_bps();
     sh_->orphan_at_ns = proto_.orphan_at_ns();
+    sh_->lease = proto_.lease();
 }
 
 void Runner::requester() {
@@ -436,8 +437,9 @@ void Runner::sample_demand(uint64_t now) {
         if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
             uint64_t offered =
                 uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
-            bool limited = marks != last_drops_ && sh_->applied_bps.load() > kHoldRateBps;
-            demand_bps_ = estimator_.sample(now, offered, limited, proto_.budget_bps());
+            uint64_t applied = sh_->applied_bps.load();
+            bool limited = marks != last_drops_ && applied > kHoldRateBps;
+            demand_bps_ = estimator_.sample(now, offered, limited, applied, proto_.budget_bps());
             offered_bps_ = offered;
             proto_.on_demand(now, demand_bps_);
         }
@@ -656,21 +658,23 @@ int Runner::run() {
     pthread_kill(sig.native_handle(), SIGTERM);
     sig.join();
     sh_->safe_until_ns = 0;
+    sh_->lease = 0; // revoked by the requester, or left to expire
     release_class(code);
     unlink(state_path(cfg_.dev, cfg_.classid).c_str());
     return code;
 }
 
 bool Runner::gap(uint64_t boot_now, uint64_t mono_now) {
-    // The loop turns at least every demand window (200 ms); a turn later
-    // than that by twice the margin, by either clock, is a gap:
+    // The loop turns at least every demand window (25 ms); a turn later
+    // than 200 ms and twice the margin (1.2 s), by either clock, is a gap:
     // CLOCK_MONOTONIC jumps over a stop, CLOCK_BOOTTIME over a suspend as
     // well. (A shorter stop is caught at the write, G2; twice the margin
     // keeps a loaded machine's scheduling delays from counting.)
     uint64_t by_boot = boot_now - turn_boot_ns_, by_mono = mono_now - turn_mono_ns_;
     turn_boot_ns_ = boot_now;
     turn_mono_ns_ = mono_now;
-    uint64_t limit = cfg_.demand_window_ns + 2 * cfg_.timing.margin_ns;
+    uint64_t limit = std::max<uint64_t>(cfg_.demand_window_ns, 200'000'000) +
+                     2 * cfg_.timing.margin_ns;
     if (std::max(by_boot, by_mono) <= limit) return false;
     log_line("the agent did not run for " + std::to_string(std::max(by_boot, by_mono) / 1'000'000) +
              " ms: at the fallback until the lease and the keys are proven again");

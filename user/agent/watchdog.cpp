@@ -2,6 +2,7 @@
 #include "agent/watchdog.hpp"
 
 #include "agent/codec.hpp"
+#include "etcd/etcd.hpp"
 #include "common/clock.hpp"
 #include "core/units.hpp"
 
@@ -75,7 +76,8 @@ void RateLog::write(uint64_t rate_bps) const {
 }
 
 [[noreturn]] void watchdog(const std::string &dev, uint32_t classid, Shared *sh, int pipe_rd,
-                           const RateLog &log, pid_t agent) {
+                           const RateLog &log, pid_t agent,
+                           const std::vector<std::string> &endpoints) {
     constexpr int kRetryMs = 250;
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -101,18 +103,40 @@ void RateLog::write(uint64_t rate_bps) const {
         if (t >= sh->safe_until_ns.load()) return sh->fallback_bps.load();
         return UINT64_MAX;
     };
+    // The agent gone and the class at its fallback (at most its floor): no
+    // rate rests on its live record any more (§11.4, Lemma 1), so its lease
+    // can go now; the others take its share in one epoch, not at the
+    // lease's expiry up to a TTL later. One try per endpoint, 500 ms each.
+    auto exit_revoking = [&](bool at_fallback) {
+        // Told to stop by the agent's death signal before its pipe showed
+        // it: by then the kernel has reparented this process.
+        if (getppid() != agent) agent_gone = true;
+        uint64_t lease = sh->lease.load();
+        if (agent_gone && at_fallback && lease != 0 && !sh->released && !endpoints.empty()) {
+            etcd::Client c(endpoints, 500);
+            auto r = c.revoke(int64_t(lease));
+            log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
+                     (r ? " revoked" : " not revoked: " + r.error()));
+        } else if (agent_gone && lease != 0 && !sh->released) {
+            log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
+                     " left to expire (the class is not at its fallback)");
+        }
+        _exit(0);
+    };
     for (;;) {
         uint64_t now = common::boot_ns();
         bool ending = agent_gone || told;
         uint64_t applied = sh->applied_bps.load();
         bool lower = applied > limit(now, ending);
-        if (ending && !lower) _exit(0);
+        if (ending && !lower) exit_revoking(true);
         if (lower && now >= retry_at) {
             auto d = control::Device::open(dev, control::Access::Change);
             // Under the lock: the agent may have renewed or lowered meanwhile.
             uint64_t to = limit(common::boot_ns(), ending);
+            bool at_fallback = d && sh->applied_bps.load() <= to;
             if (d && sh->applied_bps.load() > to) {
                 if (auto r = set_group_rate(d.value(), classid, to); r) {
+                    at_fallback = true;
                     sh->applied_bps = to;
                     sh->rate_changes++;
                     sh->watchdog_lowerings++;
@@ -131,7 +155,7 @@ void RateLog::write(uint64_t rate_bps) const {
             }
             // Nothing more it can do: the class is at the limit, or DEV
             // is gone (and its pacer with it).
-            if (ending) _exit(0);
+            if (ending) exit_revoking(at_fallback);
             continue;
         }
         // Woken by the deadline, the orphan time (or the retry), else once a

@@ -34,6 +34,10 @@ struct Shared {
     std::atomic<uint64_t> applied_bps{0};
     std::atomic<uint64_t> rate_changes{0};
     std::atomic<uint64_t> watchdog_lowerings{0};
+    // The lease of the agent's live record (0: none). The agent gone, the
+    // watchdog revokes it once the class is at its fallback, so the others
+    // take the share in one epoch instead of at its expiry (§11.3).
+    std::atomic<uint64_t> lease{0};
     // The class is no longer the group's (left, refused): its own rate is
     // back, and the watchdog leaves it alone.
     std::atomic<bool> released{false};
@@ -67,7 +71,10 @@ struct RateLog {
 // fallback (unless released), then exits. It blocks in poll() on the
 // agent's pipe and a signalfd, woken by the deadline at the latest: a
 // lowering that fails (DEV gone) is tried again after 250 ms, never in a loop.
+// The agent gone (not the watchdog told to stop) and the class at its
+// fallback, it revokes the agent's lease at etcd (endpoints).
 [[noreturn]] void watchdog(const std::string &dev, uint32_t classid, Shared *sh, int pipe_rd,
-                           const RateLog &log, pid_t agent);
+                           const RateLog &log, pid_t agent,
+                           const std::vector<std::string> &endpoints);
 
 } // namespace pspxdp::agent

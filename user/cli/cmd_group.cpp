@@ -110,8 +110,7 @@ int run_show(const Args &args) {
     if (!view->roster) return fail_input("group " + group + " does not exist (no roster in etcd)");
     const auto &roster = *view->roster;
     uint64_t epoch = view->alloc ? view->alloc->epoch : 0;
-    bool all_acked = true;
-    for (const auto &[h, l] : view->live) all_acked = all_acked && l.ack_epoch >= epoch;
+    bool all_acked = cluster::all_acknowledged(*view);
     Table t({{"host", "host", false},
              {"class", "classid", false},
              {"floor", "floor_bps"},

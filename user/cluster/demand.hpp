@@ -1,15 +1,19 @@
 // A host's demand from what its class shows (docs/design.md §11.2): the
 // offered rate, taken + dropped (rx_bytes counts every frame handed to the
-// pacer, before the limit drops any) over a window. A class that is limited
-// (frames dropped at its limit, CE-marked or dropped by CoDel in the
-// window) may want more than it offers (a TCP sender held at its share
-// never offers more than the share): it is unsatisfied, which max-min reads
-// as wanting the whole budget. A satisfied class asks for what it offers,
-// the highest seen over a hold time (one quiet window does not drop a host
-// to its floor), reached from a higher demand half the way per window while above twice it (a
-// TCP sender held back needs a while to offer its share again), then
-// exactly; what demands leave over is shared by weight on top
-// (allocator.hpp), so a host that grows has room before the next epoch.
+// pacer, before the limit drops any) over a short window (25 ms). A class
+// that is limited (frames dropped at its limit, CE-marked or dropped by
+// CoDel in the window, while it offers at least 7/8 of its rate: a drop
+// further below is a burst) may want more than it offers (a TCP sender
+// held at its share never offers more than the share): it is unsatisfied
+// at once, which max-min reads as wanting the whole budget, unless it is
+// satisfied and its offer did not grow (then its rate is too tight: a
+// sixteenth more, once). It stays unsatisfied until it has offered
+// clearly less than its rate (below 7/8 of it) with no limit for
+// kReleaseNs (the hysteresis: one quiet window does not drop a host to its
+// floor); then, and while satisfied, it asks for the highest rate it
+// offered over the last kReleaseNs. What demands leave over is shared by
+// weight on top (allocator.hpp), so a host that grows has room before the
+// next epoch.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +24,23 @@ namespace pspxdp::cluster {
 
 class DemandEstimator {
   public:
-    // How long a limited sample keeps the host limited, and over how long
-    // the satisfied demand is the highest offered rate seen.
-    static constexpr uint64_t kHoldNs = 600'000'000;
+    // How long a class must offer below 7/8 of its rate without a limit to
+    // count as satisfied, and the span over which a satisfied demand is the
+    // highest offered rate.
+    static constexpr uint64_t kReleaseNs = 100'000'000;
 
     // One window's sample: what was offered (bit/s), whether the class was
-    // limited during it, the group's budget (the most a demand can be).
-    uint64_t sample(uint64_t now_ns, uint64_t offered_bps, bool limited, uint64_t budget_bps);
+    // limited during it, the rate applied at its end, the group's budget
+    // (the most a demand can be).
+    uint64_t sample(uint64_t now_ns, uint64_t offered_bps, bool limited, uint64_t applied_bps,
+                    uint64_t budget_bps);
 
   private:
-    uint64_t limited_until_ns_ = 0;
-    uint64_t last_bps_ = 0;                            // the demand returned last
-    std::deque<std::pair<uint64_t, uint64_t>> recent_; // (time, offered)
+    bool unsatisfied_ = false;
+    uint64_t satisfied_bps_ = 0; // the satisfied demand returned last (0: none)
+    uint64_t tight_bps_ = 0;     // the room asked for a rate too tight (0: none)
+    uint64_t below_since_ns_ = 0;                      // 0: the last sample was not below
+    std::deque<std::pair<uint64_t, uint64_t>> recent_; // (time, offered), kReleaseNs
 };
 
 } // namespace pspxdp::cluster

@@ -3,6 +3,7 @@
 // values: the agent fills them from etcd, the simulator from its model store.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -34,12 +35,22 @@ struct Roster {
 
 // Epoch n of the allocation: a rate for every member of the roster it was
 // computed from. A host missing from it (it joined later) holds 0.
+// ack_from[h] (§11.3, R2): the oldest epoch m such that h's rate in every
+// epoch from m to n is at most its rate in n, so an ack of m or later
+// already says h applies at most a_n(h): a host whose rate did not fall
+// need not write an ack. Missing: n (every ack, as epochs written before).
 struct Allocation {
     uint64_t epoch = 0;
     std::map<HostId, uint64_t> rate_bps;
+    std::map<HostId, uint64_t> ack_from = {};
     uint64_t of(const HostId &host) const {
         auto it = rate_bps.find(host);
         return it == rate_bps.end() ? 0 : it->second;
+    }
+    // The least ack of host's that shows it at most at this epoch's rate.
+    uint64_t ack_needed(const HostId &host) const {
+        auto it = ack_from.find(host);
+        return it == ack_from.end() ? epoch : std::min(it->second, epoch);
     }
 };
 
@@ -71,5 +82,14 @@ struct View {
     bool fresh = false;
     std::set<HostId> live_deleted;
 };
+
+// Whether every live record acknowledges the view's epoch (ack_needed):
+// the condition of a raise (R3) and of the next epoch.
+inline bool all_acknowledged(const View &view) {
+    if (!view.alloc) return true;
+    return std::all_of(view.live.begin(), view.live.end(), [&](const auto &kv) {
+        return kv.second.ack_epoch >= view.alloc->ack_needed(kv.first);
+    });
+}
 
 } // namespace pspxdp::cluster

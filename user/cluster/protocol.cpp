@@ -165,14 +165,13 @@ void HostProtocol::hold() {
     if (!held_) apply(0);
 }
 
-bool HostProtocol::all_acked(uint64_t epoch) const {
+bool HostProtocol::all_acked() const {
     // Our own record must be in the view, under our lease: a raise decided
     // on a view that does not show us could race an epoch computed without
     // us (§11.4, case c of the proof).
     auto own = view_->live.find(host_);
     if (own == view_->live.end() || own->second.lease != lease_) return false;
-    return std::all_of(view_->live.begin(), view_->live.end(),
-                       [&](const auto &kv) { return kv.second.ack_epoch >= epoch; });
+    return all_acknowledged(*view_);
 }
 
 bool HostProtocol::proposer() const {
@@ -202,8 +201,16 @@ void HostProtocol::propose(uint64_t now_ns) {
     if (!view_->roster) return;
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
-    if (view_->alloc && !all_acked(n)) return;
+    if (view_->alloc && !all_acked()) return;
     Allocation next = allocate(*view_->roster, view_->live, n + 1, released(now_ns));
+    // R2: a member whose rate does not fall needs no new ack; its old one
+    // (from the epoch its rate last fell on) shows it at most at the new
+    // rate too. A member new to the epoch, or lowered, acknowledges n + 1.
+    for (const auto &[host, rate] : next.rate_bps) {
+        bool kept = view_->alloc && view_->alloc->rate_bps.count(host) &&
+                    rate >= view_->alloc->of(host);
+        next.ack_from[host] = kept ? view_->alloc->ack_needed(host) : n + 1;
+    }
     if (view_->alloc &&
         !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget))
         return;
@@ -325,9 +332,12 @@ void HostProtocol::step(uint64_t now_ns) {
 
     if (phase_ == Phase::member && safe && view_) {
         uint64_t n = epoch();
+        // The ack the others need of us (R2): n if our rate fell in it (or
+        // we are new to it), else the one from when it last fell.
+        uint64_t need = view_->alloc ? view_->alloc->ack_needed(host_) : 0;
         auto own = view_->live.find(host_);
-        bool own_current =
-            own != view_->live.end() && own->second.lease == lease_ && own->second.ack_epoch >= n;
+        bool own_current = own != view_->live.end() && own->second.lease == lease_ &&
+                           own->second.ack_epoch >= need;
         // Against the last write, or once it should have shown, against what
         // etcd shows, so a lost write is made again.
         bool settled = own_current && now_ns - put_ns_ >= timing_.retry_ns;
@@ -335,10 +345,19 @@ void HostProtocol::step(uint64_t now_ns) {
         uint64_t moved_bps =
             demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
         bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
-        bool demand_due = demand_moved && now_ns - put_ns_ >= timing_.demand_interval_ns;
-        bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= n &&
+        // The bucket: credit accrues with time, up to demand_burst tokens.
+        uint64_t cap_ns = timing_.demand_token_ns * timing_.demand_burst;
+        if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_) credit_ns_ = cap_ns;
+        else credit_ns_ = std::min(cap_ns, credit_ns_ + (now_ns - bucket_ns_));
+        bucket_ns_ = now_ns;
+        bool demand_due = demand_moved && credit_ns_ >= timing_.demand_token_ns;
+        bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= need &&
                     now_ns - put_ns_ >= timing_.retry_ns;
-        if (put_lease_ != lease_ || put_ack_ < n || demand_due || lost) {
+        if (put_lease_ != lease_ || put_ack_ < need || demand_due || lost) {
+            // A write for the demand alone takes a token; an ack (or a
+            // first or lost write) carries the demand free.
+            if (put_lease_ == lease_ && put_ack_ >= need && !lost)
+                credit_ns_ -= timing_.demand_token_ns;
             // Acknowledges n: the rate applied is already at most epoch n's.
             put_lease_ = lease_;
             put_ack_ = n;
@@ -346,10 +365,10 @@ void HostProtocol::step(uint64_t now_ns) {
             put_ns_ = now_ns;
             effects_.put_live(Live{lease_, n, demand_bps_, node_, instance_});
         } else if (demand_moved) {
-            wake_ns = std::min(wake_ns, put_ns_ + timing_.demand_interval_ns);
+            wake_ns = std::min(wake_ns, now_ns + (timing_.demand_token_ns - credit_ns_));
         }
         if (!own_current) wake_ns = std::min(wake_ns, put_ns_ + timing_.retry_ns);
-        if (view_->alloc && applied_bps_ < cap_bps && all_acked(n)) {
+        if (view_->alloc && applied_bps_ < cap_bps && all_acked()) {
             apply(cap_bps);
             if (view_->alloc->rate_bps.count(host_) && cap_bps >= member_.floor_bps) {
                 established_ = true;

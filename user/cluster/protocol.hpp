@@ -45,8 +45,12 @@ struct Timing {
     // rate needs to reach the pacer.
     uint64_t margin_ns = 500'000'000;
     // A member's demand is written again when it moved by more than 1/8
-    // (hysteresis, and a bound on etcd writes), at most once per interval.
-    uint64_t demand_interval_ns = 200'000'000;
+    // (hysteresis), at once if a token is in the bucket: one comes every
+    // demand_token_ns, up to demand_burst (a bound on etcd writes that
+    // still writes a change promptly; acks are not counted, they follow
+    // epochs).
+    uint64_t demand_token_ns = 2'000'000'000;
+    uint32_t demand_burst = 4;
     // The proposer writes a new epoch when a rate would move by more than
     // this fraction of the budget (or the roster or live set changed).
     uint32_t hysteresis_of_budget = 100;
@@ -154,7 +158,7 @@ class HostProtocol final : public Agent {
     // Before the roster can hold this host: the class at 0 (held).
     void hold();
     bool proven() const { return !gap_ || (gap_lease_proven_ && gap_view_proven_); }
-    bool all_acked(uint64_t epoch) const;
+    bool all_acked() const;
     bool proposer() const;
     void propose(uint64_t now_ns);
 
@@ -191,6 +195,10 @@ class HostProtocol final : public Agent {
     uint64_t put_demand_bps_ = 0;
     uint64_t put_ns_ = 0;
     uint64_t demand_bps_ = 0;
+    // The demand writes' token bucket: credit (ns of tokens, at most
+    // demand_burst of them) as of bucket_ns_; starts full.
+    uint64_t credit_ns_ = UINT64_MAX;
+    uint64_t bucket_ns_ = 0;
     // The last epoch proposed and the last roster change asked (join or
     // leave): on which mod revision, when; asked again only after retry_ns.
     int64_t proposed_rev_ = -1;

@@ -58,8 +58,8 @@ class Sim {
         : config_(config), factory_(factory), rng_(config.seed) {
         estimator_ = config.estimator ? config.estimator : [](uint64_t budget) -> Estimator {
             auto est = std::make_shared<DemandEstimator>();
-            return [est, budget](uint64_t now, uint64_t arrival, uint64_t, bool limited) {
-                return est->sample(now, arrival, limited, budget);
+            return [est, budget](uint64_t now, uint64_t arrival, uint64_t applied, bool limited) {
+                return est->sample(now, arrival, limited, applied, budget);
             };
         };
         for (size_t i = 0; i < config.hosts.size(); ++i)
@@ -115,6 +115,7 @@ class Sim {
     void changed() {
         ++state_.revision;
         ++result_.store_writes;
+        result_.write_ns.push_back(now_ns_);
         view_ = nullptr;
         for (auto &h : hosts_) send_view(*h);
     }

@@ -68,7 +68,7 @@ struct SimConfig {
     // quiet_percent of the windows the sender stalls (30 % of that, no
     // backlog), as a loaded machine makes it.
     std::vector<SimOffer> offers;
-    uint64_t demand_window_ns = 200'000'000;
+    uint64_t demand_window_ns = 25'000'000;
     uint32_t quiet_percent = 0;
     EstimatorFactory estimator;
     uint64_t end_ns = 60'000'000'000;
@@ -85,6 +85,7 @@ struct SimResult {
     std::vector<SimLeaseExpiry> expiries;
     View store; // the keys at the end
     uint64_t store_writes = 0;
+    std::vector<uint64_t> write_ns; // when each write (a new revision) was made, real time
 };
 
 using AgentFactory = std::function<std::unique_ptr<Agent>(const SimHost &, uint64_t budget_bps,

@@ -191,9 +191,10 @@ TEST_CASE("cluster converge: the table", "[.converge-table]") {
     for (size_t j = 0; j < sw.runs.size(); ++j) {
         const auto &[weights, r] = sw.runs[j];
         for (size_t k = 0; k < r.ideal.size(); ++k)
-            std::printf("| %s | %zu | %zu | %s | %s | %.3f s | %.2f; %.2f; %.2f |\n", weights.c_str(),
-                        j / 2 + 1, k, shares(r.ideal[k]).c_str(), shares(r.achieved[k]).c_str(),
-                        r.converge_s[k], r.writes_run, r.writes_changes, r.writes_steady);
+            std::printf("| %s | %zu | %zu | %s | %s | %.3f s | %.2f; %.2f; %.2f |\n",
+                        weights.c_str(), j / 2 + 1, k, shares(r.ideal[k]).c_str(),
+                        shares(r.achieved[k]).c_str(), r.converge_s[k], r.writes_run,
+                        r.writes_changes, r.writes_steady);
     }
     std::printf("\np95 of \"within 5 %% after\" over the %zu runs: the changes (phase 1) "
                 "%.3f s, the starts from idle (phase 0) %.3f s\n",

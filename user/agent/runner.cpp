@@ -673,8 +673,8 @@ bool Runner::gap(uint64_t boot_now, uint64_t mono_now) {
     uint64_t by_boot = boot_now - turn_boot_ns_, by_mono = mono_now - turn_mono_ns_;
     turn_boot_ns_ = boot_now;
     turn_mono_ns_ = mono_now;
-    uint64_t limit = std::max<uint64_t>(cfg_.demand_window_ns, 200'000'000) +
-                     2 * cfg_.timing.margin_ns;
+    uint64_t limit =
+        std::max<uint64_t>(cfg_.demand_window_ns, 200'000'000) + 2 * cfg_.timing.margin_ns;
     if (std::max(by_boot, by_mono) <= limit) return false;
     log_line("the agent did not run for " + std::to_string(std::max(by_boot, by_mono) / 1'000'000) +
              " ms: at the fallback until the lease and the keys are proven again");

@@ -2,9 +2,9 @@
 #include "agent/watchdog.hpp"
 
 #include "agent/codec.hpp"
-#include "etcd/etcd.hpp"
 #include "common/clock.hpp"
 #include "core/units.hpp"
+#include "etcd/etcd.hpp"
 
 #include <algorithm>
 #include <csignal>

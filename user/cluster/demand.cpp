@@ -47,8 +47,10 @@ uint64_t DemandEstimator::sample(uint64_t now_ns, uint64_t offered_bps, bool lim
     // Offering clearly less than its rate, with no limit: satisfied once
     // that has lasted kReleaseNs. At or near its rate it may want more (a
     // sender held at its share, between two marks): as it was.
-    if (!below) below_since_ns_ = 0;
-    else if (below_since_ns_ == 0) below_since_ns_ = now_ns;
+    if (!below)
+        below_since_ns_ = 0;
+    else if (below_since_ns_ == 0)
+        below_since_ns_ = now_ns;
     if (unsatisfied_ && (below_since_ns_ == 0 || now_ns - below_since_ns_ < kReleaseNs))
         return budget_bps;
     unsatisfied_ = false;

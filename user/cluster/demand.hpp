@@ -37,9 +37,9 @@ class DemandEstimator {
 
   private:
     bool unsatisfied_ = false;
-    uint64_t satisfied_bps_ = 0; // the satisfied demand returned last (0: none)
-    uint64_t tight_bps_ = 0;     // the room asked for a rate too tight (0: none)
-    uint64_t below_since_ns_ = 0;                      // 0: the last sample was not below
+    uint64_t satisfied_bps_ = 0;  // the satisfied demand returned last (0: none)
+    uint64_t tight_bps_ = 0;      // the room asked for a rate too tight (0: none)
+    uint64_t below_since_ns_ = 0; // 0: the last sample was not below
     std::deque<std::pair<uint64_t, uint64_t>> recent_; // (time, offered), kReleaseNs
 };
 

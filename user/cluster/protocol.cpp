@@ -207,8 +207,8 @@ void HostProtocol::propose(uint64_t now_ns) {
     // (from the epoch its rate last fell on) shows it at most at the new
     // rate too. A member new to the epoch, or lowered, acknowledges n + 1.
     for (const auto &[host, rate] : next.rate_bps) {
-        bool kept = view_->alloc && view_->alloc->rate_bps.count(host) &&
-                    rate >= view_->alloc->of(host);
+        bool kept =
+            view_->alloc && view_->alloc->rate_bps.count(host) && rate >= view_->alloc->of(host);
         next.ack_from[host] = kept ? view_->alloc->ack_needed(host) : n + 1;
     }
     if (view_->alloc &&
@@ -347,8 +347,10 @@ void HostProtocol::step(uint64_t now_ns) {
         bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         // The bucket: credit accrues with time, up to demand_burst tokens.
         uint64_t cap_ns = timing_.demand_token_ns * timing_.demand_burst;
-        if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_) credit_ns_ = cap_ns;
-        else credit_ns_ = std::min(cap_ns, credit_ns_ + (now_ns - bucket_ns_));
+        if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_)
+            credit_ns_ = cap_ns;
+        else
+            credit_ns_ = std::min(cap_ns, credit_ns_ + (now_ns - bucket_ns_));
         bucket_ns_ = now_ns;
         bool demand_due = demand_moved && credit_ns_ >= timing_.demand_token_ns;
         bool lost = !own_current && put_lease_ == lease_ && put_ack_ >= need &&

@@ -15,10 +15,9 @@ rate over the reads' midpoints.
 import itertools
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "lab"))
-from cluster_checks import read_rate_log, share_bytes
+from psplab.rate_log import read_rate_log, share_at, share_bytes
+from psplab.report import Table
 
 
 @dataclass
@@ -29,13 +28,6 @@ class Sample:
     ceil_bps: int
 
 
-def share_at(log: list[tuple[int, int]], t_ns: int) -> int:
-    rate = 0
-    for t, r in log:
-        if t > t_ns:
-            break
-        rate = r
-    return rate
 
 
 def main(argv: list[str]) -> int:
@@ -53,9 +45,9 @@ def main(argv: list[str]) -> int:
                 samples.append(Sample(int(w[0]), int(w[1]), int(w[2]) + int(w[3]), int(w[4])))
     log = read_rate_log(argv[2])
     t0 = samples[0].start_ns
-    print("| t (s) | budget (Mbit/s) | applied share (Mbit/s) | 1:10 ceil (Mbit/s) |"
-          " subtree (Mbit/s) | sent (kB) | allowed (kB) | sent / allowed |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    table = Table("A subtree's bytes against the applied shares",
+              ["t (s)", "budget (Mbit/s)", "applied share (Mbit/s)", "1:10 ceil (Mbit/s)", "subtree (Mbit/s)",
+               "sent (kB)", "allowed (kB)", "sent / allowed"])
     worst, sent_all, allowed_all = 0.0, 0, 0
     for p, s in itertools.pairwise(samples):
         sent = s.tx_bytes - p.tx_bytes
@@ -66,10 +58,10 @@ def main(argv: list[str]) -> int:
         worst = max(worst, ratio)
         sent_all += sent
         allowed_all += allowed
-        print(f"| {(s.end_ns - t0) / 1e9:.1f} | {budget / 1e6:.0f} |"
-              f" {share_at(log, s.end_ns) / 1e6:.1f} | {s.ceil_bps / 1e6:.1f} |"
-              f" {sent * 8e3 / mid:.1f} | {sent / 1e3:.0f} | {allowed / 1e3:.0f} |"
-              f" {100 * ratio:.1f} % |")
+        table.add(f"{(s.end_ns - t0) / 1e9:.1f}", f"{budget / 1e6:.0f}", f"{share_at(log, s.end_ns) / 1e6:.1f}",
+              f"{s.ceil_bps / 1e6:.1f}", f"{sent * 8e3 / mid:.1f}", f"{sent / 1e3:.0f}", f"{allowed / 1e3:.0f}",
+              f"{100 * ratio:.1f} %")
+    print(table.markdown())
     print(f"\nwhole run: sent {sent_all / 1e6:.2f} MB, the applied shares allowed"
           f" {allowed_all / 1e6:.2f} MB ({100 * sent_all / max(1, allowed_all):.1f} %);"
           f" largest interval {100 * worst:.1f} %")

@@ -18,58 +18,44 @@ etcd's, the agent's and the daemon's JSON, and the time checks.
 import json
 import sys
 
+from psplab.cli import Sub, subcommands
+from psplab.rate_log import read_rate_log, share_bytes
+
 
 def seconds(a_ns: str, b_ns: str) -> float:
     return (int(b_ns) - int(a_ns)) / 1e9
 
 
-def read_rate_log(path: str) -> list[tuple[int, int]]:
-    """An agent's rate log: (REALTIME_NS, RATE_BPS) per line."""
-    with open(path) as f:
-        return [(int(t), int(r)) for t, r in (line.split() for line in f if line.strip())]
+def etcd_status(what: str) -> None:
+    d = json.load(sys.stdin)
+    print(d["header"]["member_id"] if what == "id" else d["leader"])
 
 
-def share_bytes(log: list[tuple[int, int]], a_ns: int, b_ns: int) -> int:
-    """Bytes the rates of a rate log (0 before its first line) allow from A to B."""
-    total, rate, at = 0, 0, a_ns
-    for t, r in [*log, (b_ns, 0)]:
-        if t > at:
-            end = min(t, b_ns)
-            total += rate * (end - at)
-            at = end
-        if t >= b_ns:
-            break
-        rate = r
-    return total // 8 // 1_000_000_000
+def elapsed(a_ns: str, b_ns: str, bound_s: str, at_most: bool) -> int:
+    d = seconds(a_ns, b_ns)
+    print(f"     {d:.3f} s")
+    return 0 if (d <= float(bound_s) if at_most else d >= float(bound_s)) else 1
+
+
+def writes(before: str, after: str, secs: str) -> None:
+    w, s = int(after) - int(before), max(1, int(secs))
+    print(f"     etcd writes: {w} in {s} s with 3 hosts and every fault above: {w / s / 3:.2f}/s per host")
 
 
 def main(argv: list[str]) -> int:
-    cmd, a = (argv[1], argv[2:]) if len(argv) > 1 else ("", [])
-    if cmd == "etcd-status" and len(a) == 1:
-        d = json.load(sys.stdin)
-        print(d["header"]["member_id"] if a[0] == "id" else d["leader"])
-    elif cmd == "revision" and not a:
-        print(json.load(sys.stdin)["header"]["revision"])
-    elif cmd == "state" and len(a) == 1:
-        s = json.load(sys.stdin)["groups"][0]
-        return 0 if eval(a[0], {"s": s}) else 1
-    elif cmd == "rate" and not a:
-        print(next(c["rate_bps"] for c in json.load(sys.stdin)["classes"] if c["class"] == "1:1"))
-    elif cmd in ("within", "after") and len(a) == 3:
-        d = seconds(a[0], a[1])
-        print(f"     {d:.3f} s")
-        return 0 if (d <= float(a[2]) if cmd == "within" else d >= float(a[2])) else 1
-    elif cmd == "seconds" and len(a) == 2:
-        print(f"{seconds(a[0], a[1]):.3f}")
-    elif cmd == "writes" and len(a) == 3:
-        w, s = int(a[1]) - int(a[0]), max(1, int(a[2]))
-        print(f"     etcd writes: {w} in {s} s with 3 hosts and every fault above: {w / s / 3:.2f}/s per host")
-    elif cmd == "share-bytes" and len(a) == 3:
-        print(share_bytes(read_rate_log(a[0]), int(a[1]), int(a[2])))
-    else:
-        print(__doc__, file=sys.stderr)
-        return 2
-    return 0
+    return subcommands(__doc__, argv, {
+        "etcd-status": Sub(("id|leader",), etcd_status),
+        "revision": Sub((), lambda: print(json.load(sys.stdin)["header"]["revision"])),
+        "state": Sub(("EXPR",), lambda expr: 0 if eval(expr, {"s": json.load(sys.stdin)["groups"][0]}) else 1),
+        "rate": Sub((), lambda: print(next(c["rate_bps"] for c in json.load(sys.stdin)["classes"]
+                                           if c["class"] == "1:1"))),
+        "within": Sub(("A_NS", "B_NS", "SECONDS"), lambda a, b, s: elapsed(a, b, s, True)),
+        "after": Sub(("A_NS", "B_NS", "SECONDS"), lambda a, b, s: elapsed(a, b, s, False)),
+        "seconds": Sub(("A_NS", "B_NS"), lambda a, b: print(f"{seconds(a, b):.3f}")),
+        "writes": Sub(("BEFORE", "AFTER", "SECONDS"), writes),
+        "share-bytes": Sub(("RATE_LOG", "A_NS", "B_NS"),
+                           lambda log, a, b: print(share_bytes(read_rate_log(log), int(a), int(b)))),
+    })
 
 
 if __name__ == "__main__":

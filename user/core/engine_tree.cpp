@@ -22,6 +22,8 @@
 // the path of a frame, or when its subtree's backlog or due leaves do: both
 // walk one path, O(depth) heap pushes. A held child is handed over to the
 // free heaps lazily, when a descent or tree_due() passes its parent.
+// Clockless, every K above reads K - reach_k (tree_open()): a ceil lets a
+// batch through (tree_size_node()).
 #include "core/engine.hpp"
 
 #include "core/units.hpp"

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 namespace pspxdp::engine_model {
@@ -352,13 +353,15 @@ class ModelEngine {
         uint64_t min = UINT64_MAX;
         for (const C &c : cls_)
             if (c.state == Backlogged && c.rate && !due(c)) min = std::min(min, c.clock);
-        // A due leaf held by an ancestor's ceil.
-        if (tree_) min = std::min(min, t_due(kNone));
+        const auto later = [&](uint64_t t) { return t == UINT64_MAX || t <= g_ ? t : t + batch(); };
         if (cfg_.clockless) {
-            // A borrowed frame, then a normal one, once the line-rate
-            // model has room; else wait for it or for the earliest paced
-            // wake-up (or borrowing).
-            if (tree_ && vwire_ <= g_) {
+            // A due leaf held by an ancestor's ceil, a batch after its path
+            // opens.
+            if (tree_) min = std::min(min, later(t_due(kNone)));
+            // A borrowed frame (the line-rate model a batch ahead at most),
+            // then a normal one, once the line-rate model has room; else
+            // wait for it or for the earliest paced wake-up (or borrowing).
+            if (tree_ && vwire_ <= g_ + wire_reach()) {
                 const uint32_t leaf = borrow();
                 if (leaf != kNone) return emit_borrowed(leaf);
             }
@@ -370,9 +373,11 @@ class ModelEngine {
             uint64_t due =
                 min == UINT64_MAX ? UINT64_MAX : min + std::min(min_slack_, UINT64_MAX - min);
             uint64_t target = normal_.empty() ? min : std::min(min, vwire_);
-            if (tree_) target = std::min(target, std::max(t_of(kNone), vwire_));
+            if (tree_) target = std::min(target, std::max(later(t_of(kNone)), vwire_));
             return wait(target, due, true);
         }
+        // A due leaf held by an ancestor's ceil.
+        if (tree_) min = std::min(min, t_due(kNone));
         if (tree_) {
             const uint32_t leaf = borrow();
             if (leaf != kNone) return emit_borrowed(leaf);
@@ -473,20 +478,27 @@ class ModelEngine {
         const uint64_t unit = cfg_.framing.mtu_unit_bytes();
         uint64_t b = c.burst ? c.burst : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
         b = std::max(b, unit);
-        const u128 t = u128(b) * cfg_.line_rate_bps / c.rate;
+        c.lag_limit = split(b, c.rate, false).first;
+        c.reach = split(b, c.rate, false).second;
+        min_slack_ = std::min(min_slack_, c.lag_limit);
+    }
+    // A bound of b bytes at rate: (D, T - D).
+    std::pair<uint64_t, uint64_t> split(uint64_t b, uint64_t rate, bool keep_half) const {
+        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
+        const u128 t = u128(b) * cfg_.line_rate_bps / rate;
         const uint64_t bound = t > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(t);
         const uint64_t largest =
-            std::min<uint64_t>(bound, uint64_t(u128(unit) * cfg_.line_rate_bps / c.rate));
-        const uint64_t slack =
+            std::min<uint64_t>(bound, uint64_t(u128(unit) * cfg_.line_rate_bps / rate));
+        uint64_t slack =
             uint64_t(u128(cfg_.clockless_slack_ns) * cfg_.line_rate_bps / 8'000'000'000ull);
+        if (keep_half) slack = std::max(slack, bound / 2);
         // D: the most lateness that leaves the batch of a wake-up `slack`
         // before overflow whole (n full periods), or T - q for one frame.
         const uint64_t step = largest + 2; // q rounded up, and F's remainder
-        c.lag_limit = bound - largest <= slack || bound < slack + step
-                          ? bound - largest
-                          : bound - (bound - slack) / step * step;
-        c.reach = bound - c.lag_limit;
-        min_slack_ = std::min(min_slack_, c.lag_limit);
+        const uint64_t lag = bound - largest <= slack || bound < slack + step
+                                 ? bound - largest
+                                 : bound - (bound - slack) / step * step;
+        return {lag, bound - lag};
     }
 
     uint64_t floor(const C &c) const {
@@ -613,16 +625,52 @@ class ModelEngine {
     }
     // A tree clock's lag: the lag limit at its rate; clockless at least the
     // class's burst bound at that rate.
+    uint64_t tree_burst(uint64_t set, uint64_t rate) const {
+        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
+        uint64_t b = set ? set : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
+        if (!set && cfg_.burst_floor_ns)
+            b = std::max(b, uint64_t(u128(rate) * cfg_.burst_floor_ns / 8'000'000'000));
+        return std::max(b, unit);
+    }
     uint64_t tree_lag(const C &c, uint64_t rate) const {
         uint64_t lag = lag_limit_for(rate);
         if (!cfg_.clockless) return lag;
-        const uint64_t unit = cfg_.framing.mtu_unit_bytes();
-        uint64_t b = c.burst ? c.burst : cfg_.burst_bytes ? cfg_.burst_bytes : 3 * unit;
-        if (!c.burst && cfg_.burst_floor_ns)
-            b = std::max(b, uint64_t(u128(rate) * cfg_.burst_floor_ns / 8'000'000'000));
-        b = std::max(b, unit);
-        const u128 t = u128(b) * cfg_.line_rate_bps / rate;
+        const u128 t = u128(tree_burst(c.burst, rate)) * cfg_.line_rate_bps / rate;
         return std::max(lag, t > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(t));
+    }
+    // The ceil clock: clockless, (D, reach) of the bound at the ceil, as a
+    // flat class's; on the byte clock the lag limit and no reach.
+    std::pair<uint64_t, uint64_t> k_split(const C &c) const {
+        if (!cfg_.clockless) return {lag_limit_for(c.ceil), 0};
+        return split(tree_burst(c.burst, c.ceil), c.ceil, true);
+    }
+    uint64_t open(const C &c) const {
+        const uint64_t reach = k_split(c).second;
+        return c.kclock > reach ? c.kclock - reach : 0;
+    }
+    // Clockless, the wake-up a batch after a tree's path opens: the least
+    // reach of a ceil clock; the line-rate model's run-ahead for borrowed
+    // frames: the reach of the default bound at M.
+    uint64_t batch() const {
+        if (!cfg_.clockless) return 0;
+        uint64_t least = UINT64_MAX;
+        for (const C &c : cls_)
+            if (c.used && c.rate) least = std::min(least, k_split(c).second);
+        return least == UINT64_MAX ? 0 : least;
+    }
+    uint64_t wire_reach() const {
+        if (!cfg_.clockless) return 0;
+        return split(tree_burst(0, cfg_.line_rate_bps), cfg_.line_rate_bps, false).second;
+    }
+    void charge_k(C &c, uint64_t l2) const {
+        const uint64_t lag = k_split(c).first;
+        if (g_ > lag && c.kclock < g_ - lag) {
+            c.kclock = g_ - lag;
+            c.kfrac = 0;
+        }
+        const u128 num = u128(l2) * cfg_.line_rate_bps + c.kfrac;
+        c.kclock += uint64_t(num / c.ceil);
+        c.kfrac = uint64_t(num % c.ceil);
     }
     void charge(const C &owner, uint64_t &clock, uint64_t &frac, uint64_t rate, uint64_t l2) const {
         const uint64_t lag = tree_lag(owner, rate);
@@ -642,8 +690,8 @@ class ModelEngine {
             if (cls_[j].used && cls_[j].parent == k) any = true, m = std::min(m, t_of(j));
         if (k == kNone) return m;
         const C &c = cls_[k];
-        if (!any) return c.state == Backlogged && c.rate ? c.kclock : UINT64_MAX;
-        return m == UINT64_MAX ? UINT64_MAX : std::max(c.kclock, m);
+        if (!any) return c.state == Backlogged && c.rate ? open(c) : UINT64_MAX;
+        return m == UINT64_MAX ? UINT64_MAX : std::max(open(c), m);
     }
     bool borrowable(uint32_t k) const { return t_of(k) <= g_; }
     bool due(const C &c) const {
@@ -659,7 +707,7 @@ class ModelEngine {
         if (k == kNone) return m;
         const C &c = cls_[k];
         if (!any) return due(c) ? 0 : UINT64_MAX;
-        return m == UINT64_MAX ? UINT64_MAX : std::max(c.kclock, m);
+        return m == UINT64_MAX ? UINT64_MAX : std::max(open(c), m);
     }
     struct Step {
         uint32_t node;
@@ -701,11 +749,11 @@ class ModelEngine {
     void charge_guaranteed(uint32_t leaf) {
         const uint64_t l2 = cfg_.framing.l2_bytes(cls_[leaf].head_len);
         C &c = cls_[leaf];
-        charge(c, c.kclock, c.kfrac, c.ceil, l2);
+        charge_k(c, l2);
         charge(c, c.rclock, c.rfrac, c.rate, l2);
         share(c, l2);
         for (uint32_t k = c.parent; k != kNone; k = cls_[k].parent) {
-            charge(cls_[k], cls_[k].kclock, cls_[k].kfrac, cls_[k].ceil, l2);
+            charge_k(cls_[k], l2);
             charge(cls_[k], cls_[k].rclock, cls_[k].rfrac, cls_[k].rate, l2);
             share(cls_[k], l2);
         }
@@ -731,7 +779,7 @@ class ModelEngine {
             if (path_[i].green || (own && i + 1 == path_.size())) lender = int(i);
         for (size_t i = 0; i < path_.size(); ++i) {
             C &c = cls_[path_[i].node];
-            charge(c, c.kclock, c.kfrac, c.ceil, l2);
+            charge_k(c, l2);
             if (int(i) <= lender) charge(c, c.rclock, c.rfrac, c.rate, l2);
             if (!path_[i].green) {
                 u128 &sys = vsys(i ? path_[i - 1].node : kNone);

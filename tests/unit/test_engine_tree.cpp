@@ -389,12 +389,14 @@ struct TreeFrame {
 struct TreeRun {
     std::vector<std::vector<TreeFrame>> frames;
     EngineCounters counters;
+    uint64_t wakeups = 0; // the model daemon's timed wake-ups
 };
 
 TreeRun run_tree(const sim::SimConfig &cfg) {
     const sim::SimResult res = sim::simulate(cfg);
     TreeRun run;
     run.counters = res.counters;
+    run.wakeups = res.wakeups;
     run.frames.resize(cfg.sources.size());
     for (const TraceFrame &f : res.trace) {
         if (f.flow == kFlowGap) continue;
@@ -451,6 +453,8 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load",
     std::vector<Fluid> t{{400 * Mb, 400 * Mb, kNone, 0, false}};
     sim::SimConfig cfg;
     cfg.engine.line_rate_bps = 1000 * Mb;
+    // The daemon's default bound (at least 150 us of the rate, §4.5).
+    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
     cfg.max_class_frames = UINT64_MAX;
     cfg.max_ns = 2 * phase;
     auto source = [&](uint64_t rate, uint64_t ceil, uint32_t parent, uint32_t prio,
@@ -488,6 +492,21 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load",
         cfg.engine.clockless = mode.clockless;
         cfg.wake.sleep = mode.sleep;
         const TreeRun r = run_tree(cfg);
+        if (report_wanted())
+            std::printf("%-32s %llu frames, %llu wake-ups (%.2f frames a wake-up), late lost "
+                        "%llu bytes\n",
+                        mode.name, (unsigned long long)r.counters.frames,
+                        (unsigned long long)r.wakeups,
+                        double(r.counters.frames) / double(r.wakeups),
+                        (unsigned long long)r.counters.late_lost_bytes);
+        // Clockless, the tree's frames leave in batches (docs/design.md
+        // §3.12): a class held at its ceil sends several frames a wake-up
+        // within its bound, as a flat class does. Frame by frame (the rules
+        // before) the daemon woke 0.87-0.98 times a frame here.
+        if (mode.clockless) {
+            INFO(mode.name << ": " << r.counters.frames << " frames, " << r.wakeups << " wake-ups");
+            CHECK(2 * r.counters.frames >= 3 * r.wakeups);
+        }
         std::vector<Fluid> f;
         for (uint32_t ph = 0; ph < 2; ++ph) {
             f.clear();
@@ -510,10 +529,15 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load",
                 // Byte clock: the rules' shares within 0.1 %, every class
                 // within its ceil + 2 MTU. Clockless, with the timer
                 // modelled on this machine's (sim/lateness.hpp): within
-                // 0.3 %, and within the bound (3 MTU) + 2 MTU.
+                // 0.3 %, and within its bound at its ceil (the daemon's: 3
+                // MTU, or 150 us of the ceil if more) + 2 MTU.
+                const double unit = double(cfg.engine.framing.mtu_unit_bytes());
+                const double bound =
+                    std::max(double(kDefaultBurstMtus),
+                             double(f[k].ceil) * double(kDefaultBurstFloorNs) / 8e9 / unit);
                 const double tolerance = mode.clockless ? 3e-3 : 1e-3;
                 CHECK(std::abs(got - ideal[k]) <= tolerance * std::max(ideal[k], 1e6));
-                CHECK(burst <= (mode.clockless ? 5.0 : 2.0));
+                CHECK(burst <= (mode.clockless ? bound + 2 : 2.0));
             }
         }
     }

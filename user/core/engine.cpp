@@ -95,10 +95,16 @@ uint64_t Engine::class_burst(uint32_t cls) const {
 // The bound class cls would have at rate_bps (a tree's ceil clock runs at
 // its ceil: docs/design.md §3.12).
 uint64_t Engine::class_burst_at(uint32_t cls, uint64_t rate_bps) const {
+    return burst_for(cold_[cls].burst_bytes, rate_bps);
+}
+
+// The bound of a clock of rate_bps whose class set set_bytes (0: the
+// engine's default, at least burst_floor_ns of its rate).
+uint64_t Engine::burst_for(uint64_t set_bytes, uint64_t rate_bps) const {
     const uint64_t largest = cfg_.framing.mtu_unit_bytes();
-    uint64_t b = cold_[cls].burst_bytes ? cold_[cls].burst_bytes : cfg_.burst_bytes;
+    uint64_t b = set_bytes ? set_bytes : cfg_.burst_bytes;
     if (!b) b = kDefaultBurstMtus * largest;
-    if (!cold_[cls].burst_bytes && cfg_.burst_floor_ns)
+    if (!set_bytes && cfg_.burst_floor_ns)
         b = std::max(b, uint64_t(u128(rate_bps) * cfg_.burst_floor_ns / 8'000'000'000));
     return std::max(b, largest);
 }
@@ -135,24 +141,37 @@ void Engine::size_class(uint32_t cls) {
         k.reach = 0;
         return;
     }
+    const BoundSplit split = clockless_split(class_burst(cls), c.rate_bps, false);
+    k.lag_limit = split.lag;
+    k.reach = split.reach;
+    min_slack_bytes_ = std::min(min_slack_bytes_, k.lag_limit);
+}
+
+// A bound of burst_bytes at rate_bps, T = burst_bytes · M / rate_bps byte
+// times, split into D (the lateness a wake-up may have at no cost) and the
+// reach T - D (what an on-time wake-up releases), as size_class() explains.
+// keep_half: D at least T / 2 (a tree's ceil clock, docs/design.md §3.12).
+Engine::BoundSplit Engine::clockless_split(uint64_t burst_bytes, uint64_t rate_bps,
+                                           bool keep_half) const {
     const uint64_t m = cfg_.line_rate_bps;
     // Saturated far beyond any schedule (2^62 byte times: years at any rate).
-    const u128 wide = u128(class_burst(cls)) * m / c.rate_bps;
+    const u128 wide = u128(burst_bytes) * m / rate_bps;
     const uint64_t bound = wide > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(wide);
     const uint64_t largest =
-        std::min(bound, uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * m / c.rate_bps));
-    const uint64_t slack = bytes_in_ns_floor(cfg_.clockless_slack_ns, m);
+        std::min(bound, uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * m / rate_bps));
+    uint64_t slack = bytes_in_ns_floor(cfg_.clockless_slack_ns, m);
+    if (keep_half) slack = std::max(slack, bound / 2);
     // q rounded up, with a byte time for F_k's remainder: a frame's finish
     // is at most that past its wake-up, so an on-time wake-up's n frames
     // are all within reach (reach = n * step) and none waits for a second.
     const uint64_t step = largest + 2;
     const uint64_t room = bound > largest ? bound - largest : 0; // T_k - q: one frame a wake-up
+    uint64_t lag;
     if (room <= slack || bound < slack + step)
-        k.lag_limit = room;
+        lag = room;
     else
-        k.lag_limit = bound - (bound - slack) / step * step; // T_k - n * step
-    k.reach = bound - k.lag_limit;
-    min_slack_bytes_ = std::min(min_slack_bytes_, k.lag_limit);
+        lag = bound - (bound - slack) / step * step; // T_k - n * step
+    return {lag, bound - lag};
 }
 
 // The earliest stored clock a backlogged class may have: G, or clockless the
@@ -211,6 +230,7 @@ Result<uint32_t> Engine::add_class(uint64_t rate_bps, uint64_t burst_bytes) {
     if (tree_) {
         tree_init_node(cls);
         tree_size_node(cls);
+        tree_size_batch();
     }
     return cls;
 }
@@ -232,8 +252,13 @@ Result<void> Engine::set_burst(uint32_t cls, uint64_t burst_bytes) {
         if (cfg_.clockless)
             c.clock = std::max(c.clock + old_d, cold_[cls].lag_limit) - cold_[cls].lag_limit;
     }
-    if (tree_) tree_size_node(cls);
     if (backlogged) admit(cls);
+    if (tree_) {
+        // Its ceil clock's reach moves where its parent holds it.
+        tree_size_node(cls);
+        tree_size_batch();
+        tree_refresh_path(cls);
+    }
     return {};
 }
 
@@ -333,6 +358,7 @@ Result<void> Engine::remove_class(uint32_t cls) {
     c = Class{};
     c.gen = gen;
     free_.push_back(cls);
+    if (tree_) tree_size_batch();
     return {};
 }
 
@@ -701,7 +727,9 @@ void Engine::resume(uint64_t now_ns) {
 // earliest paced wake-up; a wake-up is late only past its slack, where a
 // class would exceed its bound.
 Decision Engine::clockless_unpaced() {
-    if (tree_ && vwire_ <= g_) {
+    // A tree's borrowed frames may run ahead of the line-rate model by a
+    // batch (docs/design.md §3.12).
+    if (tree_ && vwire_ <= g_ + wire_reach_bytes_) {
         const uint32_t leaf = tree_borrow();
         if (leaf != kNone) {
             tree_charge_borrowed(leaf);
@@ -714,13 +742,18 @@ Decision Engine::clockless_unpaced() {
         return emit_frame(cls);
     }
     uint64_t wake = pending_.exact_min(classes_.data());
-    // A due leaf held by an ancestor's ceil (docs/design.md §3.12).
-    if (tree_) wake = std::min(wake, tree_due_guaranteed());
+    // A due leaf held by an ancestor's ceil (docs/design.md §3.12): woken a
+    // batch after its path opens, no later than its ceils' own clocks.
+    const auto later = [this](uint64_t t) {
+        if (t <= g_) return t; // open now (held only by the line-rate model)
+        return t > UINT64_MAX - tree_batch_bytes_ ? UINT64_MAX : t + tree_batch_bytes_;
+    };
+    if (tree_) wake = std::min(wake, later(tree_due_guaranteed()));
     uint64_t due = UINT64_MAX;
     if (wake != UINT64_MAX) due = wake + std::min(min_slack_bytes_, UINT64_MAX - wake);
     uint64_t target = normal_count_ ? std::min(wake, vwire_) : wake;
     // Borrowing waits for what the wire's line-rate model has room for.
-    if (tree_) target = std::min(target, std::max(tree_due_borrow(), vwire_));
+    if (tree_) target = std::min(target, std::max(later(tree_due_borrow()), vwire_));
     return plan_wait(target, due, true);
 }
 

@@ -414,6 +414,11 @@ class Engine {
     void drop_late(uint32_t cls, uint64_t floor);
     void resize_classes();
     void size_class(uint32_t cls);
+    struct BoundSplit {
+        uint64_t lag, reach;
+    };
+    BoundSplit clockless_split(uint64_t burst_bytes, uint64_t rate_bps, bool keep_half) const;
+    uint64_t burst_for(uint64_t set_bytes, uint64_t rate_bps) const;
     uint64_t order_key(uint32_t cls) const;
     uint64_t clock_floor(uint32_t cls) const;
     Decision clockless_unpaced();
@@ -467,7 +472,8 @@ class Engine {
         uint32_t n_dpend = 0; // children with a due leaf below, held by a ceil / not
         uint32_t n_due = 0;
         uint64_t ceil_bps = 0;
-        uint64_t lag_r = 0, lag_k = 0;  // lag limits at the rate and at the ceil
+        uint64_t lag_r = 0, lag_k = 0; // lag limits at the rate and at the ceil
+        uint64_t reach_k = 0; // clockless: how far ahead of G K may be and let a frame through
         uint64_t kclock = 0, kfrac = 0; // K, the ceil clock
         uint64_t rclock = 0, rfrac = 0; // R, the rate clock (a leaf's due clock is Class::clock)
         u128 vtag = 0;                  // V, the share tag
@@ -484,6 +490,8 @@ class Engine {
     void tree_init_node(uint32_t cls);
     uint64_t tree_lag(uint32_t cls, uint64_t rate_bps) const;
     void tree_size_node(uint32_t cls);
+    void tree_size_batch();
+    uint64_t tree_open(const TreeNode &n) const;
     bool tree_making(uint32_t k) const;
     void tree_update_mode();
     void tree_off();
@@ -529,6 +537,11 @@ class Engine {
     // released so far (G stays at the real-time position: paced frames
     // leave at once); a normal frame waits until the wire reaches it.
     uint64_t vwire_ = 0;
+    // Clockless, a class tree's batch (docs/design.md §3.12): how much later
+    // than a ceil opens the daemon wakes (the least reach of a ceil clock),
+    // and how far the line-rate model may run ahead of G for borrowed frames
+    // (the reach of the default bound at M).
+    uint64_t tree_batch_bytes_ = 0, wire_reach_bytes_ = 0;
     // Clockless: the smallest D_k of the paced classes (only lowered
     // between full recomputations): the slack of a paced Wait.
     uint64_t min_slack_bytes_ = UINT64_MAX;

@@ -22,6 +22,8 @@
 // the path of a frame, or when its subtree's backlog or due leaves do: both
 // walk one path, O(depth) heap pushes. A held child is handed over to the
 // free heaps lazily, when a descent or tree_due() passes its parent.
+// Clockless, every K above reads K - reach_k (tree_open()): a ceil lets a
+// batch through (tree_size_node()).
 #include "core/engine.hpp"
 
 #include "core/units.hpp"
@@ -116,11 +118,43 @@ uint64_t Engine::tree_lag(uint32_t cls, uint64_t x) const {
     return std::max(lag, wide > (u128(1) << 62) ? uint64_t(1) << 62 : uint64_t(wide));
 }
 
+// The ceil clock, clockless, has its class's bound at its ceil split as a
+// flat class's (size_class()): K may be up to reach_k ahead of G and let a
+// frame through, and fall D behind it; the daemon wakes for it a batch
+// after it opens (tree_batch_bytes_), so a class held at its ceil sends
+// several frames a wake-up within its bound, as a flat class does.
 void Engine::tree_size_node(uint32_t cls) {
     TreeNode &n = tnodes_[cls];
     const uint64_t rate = classes_[cls].rate_bps;
     n.lag_r = rate ? tree_lag(cls, rate) : 0;
     n.lag_k = n.ceil_bps ? tree_lag(cls, n.ceil_bps) : 0;
+    n.reach_k = 0;
+    if (cfg_.clockless && n.ceil_bps) {
+        const BoundSplit s = clockless_split(class_burst_at(cls, n.ceil_bps), n.ceil_bps, true);
+        n.lag_k = s.lag;
+        n.reach_k = s.reach;
+    }
+}
+
+// The batch: the least reach of a ceil clock (a wake-up that late still
+// comes before every ceil on the path would have let a frame through under
+// a reach of 0), and the reach of the default bound at M for the wire.
+void Engine::tree_size_batch() {
+    tree_batch_bytes_ = 0;
+    wire_reach_bytes_ = 0;
+    if (!cfg_.clockless) return;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t k = 0; k < classes_.size(); ++k)
+        if (classes_[k].state != State::Free && classes_[k].rate_bps)
+            least = std::min(least, tnodes_[k].reach_k);
+    tree_batch_bytes_ = least == UINT64_MAX ? 0 : least;
+    wire_reach_bytes_ =
+        clockless_split(burst_for(0, cfg_.line_rate_bps), cfg_.line_rate_bps, false).reach;
+}
+
+// When a class's ceil lets a frame through: K_k <= G + reach_k.
+uint64_t Engine::tree_open(const TreeNode &n) const {
+    return n.kclock > n.reach_k ? n.kclock - n.reach_k : 0;
 }
 
 // The tree's rules are in force while some class has a parent or a ceil
@@ -174,6 +208,7 @@ void Engine::tree_rebuild() {
         reset(n);
         tree_size_node(k);
     }
+    tree_size_batch();
     for (uint32_t k = 0; k < classes_.size(); ++k)
         if (classes_[k].state == State::Backlogged && !tnodes_[k].nchildren) tree_refresh_path(k);
     // A class with no backlogged leaf below is not active, whatever it was
@@ -219,7 +254,7 @@ void Engine::tree_refresh(uint32_t k) {
     if (leaf ? tree_leaf_due(k) : n.n_dpend + n.n_due > 0) {
         uint64_t t = 0;
         if (!leaf) {
-            t = n.kclock;
+            t = tree_open(n);
             if (n.n_due == 0) {
                 tree_clean(n.dpend, kPlaceDuePending);
                 t = std::max(t, uint64_t(n.dpend.v.front().key));
@@ -243,7 +278,7 @@ void Engine::tree_refresh(uint32_t k) {
     if (active && !n.active) n.vtag = std::max(n.vtag, p.vsys);
     n.active = active;
     if (!active) return;
-    uint64_t t = n.kclock;
+    uint64_t t = tree_open(n);
     if (!leaf && n.n_elig == 0) {
         tree_clean(n.pend, kPlacePending);
         t = std::max(t, uint64_t(n.pend.v.front().key));

@@ -83,13 +83,18 @@ uint64_t DemandEstimator::sample(uint64_t now_ns, uint64_t offered_bps, bool lim
         since_ns_ = below_since_ns_;
     }
     mean = std::min(budget_bps, mean);
-    // Steady: the held demand rises when the mean grew by more than 1/8
-    // (what the protocol writes), and falls when it fell by more than 1/4
-    // over a full kHoldNs of offers (the first windows of a bursty sender
-    // are no mean; a fall is not urgent, and every move is an epoch).
+    // Steady: the held demand rises when the mean of kHoldNs or of the
+    // last kReleaseNs (a start from idle, whose first windows read low, is
+    // not spread over kHoldNs of steps) grew by more than 1/8 (what the
+    // protocol writes), and falls when the mean of a full kHoldNs fell by
+    // more than 1/4 (the first windows of a bursty sender are no mean; a
+    // fall is not urgent, and every move is an epoch).
+    uint64_t recent = std::min(budget_bps, mean_since(now_ns - std::min(now_ns, kReleaseNs)));
     bool full = now_ns - since_ns_ >= kHoldNs;
-    if (held_bps_ == 0 || mean * 8 > held_bps_ * 9 || (full && mean * 4 < held_bps_ * 3))
+    if (held_bps_ == 0 || (full && mean * 4 < held_bps_ * 3))
         held_bps_ = mean;
+    else if (std::max(mean, recent) * 8 > held_bps_ * 9)
+        held_bps_ = std::max(mean, recent);
     // The room a tight rate got is kept while the offer stays near the
     // demand it was asked at, and is not needed once the demand passes it.
     if (tight_bps_ != 0 && (held_bps_ * 8 < tight_base_bps_ * 7 || held_bps_ >= tight_bps_))

@@ -259,8 +259,8 @@ struct Lab {
 
 } // namespace
 
-TEST_CASE("cluster converge: a bursty small sender and pacers 6 % short of their rates hold "
-          "steady shares at <= 0.5 etcd writes per host per second",
+TEST_CASE("cluster converge: a bursty small sender and pacers 6 % short of their rates: no rate "
+          "change and no write once settled, about 0.5 etcd writes per host per second",
           "[cluster]") {
     constexpr uint64_t len = 6 * s, budget = 300 * M;
     constexpr uint64_t kRuns = 10;

@@ -12,10 +12,17 @@
 # time the reads took), and the totals. Real time on the lab's veth
 # (clockless): run it under /work/wt/measure.
 #
-#   sudo bench/run_cluster_tree.sh [--phase S]
+#   bench/run_cluster_tree.sh [--phase S]     (as root; S whole seconds, 3..30, default 5)
 set -u
 PHASE=5
-[[ ${1:-} == --phase ]] && PHASE=$2
+case ${1:-} in
+    "") ;;
+    --phase) PHASE=${2:-} ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_cluster_tree: unknown option $1 (--phase S)" >&2; exit 2 ;;
+esac
+[[ $PHASE =~ ^[0-9]+$ ]] && ((PHASE >= 3 && PHASE <= 30)) ||
+    { echo "run_cluster_tree: --phase: whole seconds, 3..30" >&2; exit 2; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../lab/netns.sh"
 psp_require run_cluster_tree "$PSPXDP" "$TRAFFIC" -- etcd curl python3

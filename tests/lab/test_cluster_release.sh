@@ -9,9 +9,11 @@
 #   a host killed            its watchdog puts its class at 0 at once (the
 #                            agent is gone: nobody will renew); its share
 #                            goes to the others within the TTL, its floor
-#                            only once its record has been gone G: no
-#                            earlier than 2 s (TTL - keep-alive period) +
-#                            2.502 s (G through the drift) after the kill
+#                            only once its record has been gone G (2.502 s
+#                            through the drift): its watchdog revokes the
+#                            lease once the class is at 0, else the lease
+#                            expires, no earlier than 2 s (TTL - keep-alive
+#                            period) after the kill
 #   a host partitioned       at its floor by its deadline (<= 3.0 s after
 #                            the cut), at 0 one orphan span (2 s) later
 #                            (<= 5.0 s), and before the other takes its floor
@@ -51,8 +53,17 @@ psp_check "... at once (<= 1.0 s)" cl_within $t_kill "$(cl_first_after 3 $t_kill
 psp_check "its share to the others (125 Mbit/s)" psp_wait_for 10 eval 'cl_applied 1 $M125 && cl_applied 2 $M125'
 psp_check "its floor too, once released (150 Mbit/s)" \
     psp_wait_for 15 eval 'cl_applied 1 $M150 && cl_applied 2 $M150'
-psp_check "... not before TTL - keep-alive period + G (4.502 s after the kill)" \
-    cl_after $t_kill "$(cl_first_after 1 $t_kill '>' $M125)" 4.502
+# Its record goes when its watchdog revokes the lease (the class at 0 by
+# then, design §11.3) or, if the watchdog did not, at the lease's expiry
+# (no earlier than TTL - keep-alive period after the kill); the floor is
+# released G after that.
+if grep -aq 'the agent is gone: lease [0-9]* revoked' "$TMP/h3.log"; then
+    gone="the watchdog revoked the lease: G" floor_after=2.502
+else
+    gone="the lease expired: TTL - keep-alive period + G" floor_after=4.502
+fi
+psp_check "... not before its record was gone G ($gone, $floor_after s after the kill)" \
+    cl_after $t_kill "$(cl_first_after 1 $t_kill '>' $M125)" $floor_after
 psp_check "... within TTL + G + 1 s (6.504 s)" cl_within $t_kill "$(cl_first_after 1 $t_kill '>' $M125)" 6.504
 
 # Host 2 partitioned from etcd.

@@ -120,9 +120,6 @@ void RateLog::write(uint64_t rate_bps) const {
         } else if (agent_gone && lease != 0 && !sh->released) {
             log_line("watchdog: the agent is gone: lease " + std::to_string(lease) +
                      " left to expire (the class is not at its fallback)");
-        } else if (agent_gone && !sh->released) {
-            log_line(std::string("watchdog: the agent is gone: no lease to revoke") +
-                     (endpoints.empty() ? " (no etcd endpoint)" : ""));
         }
         _exit(0);
     };

@@ -14,7 +14,7 @@ from typing import Any
 
 from .cluster_hosts import HERE, SINK_PORT, Options
 from .cluster_net import ClusterNet
-from .net import load_json
+from .net import became, load_json
 
 # --- traffic -----------------------------------------------------------------
 
@@ -30,10 +30,7 @@ def sink(net: ClusterNet, opt: Options, tag: str, seconds: float) -> Iterator[st
     log = path + ".log"
     p = net.spawn(net.d.cmd("nice", "-n", "-10", *traffic_cmd("sink", "--port", SINK_PORT, "--seconds",
                                                               seconds, "--out", path)), out_path=log)
-    for _ in range(100):
-        if Path(log).exists() and "listening" in Path(log).read_text():
-            break
-        time.sleep(0.05)
+    became(lambda: Path(log).exists() and "listening" in Path(log).read_text(), 5)
     try:
         yield path
     finally:

@@ -18,10 +18,9 @@ Names start with c4 (this lab's prefix) and carry the run's pid. Everything
 is removed by teardown(), also after a failure.
 """
 import json
-import time
 from typing import Any
 
-from .net import Lab, Ns, load_json
+from .net import Lab, Ns, became, load_json
 from .shapers import ONE_FRAME_BUCKET
 
 NET = "10.84"
@@ -115,10 +114,8 @@ class ClusterNet(Lab):
                               "--advertise-client-urls", client, "--listen-peer-urls", peer,
                               "--initial-advertise-peer-urls", peer, "--initial-cluster", f"c4lab={peer}",
                               "--log-level", "warn"), err_path=log_path)
-        for _ in range(200):
-            if self.r.run("curl", "-fsS", "-m", "1", f"{client}/health", check=False).find('"true"') >= 0:
-                return client
-            time.sleep(0.05)
+        if became(lambda: '"true"' in self.r.run("curl", "-fsS", "-m", "1", f"{client}/health", check=False), 10):
+            return client
         raise RuntimeError(f"etcd did not answer on {client} within 10 s (its log: {log_path})")
 
     def rtt_ms(self, host: int = 0) -> float | None:

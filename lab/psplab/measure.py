@@ -12,7 +12,7 @@ from typing import Any
 
 from scapy.utils import RawPcapReader
 
-from .net import Lab, Ns, sh
+from .net import Lab, Ns, became, sh
 
 # `pspxdp analyze -j`'s report, with "by_name": its flows by name.
 Report = dict[str, Any]
@@ -39,10 +39,7 @@ class Capture:
                                              "-s", "96", "-B", "524288", "--time-stamp-precision=nano", "-w", path),
                            err_path=self.log)
         # tcpdump is capturing once it says "listening"
-        for _ in range(50):
-            time.sleep(0.05)
-            if "listening" in Path(self.log).read_text():
-                break
+        became(lambda: "listening" in Path(self.log).read_text(), 2.5)
 
     def stop(self) -> CaptureReading:
         self.p.send_signal(signal.SIGINT)
@@ -144,7 +141,7 @@ class Frame:
     head: bytes    # what the capture kept of it
 
 
-def frames(path: str) -> Iterator[Frame]:
+def pcap_frames(path: str) -> Iterator[Frame]:
     """Every frame of a pcap (scapy's reader, nanosecond or microsecond)."""
     reader = RawPcapReader(path)
     try:
@@ -162,7 +159,7 @@ def read_pcap(path: str, port_of_interest: set[int],
     port_of_interest; wire_bytes: the L2 length (at least 60) plus
     overhead (0: the length a qdisc accounts). The byte clock itself is `pspxdp analyze`'s; this is
     only for the 10 ms bins of the time plots."""
-    for f in frames(path):
+    for f in pcap_frames(path):
         pkt, port = f.head, None
         if len(pkt) >= 38 and pkt[12:14] == b"\x08\x00" and pkt[23] in (6, 17):
             ihl = (pkt[14] & 0x0F) * 4

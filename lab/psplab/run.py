@@ -12,7 +12,7 @@ from .cluster_capture import frames, replay, tbf_queue
 from .context import RunContext
 from .flow import Flow
 from .measure import Capture, CaptureReading, CpuReading, Report
-from .net import load_json, wait_until
+from .net import became, load_json, wait_until
 from .shapers import ONE_FRAME_BUCKET, Shaper, ShaperCounters
 from .units import parse_rate_bps
 
@@ -259,10 +259,7 @@ def run_tcp(ctx: RunContext, shaper: Shaper, fifo_bytes: int, bottleneck: str, s
                            out_path=base + ".server.log")
         # The client only once the server listens (on a busy machine 0.3 s
         # was not always enough: "connection refused").
-        for _ in range(100):
-            if ":5201" in lab.d.run("ss", "-Hltn", check=False):
-                break
-            time.sleep(0.05)
+        became(lambda: ":5201" in lab.d.run("ss", "-Hltn", check=False), 5)
         cpu = measure.Cpu([shaper.daemon_pid, server.pid])
         client = lab.spawn(lab.s.cmd("nice", "-n", "-10", "iperf3", "-c", lab.ip_d, "-p", 5201, "-t", seconds,
                                      "-J"),

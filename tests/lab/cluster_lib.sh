@@ -206,6 +206,9 @@ cl_rate() {
     cl_ns "$1" "$PSPXDP" class show ${CL_P}d$1$$ -j | CL rate
 }
 
+# cl_revoked I: host I's watchdog revoked its gone agent's lease (its log says so).
+cl_revoked() { grep -aq 'the agent is gone: lease [0-9]* revoked' "$TMP/h$1.log"; }
+
 cl_cut() { ip -n ${CL_P}h$1$$ link set ${CL_P}c$1$$ down; }
 cl_heal() { ip -n ${CL_P}h$1$$ link set ${CL_P}c$1$$ up; }
 

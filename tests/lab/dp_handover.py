@@ -11,7 +11,7 @@ import sys
 
 from verdict import load
 
-from psplab.measure import frames
+from psplab.measure import pcap_frames
 
 
 def main(argv: list[str]) -> int:
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     frames_seen, longest, pauses, long_frames = 0, 0, 0, 0
     bad: list[str] = []
     peer_mac = None
-    for f in frames(f"{tmp}/cap.pcap"):  # Ethernet
+    for f in pcap_frames(f"{tmp}/cap.pcap"):  # Ethernet
         pkt = f.head
         frames_seen += 1
         longest = max(longest, f.length)

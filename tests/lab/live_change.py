@@ -20,7 +20,7 @@ import sys
 from verdict import Json, load
 
 from psplab.cli import Sub, subcommands
-from psplab.measure import frames
+from psplab.measure import pcap_frames
 
 K = 32  # frames per spacing window: smooths the VM's scheduling jitter
 
@@ -32,7 +32,7 @@ class Capture:
         self.t: list[float] = []
         self.l2: list[int] = []
         self.delivered = 0
-        for f in frames(path):
+        for f in pcap_frames(path):
             self.delivered += 1
             if f.length < 1000:  # SYN, FIN, window updates: not the data stream
                 continue

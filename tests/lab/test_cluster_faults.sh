@@ -205,7 +205,7 @@ psp_check "host killed: its share goes to the others (125 Mbit/s)" \
 # §11.3): the others raise one epoch later. Where it did not, the lease
 # expires by itself: at most the TTL (3 s) after the kill, found by etcd's
 # lessor within its 500 ms check, then one epoch (0.5 s allowed).
-if grep -aq 'the agent is gone: lease [0-9]* revoked' "$TMP/h3.log"; then
+if cl_revoked 3; then
     how="its watchdog revoked its lease: within the TTL" bound=3.0
 else
     how="its lease expired: within the TTL + etcd's 500 ms lessor check + an epoch" bound=4.0

@@ -57,7 +57,7 @@ psp_check "its floor too, once released (150 Mbit/s)" \
 # then, design §11.3) or, if the watchdog did not, at the lease's expiry
 # (no earlier than TTL - keep-alive period after the kill); the floor is
 # released G after that.
-if grep -aq 'the agent is gone: lease [0-9]* revoked' "$TMP/h3.log"; then
+if cl_revoked 3; then
     gone="the watchdog revoked the lease: G" floor_after=2.502
 else
     gone="the lease expired: TTL - keep-alive period + G" floor_after=4.502

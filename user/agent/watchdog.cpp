@@ -176,8 +176,19 @@ void RateLog::write(uint64_t rate_bps) const {
             if (read(pipe_rd, buf, sizeof buf) <= 0) agent_gone = true;
         }
         if (n > 0 && sig_fd >= 0 && p[1].revents) {
+            // A SIGTERM "from" the agent is the kernel's parent-death
+            // signal (the agent never signals its watchdog): sent when the
+            // agent's thread that forked this one exits, which under kill
+            // -9 may come before the pipe's end closes (with the last
+            // thread) and while getppid() still names the agent (another
+            // of its threads is the parent meanwhile).
             signalfd_siginfo si{};
-            if (read(sig_fd, &si, sizeof si) > 0) told = true;
+            if (read(sig_fd, &si, sizeof si) > 0) {
+                if (pid_t(si.ssi_pid) == agent)
+                    agent_gone = true;
+                else
+                    told = true;
+            }
         }
         if (getppid() != agent) agent_gone = true;
     }

@@ -726,8 +726,9 @@ TEST_CASE("clockless, the bench's tree: every class within its bound at its ceil
             const sim::SourceSpec &s = cfg.sources[k];
             const bool inner = std::any_of(cfg.sources.begin(), cfg.sources.end(),
                                            [&](const sim::SourceSpec &c) { return c.parent == k; });
-            const double bound = std::max(double(kDefaultBurstMtus),
-                                          double(s.ceil_bps) * double(kDefaultBurstFloorNs) / 8e9 / unit);
+            const double bound =
+                std::max(double(kDefaultBurstMtus),
+                         double(s.ceil_bps) * double(kDefaultBurstFloorNs) / 8e9 / unit);
             const double burst = burst_at(r, k, s.ceil_bps, uint64_t(unit));
             if (report_wanted() && (k < 3))
                 std::printf("%s: class %u burst at its ceil %.2f MTU (bound %.2f)\n",

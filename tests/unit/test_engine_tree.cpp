@@ -601,6 +601,44 @@ TEST_CASE("the ISP-like tree delivers every leaf's share, every class within its
     tree_exact(isp_tree(true, 0), "ISP, spread rates, 3 lone subscribers", 300 * ms, 1e-3, 2.0);
 }
 
+namespace {
+
+// The daemon's default clockless run (1 Gbit/s line, the default bound: 3
+// MTU, or 150 us of the rate if more) for run_ns, in the simulator.
+sim::SimConfig daemon_clockless(uint64_t run_ns) {
+    sim::SimConfig cfg;
+    cfg.engine.line_rate_bps = 1'000'000'000;
+    cfg.engine.clockless = true;
+    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
+    cfg.max_class_frames = UINT64_MAX;
+    cfg.max_ns = run_ns;
+    return cfg;
+}
+
+// A class of the tree, its source index returned: silent (an inner class,
+// or an idle leaf: offered 0), or offered offered_bps all along (64 frames
+// queued at most).
+uint32_t tree_class(sim::SimConfig &cfg, uint64_t rate, uint64_t ceil, uint32_t parent,
+                    uint32_t prio, uint64_t offered = 0) {
+    sim::SourceSpec s;
+    s.name = std::to_string(cfg.sources.size());
+    s.rate_bps = rate;
+    s.ceil_bps = ceil;
+    s.parent = parent;
+    s.prio = prio;
+    s.greedy = false;
+    if (offered) {
+        s.offered_bps = offered;
+        s.on_ns = 100 * cfg.max_ns;
+        s.off_ns = 100 * cfg.max_ns;
+        s.queue_limit = 64;
+    }
+    cfg.sources.push_back(s);
+    return uint32_t(cfg.sources.size() - 1);
+}
+
+} // namespace
+
 TEST_CASE("clockless, a prio-0 class does not wait behind a sibling's borrowed batch",
           "[engine][tree][prio]") {
     // docs/results/2026-11-28-tree-vs-htb-fair, the priority case: under a
@@ -614,31 +652,13 @@ TEST_CASE("clockless, a prio-0 class does not wait behind a sibling's borrowed b
     // ones (docs/design.md §3.12, "Clockless, in batches"), so they never
     // leave the parent's ceil closed to a due frame.
     const uint64_t Mb = 1'000'000, ms = 1'000'000;
-    sim::SimConfig cfg;
-    cfg.engine.line_rate_bps = 1000 * Mb;
-    cfg.engine.clockless = true;
-    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
-    cfg.max_class_frames = UINT64_MAX;
-    cfg.max_ns = 200 * ms;
-    auto source = [&](uint64_t rate, uint64_t ceil, uint32_t parent, uint32_t prio) {
-        sim::SourceSpec s;
-        s.name = std::to_string(cfg.sources.size());
-        s.rate_bps = rate;
-        s.ceil_bps = ceil;
-        s.parent = parent;
-        s.prio = prio;
-        s.greedy = false;
-        cfg.sources.push_back(s);
-        return &cfg.sources.back();
-    };
-    source(100 * Mb, 100 * Mb, kNone, 0);
-    sim::SourceSpec *lat = source(10 * Mb, 100 * Mb, 0, 0);
-    lat->offered_bps = 1 * Mb;
-    lat->min_len = lat->max_len = 200;
-    lat->start_ns = 10 * ms; // the bulk has filled its batches by then
-    lat->on_ns = 10 * cfg.max_ns;
-    lat->off_ns = 10 * cfg.max_ns;
-    source(10 * Mb, 100 * Mb, 0, 1)->greedy = true;
+    sim::SimConfig cfg = daemon_clockless(200 * ms);
+    tree_class(cfg, 100 * Mb, 100 * Mb, kNone, 0);
+    const uint32_t lat = tree_class(cfg, 10 * Mb, 100 * Mb, 0, 0, 1 * Mb);
+    cfg.sources[lat].min_len = cfg.sources[lat].max_len = 200;
+    cfg.sources[lat].start_ns = 10 * ms; // the bulk has filled its batches by then
+    cfg.sources[tree_class(cfg, 10 * Mb, 100 * Mb, 0, 1)].greedy = true;
+    const uint64_t lat_start = cfg.sources[lat].start_ns;
     const Framing f = cfg.engine.framing;
     const long double period = (long double)f.l2_bytes(200) * 8e9L / (long double)(1 * Mb);
     const struct {
@@ -650,7 +670,7 @@ TEST_CASE("clockless, a prio-0 class does not wait behind a sibling's borrowed b
         const TreeRun r = run_tree(cfg);
         std::vector<uint64_t> delay;
         for (const TreeFrame &fr : r.frames[1]) {
-            const uint64_t arrival = uint64_t(lat->start_ns + (long double)delay.size() * period);
+            const uint64_t arrival = uint64_t(lat_start + (long double)delay.size() * period);
             REQUIRE(fr.start_ns >= arrival);
             delay.push_back(fr.start_ns - arrival);
         }
@@ -690,32 +710,12 @@ TEST_CASE("clockless, the bench's tree: every class within its bound at its ceil
     // Held with a perfect timer and with this machine's (sim/lateness.hpp):
     // the rest of the 8.4 is between the daemon's decision and the capture.
     const uint64_t Mb = 1'000'000, ms = 1'000'000;
-    sim::SimConfig cfg;
-    cfg.engine.line_rate_bps = 1000 * Mb;
-    cfg.engine.clockless = true;
-    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
-    cfg.max_class_frames = UINT64_MAX;
-    cfg.max_ns = 300 * ms;
-    auto source = [&](uint64_t rate, uint64_t ceil, uint32_t parent, uint64_t offered) {
-        sim::SourceSpec s;
-        s.name = std::to_string(cfg.sources.size());
-        s.rate_bps = rate;
-        s.ceil_bps = ceil;
-        s.parent = parent;
-        s.greedy = false;
-        if (offered) {
-            s.offered_bps = offered;
-            s.on_ns = 100 * cfg.max_ns;
-            s.off_ns = 100 * cfg.max_ns;
-            s.queue_limit = 64;
-        }
-        cfg.sources.push_back(s);
-    };
-    source(400 * Mb, 400 * Mb, kNone, 0);
+    sim::SimConfig cfg = daemon_clockless(300 * ms);
+    tree_class(cfg, 400 * Mb, 400 * Mb, kNone, 0);
     for (uint32_t site = 0; site < 4; ++site) {
-        const uint32_t p = uint32_t(cfg.sources.size());
-        source(80 * Mb, 160 * Mb, 0, 0);
-        for (uint32_t i = 0; i < 5; ++i) source(16 * Mb, 48 * Mb, p, i < 3 ? 60 * Mb : 0);
+        const uint32_t p = tree_class(cfg, 80 * Mb, 160 * Mb, 0, 0);
+        for (uint32_t i = 0; i < 5; ++i)
+            tree_class(cfg, 16 * Mb, 48 * Mb, p, 0, i < 3 ? 60 * Mb : 0);
     }
     const double unit = double(cfg.engine.framing.mtu_unit_bytes());
     for (const sim::LatenessTable *sleep :

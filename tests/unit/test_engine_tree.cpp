@@ -441,6 +441,44 @@ bool report_wanted() { return std::getenv("PSPXDP_TREE_REPORT") != nullptr; }
 
 } // namespace
 
+namespace {
+
+// The daemon's default clockless run (1 Gbit/s line, the default bound: 3
+// MTU, or 150 us of the rate if more) for run_ns, in the simulator.
+sim::SimConfig daemon_clockless(uint64_t run_ns) {
+    sim::SimConfig cfg;
+    cfg.engine.line_rate_bps = 1'000'000'000;
+    cfg.engine.clockless = true;
+    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
+    cfg.max_class_frames = UINT64_MAX;
+    cfg.max_ns = run_ns;
+    return cfg;
+}
+
+// A class of the tree, its source index returned: silent (an inner class,
+// or an idle leaf: offered 0), or offered offered_bps (64 frames queued at
+// most) for on_ns (0: all along), then silent.
+uint32_t tree_class(sim::SimConfig &cfg, uint64_t rate, uint64_t ceil, uint32_t parent,
+                    uint32_t prio, uint64_t offered = 0, uint64_t on_ns = 0) {
+    sim::SourceSpec s;
+    s.name = std::to_string(cfg.sources.size());
+    s.rate_bps = rate;
+    s.ceil_bps = ceil;
+    s.parent = parent;
+    s.prio = prio;
+    s.greedy = false;
+    if (offered) {
+        s.offered_bps = offered;
+        s.on_ns = on_ns ? on_ns : 100 * cfg.max_ns;
+        s.off_ns = 100 * cfg.max_ns;
+        s.queue_limit = 64;
+    }
+    cfg.sources.push_back(s);
+    return uint32_t(cfg.sources.size() - 1);
+}
+
+} // namespace
+
 TEST_CASE("the tree of the real-time comparison, engine only, finite load",
           "[engine][tree][load]") {
     // docs/results/2026-11-28-tree-vs-htb: a 400 Mbit/s root on a 1 Gbit/s
@@ -451,34 +489,14 @@ TEST_CASE("the tree of the real-time comparison, engine only, finite load",
     // against the water-filling, per class its burst at its ceil.
     const uint64_t Mb = 1'000'000, ms = 1'000'000, phase = 200 * ms;
     std::vector<Fluid> t{{400 * Mb, 400 * Mb, kNone, 0, false}};
-    sim::SimConfig cfg;
-    cfg.engine.line_rate_bps = 1000 * Mb;
-    // The daemon's default bound (at least 150 us of the rate, §4.5).
-    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
-    cfg.max_class_frames = UINT64_MAX;
-    cfg.max_ns = 2 * phase;
-    auto source = [&](uint64_t rate, uint64_t ceil, uint32_t parent, uint32_t prio,
-                      uint64_t on_ns) {
-        sim::SourceSpec s;
-        s.name = std::to_string(cfg.sources.size());
-        s.rate_bps = rate;
-        s.ceil_bps = ceil;
-        s.parent = parent;
-        s.prio = prio;
-        s.greedy = false;
-        if (on_ns) {
-            s.offered_bps = 100 * Mb;
-            s.on_ns = on_ns;
-            s.off_ns = 100 * phase;
-            s.queue_limit = 64;
-        }
-        cfg.sources.push_back(s);
-    };
-    source(400 * Mb, 400 * Mb, kNone, 0, 0);
+    // The daemon's default bound (at least 150 us of the rate, §4.5); the
+    // clock is set per mode below.
+    sim::SimConfig cfg = daemon_clockless(2 * phase);
+    tree_class(cfg, 400 * Mb, 400 * Mb, kNone, 0);
     for (uint32_t site = 0; site < 2; ++site) {
-        const uint32_t p = uint32_t(cfg.sources.size());
-        source(150 * Mb, 300 * Mb, 0, 0, 0);
-        for (uint32_t i = 0; i < 3; ++i) source(30 * Mb, 120 * Mb, p, i == 2, (2 - site) * phase);
+        const uint32_t p = tree_class(cfg, 150 * Mb, 300 * Mb, 0, 0);
+        for (uint32_t i = 0; i < 3; ++i)
+            tree_class(cfg, 30 * Mb, 120 * Mb, p, i == 2, 100 * Mb, (2 - site) * phase);
     }
     struct Mode {
         const char *name;
@@ -600,44 +618,6 @@ TEST_CASE("the ISP-like tree delivers every leaf's share, every class within its
     tree_exact(isp_tree(false, 0), "ISP, equal rates, 3 lone subscribers", 300 * ms, 1e-3, 2.0);
     tree_exact(isp_tree(true, 0), "ISP, spread rates, 3 lone subscribers", 300 * ms, 1e-3, 2.0);
 }
-
-namespace {
-
-// The daemon's default clockless run (1 Gbit/s line, the default bound: 3
-// MTU, or 150 us of the rate if more) for run_ns, in the simulator.
-sim::SimConfig daemon_clockless(uint64_t run_ns) {
-    sim::SimConfig cfg;
-    cfg.engine.line_rate_bps = 1'000'000'000;
-    cfg.engine.clockless = true;
-    cfg.engine.burst_floor_ns = kDefaultBurstFloorNs;
-    cfg.max_class_frames = UINT64_MAX;
-    cfg.max_ns = run_ns;
-    return cfg;
-}
-
-// A class of the tree, its source index returned: silent (an inner class,
-// or an idle leaf: offered 0), or offered offered_bps all along (64 frames
-// queued at most).
-uint32_t tree_class(sim::SimConfig &cfg, uint64_t rate, uint64_t ceil, uint32_t parent,
-                    uint32_t prio, uint64_t offered = 0) {
-    sim::SourceSpec s;
-    s.name = std::to_string(cfg.sources.size());
-    s.rate_bps = rate;
-    s.ceil_bps = ceil;
-    s.parent = parent;
-    s.prio = prio;
-    s.greedy = false;
-    if (offered) {
-        s.offered_bps = offered;
-        s.on_ns = 100 * cfg.max_ns;
-        s.off_ns = 100 * cfg.max_ns;
-        s.queue_limit = 64;
-    }
-    cfg.sources.push_back(s);
-    return uint32_t(cfg.sources.size() - 1);
-}
-
-} // namespace
 
 TEST_CASE("clockless, a prio-0 class does not wait behind a sibling's borrowed batch",
           "[engine][tree][prio]") {

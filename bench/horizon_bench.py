@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from psplab.cli import Sub, subcommands
+from psplab.report import Table
 
 Json = dict[str, Any]
 
@@ -93,24 +94,17 @@ def make_row(out: str, table: str, mode: str, load_name: str, t0: float, t1: flo
 def report(rows_path: str) -> None:
     with open(rows_path) as fh:
         rows = [json.loads(line) for line in fh]
-    def head(*lines: str, cols: list[str]) -> None:
-        """A table's title lines, its column header and the Markdown rule under it."""
-        for line in lines:
-            print(line)
-        print("| " + " | ".join(cols) + " |")
-        print("|" + "---|" * len(cols))
     a = [r for r in rows if r["table"] == "A"]
     if a:
-        head("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)",
-             cols=["load", "mode", "daemon CPU %", "PAUSE/s", "PAUSE share", "classes judged", "burst real MTU",
+        t = Table("A. pspxdp: gap horizon and clockless (1 Gbit/s veth wire; mix: worst class)",
+                  ["load", "mode", "daemon CPU %", "PAUSE/s", "PAUSE share", "classes judged", "burst real MTU",
                    "burst byte MTU", "rate err real %", "rate err byte %", "late wake-ups", "underruns"])
         for r in sorted(a, key=lambda r: (r["load"], ["H=inf", "H=50us", "clockless"].index(r["mode"]))):
-            print(f"| {r['load']} | {r['mode']} | {f(r['daemon_cpu_pct'], '.1f')} | {f(r['pause_per_s'], '.0f')} | "
-                  f"{f(r['pause_share'] and r['pause_share'] * 100, '.1f')} % | {r['judged']} | "
-                  f"{f(r['burst_real_mtu'], '.2f')} | "
-                  f"{f(r['burst_byte_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | "
-                  f"{f(r['rate_err_byte_pct'], '+.3f')} | "
-                  f"{f(r['late_wakeups'], 'd')} | {f(r['underruns'], 'd')} |")
+            t.add(r["load"], r["mode"], f(r["daemon_cpu_pct"], ".1f"), f(r["pause_per_s"], ".0f"),
+                  f"{f(r['pause_share'] and r['pause_share'] * 100, '.1f')} %", r["judged"],
+                  f(r["burst_real_mtu"], ".2f"), f(r["burst_byte_mtu"], ".2f"), f(r["rate_err_pct"], "+.3f"),
+                  f(r["rate_err_byte_pct"], "+.3f"), f(r["late_wakeups"], "d"), f(r["underruns"], "d"))
+        print(t.markdown())
         print("\nA, per class: target -> offered by the sender / got (real time), burst real / byte MTU")
         for r in a:
             print(f"  {r['load']:>4} {r['mode']:<10} " + "; ".join(
@@ -118,20 +112,21 @@ def report(rows_path: str) -> None:
                 f" {c['real']:.2f}/{c['byte']:.2f}" for c in r["classes"]))
     b = [r for r in rows if r["table"] == "B"]
     if b:
-        head("", "B. one flow, real time: pspxdp clockless beside tbf and htb (root qdisc of the veth)",
-             cols=["rate", "shaper", "burst at target (real time) MTU", "rate err %", "machine CPU cores",
+        t = Table("B. one flow, real time: pspxdp clockless beside tbf and htb (root qdisc of the veth)",
+                  ["rate", "shaper", "burst at target (real time) MTU", "rate err %", "machine CPU cores",
                    "daemon CPU %"])
         for r in b:
-            print(f"| {r['load']} | {r['mode']} | {f(r['burst_real_mtu'], '.2f')} | {f(r['rate_err_pct'], '+.3f')} | "
-                  f"{f(r['machine_cores'], '.2f')} | {f(r['daemon_cpu_pct'], '.1f')} |")
+            t.add(r["load"], r["mode"], f(r["burst_real_mtu"], ".2f"), f(r["rate_err_pct"], "+.3f"),
+                  f(r["machine_cores"], ".2f"), f(r["daemon_cpu_pct"], ".1f"))
+        print()
+        print(t.markdown())
     c = [r for r in rows if r["table"] == "C"]
     if c:
-        head("", "C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside tbf "
-             "burst N MTU",
-             "(min..max over the runs; rate err: the worst run's, sign kept, and the median run's)",
-             cols=["bound", "rate", "shaper", "runs", "burst at target MTU", "rate err % worst", "median",
-                   "machine CPU cores",
-                   "daemon CPU %", "late_lost ms"])
+        t = Table("C. the burst bound, one flow, real time, steady state: pspxdp clockless --burst N MTU beside "
+                  "tbf burst N MTU",
+                  ["bound", "rate", "shaper", "runs", "burst at target MTU", "rate err % worst", "median",
+                   "machine CPU cores", "daemon CPU %", "late_lost ms"],
+                  ["min..max over the runs; rate err: the worst run's, sign kept, and the median run's"])
 
         def key(r: Json) -> tuple[int, str, str]:  # bound, rate, shaper
             return int(r["mode"].split()[1]), r["load"], r["mode"].split()[0]
@@ -149,17 +144,19 @@ def report(rows_path: str) -> None:
             errs = [r["rate_err_pct"] for r in rs if r["rate_err_pct"] is not None]
             worst = max(errs, key=abs, default=None)
             median = statistics.median(errs) if errs else None
-            print(f"| {k[0]} | {k[1]} | {k[2]} | {len(rs)} | {span([r['burst_real_mtu'] for r in rs], '.2f')} | "
-                  f"{f(worst, '+.3f')} | {f(median, '+.3f')} | {span([r['machine_cores'] for r in rs], '.2f')} | "
-                  f"{span([r['daemon_cpu_pct'] for r in rs], '.1f')} | "
-                  f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
+            t.add(k[0], k[1], k[2], len(rs), span([r["burst_real_mtu"] for r in rs], ".2f"), f(worst, "+.3f"),
+                  f(median, "+.3f"), span([r["machine_cores"] for r in rs], ".2f"),
+                  span([r["daemon_cpu_pct"] for r in rs], ".1f"),
+                  span([r["late_lost_ns"] and r["late_lost_ns"] / 1e6 for r in rs], ".2f"))
+        print()
+        print(t.markdown())
         mix = [r for r in c if r["load"] == "mix"]
         if mix:
-            head("", "C, the three-class mix beside a greedy unclassified flow (pspxdp; per class: rate err % "
-                 "worst run, burst MTU max;",
-                 "offered: the least any run's sender offered, % of the target)",
-                 cols=["bound", "runs", "333 Mbit/s", "77 Mbit/s IPv6", "21.5 Mbit/s random sizes", "offered %",
-                       "machine CPU cores", "late_lost ms"])
+            t = Table("C, the three-class mix beside a greedy unclassified flow (pspxdp)",
+                      ["bound", "runs", "333 Mbit/s", "77 Mbit/s IPv6", "21.5 Mbit/s random sizes", "offered %",
+                       "machine CPU cores", "late_lost ms"],
+                      ["per class: rate err % worst run / burst MTU max; offered: the least any run's sender "
+                       "offered, % of the target"])
             for mtus in sorted({int(r["mode"].split()[1]) for r in mix}):
                 rs = [r for r in mix if int(r["mode"].split()[1]) == mtus]
                 cells: list[str] = []
@@ -170,10 +167,11 @@ def report(rows_path: str) -> None:
                     burst = max((x["real"] for x in cl), default=None)
                     cells.append(f"{f(w, '+.3f')} % / {f(burst, '.2f')}")
                     offered.append(min((x["offered"] / x["target"] * 100 for x in cl if x["offered"]), default=None))
-                cells.append("/".join(f(o, '.0f') for o in offered))
-                print(f"| {mtus} | {len(rs)} | " + " | ".join(cells)
-                      + f" | {span([r['machine_cores'] for r in rs], '.2f')} | "
-                      f"{span([r['late_lost_ns'] and r['late_lost_ns'] / 1e6 for r in rs], '.2f')} |")
+                cells.append("/".join(f(o, ".0f") for o in offered))
+                t.add(mtus, len(rs), *cells, span([r["machine_cores"] for r in rs], ".2f"),
+                      span([r["late_lost_ns"] and r["late_lost_ns"] / 1e6 for r in rs], ".2f"))
+            print()
+            print(t.markdown())
     drops = [r["capture_drops"] for r in rows if r["capture_drops"]]
     if drops:
         print(f"\ncapture drops in some runs: {drops} (those rows' figures are less certain)")

@@ -24,12 +24,15 @@
 # classes.csv, priority.csv, rate-over-time.png). A measurement, not a
 # test: run it under /work/wt/measure on a machine as quiet as can be.
 #
-#   bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--results ROOT]
+#   bench/run_tree_htb.sh [--phase S] [--only tree|prio] [--leaf-limit TIME] [--spin] [--results ROOT]
 #     --phase S: seconds per phase of the tree case (default 4; 3..30)
 #     --only tree|prio: one case (default both)
 #     --leaf-limit TIME: the tree case's pspxdp leaves get `limit TIME`
 #       (e.g. 50ms; default: the class default); the folder is then
 #       <date>-tree-vs-htb-fair-limit-TIME
+#     --spin: pspxdp attaches with --spin (the daemon busy-polls while
+#       backlogged, so it sees an arriving frame at once instead of
+#       napping through a planned idle); the folder gets -spin
 #     --results ROOT: where the results folder goes (default build/results;
 #       docs/results to publish)
 set -u
@@ -37,6 +40,7 @@ PHASE=4
 PRIO_S=6
 ONLY=
 LIMIT=
+SPIN=
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$HERE/../build/results
 COMMAND="bench/run_tree_htb.sh $*"
@@ -45,8 +49,9 @@ while (($#)); do
     --phase) PHASE=${2:?}; shift 2 ;;
     --only) ONLY=${2:?}; shift 2 ;;
     --leaf-limit) LIMIT=${2:?}; shift 2 ;;
+    --spin) SPIN=--spin; shift ;;
     --results) ROOT=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_tree_htb: unknown argument \"$1\"" >&2; exit 2 ;;
     esac
 done
@@ -76,6 +81,7 @@ shaper_on() {
     pspxdp/*)
         local extra=() limit=()
         [[ $clock == byte ]] && extra=(--gap-horizon inf)
+        [[ -n $SPIN ]] && extra+=(--spin)
         [[ $case == tree && -n $LIMIT ]] && limit=(--leaf-limit "$LIMIT")
         $n "$PSPXDP" attach "$dev" --line-rate 1gbit --clock "$clock" "${extra[@]}" >/dev/null || die "attach failed"
         while read -r line; do
@@ -182,5 +188,5 @@ if [[ $ONLY != tree ]]; then
 fi
 LOAD_AFTER=$(uptime)
 "${TREE[@]}" report --results "$ROOT" --phase "$PHASE" --prio-seconds "$PRIO_S" --command "$COMMAND" \
-    --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" ${LIMIT:+--leaf-limit "$LIMIT"} \
+    --load-before "$LOAD_BEFORE" --load-after "$LOAD_AFTER" --pspxdp "$PSPXDP" ${LIMIT:+--leaf-limit "$LIMIT"} $SPIN \
     "${TREE_RUNS[@]}" "${PRIO_RUNS[@]}"

@@ -654,7 +654,7 @@ def plot(res: report.Results, traces: dict[str, Trace], phase_s: float) -> None:
 
 
 def do_report(a: argparse.Namespace) -> None:
-    what = "tree-vs-htb-fair" + (f"-limit-{a.leaf_limit}" if a.leaf_limit else "")
+    what = "tree-vs-htb-fair" + (f"-limit-{a.leaf_limit}" if a.leaf_limit else "") + ("-spin" if a.spin else "")
     res = report.Results(a.results, what, a.command, report.now())
     rows: list[ClassRow] = []
     traces: dict[str, Trace] = {}
@@ -687,7 +687,8 @@ def do_report(a: argparse.Namespace) -> None:
         plot(res, traces, a.phase)
     tree = "\n".join(f"    pspxdp class set DEV {line}" for line in pspxdp_classes(tree_of("tree"), a.leaf_limit))
     prio = "\n".join(f"    pspxdp class set DEV {line}" for line in pspxdp_classes(tree_of("prio")))
-    runs = "\n".join(f"- {label(r)}: {w}" for r, w in RUN_WORDS.items())
+    runs = "\n".join(f"- {label(r)}: {w}" + (" --spin" if a.spin and r.startswith("pspxdp") else "")
+                     for r, w in RUN_WORDS.items())
     res.finish(f"""Question: on the same tree and the same offered load (one sender process
 per subscriber), how close do pspxdp's class tree (design §3.12) and
 Linux htb come to the ideal allocation per class, how bursty is each level,
@@ -810,6 +811,7 @@ def main(argv: Sequence[str]) -> int:
     rp.add_argument("--load-after", required=True)
     rp.add_argument("--pspxdp", required=True)
     rp.add_argument("--leaf-limit", default="", help="the pspxdp leaves' limit the run used (default: none given)")
+    rp.add_argument("--spin", action="store_true", help="pspxdp attached with --spin (busy-polls while backlogged)")
     rp.add_argument("--tree", action="append", default=[], help="SHAPER/CLOCK=PREFIX")
     rp.add_argument("--prio", action="append", default=[], help="SHAPER/CLOCK=PREFIX")
     a = p.parse_args(argv)

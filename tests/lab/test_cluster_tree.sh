@@ -70,6 +70,10 @@ psp_check "1:10's ceil is the share (100), its leaves' ceils within it, no tree 
     psp_wait_for 10 tree_is $((100 * M))
 psp_check "status: the group's class is inner, 2 classes below it" \
     psp_wait_for 5 cl_state 1 "s['classes_below'] == 2 and s['class_ceil_bps'] == 100 * 10**6"
+cl_ns 1 "$PSPXDP" group show $CL_GROUP --etcd "$CL_ENDPOINTS" -j >"$TMP/group.json"
+psp_check "group show: h1's class 1:10 is inner (2 classes below it), h2's and h3's have none" \
+    psp_json_is "$TMP/group.json" '({m["host"]: (m["classid"], m["classes_below"]) for m in d["members"]}
+        == {"h1": ("1:10", 2), "h2": ("1:1", 0), "h3": ("1:1", 0)})'
 H1 save $D1 >"$TMP/before"
 psp_check "refused: a leaf inside the joined subtree (exit 2, one line, nothing changed)" \
     refused inside "is inside class 1:10, which a group holds" --class 1:11

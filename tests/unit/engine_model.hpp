@@ -648,6 +648,15 @@ class ModelEngine {
         const uint64_t reach = k_split(c).second;
         return c.kclock > reach ? c.kclock - reach : 0;
     }
+    // A borrowed frame: the reach less a largest frame at the ceil (and a
+    // byte time for a charge's remainder, and one to spare).
+    uint64_t open_borrow(const C &c) const {
+        const uint64_t reach = k_split(c).second;
+        const uint64_t frame =
+            uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * cfg_.line_rate_bps / c.ceil) + 2;
+        const uint64_t b = !cfg_.clockless || reach <= frame ? 0 : reach - frame;
+        return c.kclock > b ? c.kclock - b : 0;
+    }
     // Clockless, the wake-up a batch after a tree's path opens: the least
     // reach of a ceil clock; the line-rate model's run-ahead for borrowed
     // frames: the reach of the default bound at M.
@@ -690,8 +699,8 @@ class ModelEngine {
             if (cls_[j].used && cls_[j].parent == k) any = true, m = std::min(m, t_of(j));
         if (k == kNone) return m;
         const C &c = cls_[k];
-        if (!any) return c.state == Backlogged && c.rate ? open(c) : UINT64_MAX;
-        return m == UINT64_MAX ? UINT64_MAX : std::max(open(c), m);
+        if (!any) return c.state == Backlogged && c.rate ? open_borrow(c) : UINT64_MAX;
+        return m == UINT64_MAX ? UINT64_MAX : std::max(open_borrow(c), m);
     }
     bool borrowable(uint32_t k) const { return t_of(k) <= g_; }
     bool due(const C &c) const {

@@ -892,6 +892,28 @@ TEST_CASE("class trees: tc's words, printed back, and every refusal", "[cli][con
     CHECK(control::check_rates(chain, G, "eth0", 1500).ok());
     CHECK(tree_error({spec({"1:1", "900mbit", "ceil", "2gbit"})}) ==
           "class 1:1: ceil 2Gbit is above the line rate 1Gbit of eth0");
+    // A ceil below the rate that did not come through the parser (a map, a
+    // group's share, a rate raised under a stored ceil): refused by the
+    // tree's check as by the parser, one line, exit 2, for a leaf and for a
+    // top-level class; and by check_config (apply, attach --config) before
+    // anything is written.
+    control::ClassSpec low = spec({"1:1", "900mbit", "ceil", "1gbit"});
+    low.ceil_bps = 100'000'000;
+    CHECK(tree_error({low}) == "class 1:1: ceil 100Mbit is below its rate 900Mbit");
+    control::ClassSpec low_leaf = a;
+    low_leaf.rate_bps = 400'000'000;
+    low_leaf.ceil_bps = 350'000'000;
+    CHECK(tree_error({root_c, low_leaf}) == "class 1:10: ceil 350Mbit is below its rate 400Mbit");
+    CHECK(control::check_tree({root_c, low_leaf}).exit_code() == 2);
+    {
+        control::Config lc;
+        lc.classes = {low, spec({"1:ffff", "normal"})};
+        lc.classes[0].line = 3;
+        auto r = control::check_config(lc, G, 0x1ffff, "eth0", 1500);
+        REQUIRE(!r.ok());
+        CHECK(r.exit_code() == 2);
+        CHECK(r.error() == "line 3: class 1:1: ceil 100Mbit is below its rate 900Mbit");
+    }
 
     // A filter or the default class on a class with children.
     control::Config c;

@@ -155,6 +155,14 @@ TEST_CASE("group keys: JSON both ways and a view kept by events", "[cluster]") {
     r2 = agent::parse_roster(agent::roster_json(r));
     REQUIRE(r2);
     CHECK(r2->orphan_after_ns == 2'000'000'000);
+    // An inner class's member (docs/design.md §11.10): how many classes are
+    // below it, for group show; left out when 0 (rosters written before).
+    CHECK(agent::roster_json(r).find("classes_below") == std::string::npos);
+    r.members["h2"].classes_below = 5;
+    r2 = agent::parse_roster(agent::roster_json(r));
+    REQUIRE(r2);
+    CHECK(r2->members.at("h2").classes_below == 5);
+    CHECK(r2->members.at("h1").classes_below == 0);
     cluster::Allocation a{4, {{"h1", 600}, {"h2", 400}}};
     auto a2 = agent::parse_alloc(agent::alloc_json(a));
     REQUIRE(a2);

@@ -34,6 +34,7 @@ struct AgentConfig {
     std::string host; // the member's name in the group
     uint64_t budget_bps = 0;
     uint32_t classid = 0;
+    uint32_t classes_below = 0; // the class's subtree less itself (roster, `group show`)
     uint32_t weight = 1;
     uint64_t floor_bps = 0;
     std::string log_path; // the applied-rate log; empty: default_log_path

@@ -22,8 +22,11 @@ Result<void> check_name(std::string_view what, std::string_view name) {
 
 std::string roster_json(const cluster::Roster &r) {
     Json members = Json::object();
-    for (const auto &[host, m] : r.members)
+    for (const auto &[host, m] : r.members) {
         members[host] = {{"floor_bps", m.floor_bps}, {"weight", m.weight}, {"classid", m.classid}};
+        // Left out when 0 (a class without children): the rosters written before.
+        if (m.classes_below) members[host]["classes_below"] = m.classes_below;
+    }
     Json j{{"budget_bps", r.budget_bps}, {"members", members}};
     // Left out when 0 (floors never released): the rosters written before.
     if (r.orphan_after_ns) j["orphan_after_ns"] = r.orphan_after_ns;
@@ -66,7 +69,7 @@ Result<cluster::Roster> parse_roster(std::string_view text) {
         for (const auto &[host, m] : j.at("members").items())
             r.members[host] =
                 cluster::Member{m.at("floor_bps").get<uint64_t>(), m.at("weight").get<uint32_t>(),
-                                m.at("classid").get<uint32_t>()};
+                                m.at("classid").get<uint32_t>(), m.value("classes_below", 0u)};
         return r;
     });
 }

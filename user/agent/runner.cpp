@@ -54,8 +54,9 @@ class Runner final : public cluster::Effects {
   public:
     Runner(const AgentConfig &cfg, Shared *sh, RateLog log, pid_t watchdog)
         : cfg_(cfg), keys_(cfg.group), sh_(sh), log_(log), watchdog_(watchdog),
-          proto_(cfg.host, cluster::Member{cfg.floor_bps, cfg.weight, cfg.classid}, cfg.budget_bps,
-                 cfg.timing, *this) {
+          proto_(cfg.host,
+                 cluster::Member{cfg.floor_bps, cfg.weight, cfg.classid, cfg.classes_below},
+                 cfg.budget_bps, cfg.timing, *this) {
         proto_.set_identity(node_name(), boot_id() + "/" + cfg.dev + "/" +
                                              format_classid(ClassId::from_raw(cfg.classid)));
     }

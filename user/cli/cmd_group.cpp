@@ -67,6 +67,7 @@ int run_join(const Args &args) {
     if (auto r = control::check_group_class(config->classes, cfg.classid, cfg.floor_bps, cfg.dev);
         !r)
         return fail(r);
+    cfg.classes_below = uint32_t(control::subtree_ids(config->classes, cfg.classid).size() - 1);
     // The agent's own etcd requests must not go through the class it
     // holds at 0 while it joins (every request would time out).
     if (auto r = agent::check_etcd_path(d.value(), cfg); !r) return fail(r);
@@ -113,6 +114,7 @@ int run_show(const Args &args) {
     bool all_acked = cluster::all_acknowledged(*view);
     Table t({{"host", "host", false},
              {"class", "classid", false},
+             {"below", "classes_below"},
              {"floor", "floor_bps"},
              {"weight", "weight"},
              {"live", "live", false},
@@ -128,6 +130,8 @@ int run_show(const Args &args) {
         t.row();
         t.text(host);
         t.text(format_classid(ClassId::from_raw(m.classid)));
+        // An inner class (§11.10): the share is its subtree's ceil.
+        t.integer(m.classes_below);
         t.number(format_rate(m.floor_bps), double(m.floor_bps));
         t.integer(m.weight);
         t.text(is_live ? "yes" : "no");
@@ -358,7 +362,9 @@ const Command kGroup = {
     "  the group accepts it.\n"
     "leave DEV --group NAME: stops that agent; it leaves the group and the class\n"
     "  gets its own rate back (or the agent says in one line what it leaves).\n"
-    "show NAME --etcd URLS [-j]: members, demand, allocation, applied rate, epoch.\n"
+    "show NAME --etcd URLS [-j]: members, demand, allocation, applied rate, epoch;\n"
+    "  below: how many classes are below a member's class (an inner class: the\n"
+    "  share is its subtree's ceil, design §11.10).\n"
     "budget NAME RATE --etcd URLS: changes a live group's budget (the floors must\n"
     "  fit); the members follow epoch by epoch, the sum never above the old budget\n"
     "  or, once all follow, the new one. Members joining later give the new one.\n"

@@ -21,6 +21,9 @@ struct Member {
     uint64_t floor_bps = 0;
     uint32_t weight = 1;
     uint32_t classid = 0; // the class on that host, for `group show`
+    // How many classes are below it there (an inner class, docs/design.md
+    // §11.10: the share is its subtree's ceil), for `group show`.
+    uint32_t classes_below = 0;
     friend bool operator==(const Member &, const Member &) = default;
 };
 

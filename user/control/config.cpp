@@ -173,6 +173,16 @@ static Result<void> take_tree_words(std::vector<std::string> &words, ClassSpec &
     return {};
 }
 
+// A ceil below the rate (0 is the rate): the parser's refusal, and
+// check_tree()'s for classes that did not come through the parser (a map,
+// a group's share, a rate raised under a stored ceil).
+static Result<void> check_ceil(const ClassSpec &c, const std::string &cls) {
+    if (c.ceil_bps && c.ceil_bps < c.rate_bps)
+        return refuse(cls + ": ceil " + format_rate(c.ceil_bps) + " is below its rate " +
+                      format_rate(c.rate_bps));
+    return {};
+}
+
 Result<ClassSpec> parse_class_spec(std::span<const std::string> given) {
     if (given.empty()) return refuse("missing CLASSID (e.g. 1:1)");
     ClassSpec c;
@@ -261,9 +271,7 @@ Result<ClassSpec> parse_class_spec(std::span<const std::string> given) {
     if (!c.paced() && c.parent)
         return refuse(cls + ": a normal class cannot have a parent (it fills the wire's gaps; "
                             "give the class a rate to place it in a tree)");
-    if (c.ceil_bps && c.ceil_bps < c.rate_bps)
-        return refuse(cls + ": ceil " + format_rate(c.ceil_bps) + " is below its rate " +
-                      format_rate(c.rate_bps));
+    if (auto r = check_ceil(c, cls); !r) return r.failure();
     return c;
 }
 
@@ -431,6 +439,8 @@ Result<void> check_tree(const std::vector<ClassSpec> &classes) {
     for (const auto &c : classes) by_id[c.classid] = &c;
     std::map<uint32_t, std::vector<const ClassSpec *>> children;
     auto name = [](uint32_t id) { return "class " + format_classid(ClassId::from_raw(id)); };
+    for (const auto &c : classes)
+        if (auto r = check_ceil(c, at_line(c.line) + name(c.classid)); !r) return r;
     for (const auto &c : classes) {
         if (!c.parent) continue;
         const std::string cls = at_line(c.line) + name(c.classid);

@@ -474,6 +474,7 @@ class Engine {
         uint64_t ceil_bps = 0;
         uint64_t lag_r = 0, lag_k = 0; // lag limits at the rate and at the ceil
         uint64_t reach_k = 0; // clockless: how far ahead of G K may be and let a frame through
+        uint64_t reach_b = 0; // ... a borrowed frame: a largest frame less (tree_size_node())
         uint64_t kclock = 0, kfrac = 0; // K, the ceil clock
         uint64_t rclock = 0, rfrac = 0; // R, the rate clock (a leaf's due clock is Class::clock)
         u128 vtag = 0;                  // V, the share tag
@@ -492,6 +493,7 @@ class Engine {
     void tree_size_node(uint32_t cls);
     void tree_size_batch();
     uint64_t tree_open(const TreeNode &n) const;
+    uint64_t tree_open_borrow(const TreeNode &n) const;
     bool tree_making(uint32_t k) const;
     void tree_update_mode();
     void tree_off();

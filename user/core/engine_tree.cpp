@@ -23,7 +23,9 @@
 // walk one path, O(depth) heap pushes. A held child is handed over to the
 // free heaps lazily, when a descent or tree_due() passes its parent.
 // Clockless, every K above reads K - reach_k (tree_open()): a ceil lets a
-// batch through (tree_size_node()).
+// batch through (tree_size_node()); for borrowing K - reach_b, a largest
+// frame less (tree_open_borrow()), so that borrowed frames never leave a
+// ceil closed to a due leaf's frame.
 #include "core/engine.hpp"
 
 #include "core/units.hpp"
@@ -123,16 +125,24 @@ uint64_t Engine::tree_lag(uint32_t cls, uint64_t x) const {
 // frame through, and fall D behind it; the daemon wakes for it a batch
 // after it opens (tree_batch_bytes_), so a class held at its ceil sends
 // several frames a wake-up within its bound, as a flat class does.
+// Borrowed frames get a largest frame (at the ceil, a byte time more for a
+// charge's remainder) less of that reach: after them K is still within
+// reach_k of G, so a due leaf's frame finds the ceil open and does not wait
+// behind a sibling's borrowed batch (a prio-0 class beside borrowing bulk:
+// docs/design.md §3.12, docs/results/2026-11-28-tree-prio-reach).
 void Engine::tree_size_node(uint32_t cls) {
     TreeNode &n = tnodes_[cls];
     const uint64_t rate = classes_[cls].rate_bps;
     n.lag_r = rate ? tree_lag(cls, rate) : 0;
     n.lag_k = n.ceil_bps ? tree_lag(cls, n.ceil_bps) : 0;
-    n.reach_k = 0;
+    n.reach_k = n.reach_b = 0;
     if (cfg_.clockless && n.ceil_bps) {
         const BoundSplit s = clockless_split(class_burst_at(cls, n.ceil_bps), n.ceil_bps, true);
         n.lag_k = s.lag;
         n.reach_k = s.reach;
+        const uint64_t frame =
+            uint64_t(u128(cfg_.framing.mtu_unit_bytes()) * cfg_.line_rate_bps / n.ceil_bps) + 2;
+        n.reach_b = s.reach > frame ? s.reach - frame : 0;
     }
 }
 
@@ -152,9 +162,13 @@ void Engine::tree_size_batch() {
         clockless_split(burst_for(0, cfg_.line_rate_bps), cfg_.line_rate_bps, false).reach;
 }
 
-// When a class's ceil lets a frame through: K_k <= G + reach_k.
+// When a class's ceil lets a frame through: K_k <= G + reach_k; a borrowed
+// frame K_k <= G + reach_b.
 uint64_t Engine::tree_open(const TreeNode &n) const {
     return n.kclock > n.reach_k ? n.kclock - n.reach_k : 0;
+}
+uint64_t Engine::tree_open_borrow(const TreeNode &n) const {
+    return n.kclock > n.reach_b ? n.kclock - n.reach_b : 0;
 }
 
 // The tree's rules are in force while some class has a parent or a ceil
@@ -278,7 +292,7 @@ void Engine::tree_refresh(uint32_t k) {
     if (active && !n.active) n.vtag = std::max(n.vtag, p.vsys);
     n.active = active;
     if (!active) return;
-    uint64_t t = tree_open(n);
+    uint64_t t = tree_open_borrow(n);
     if (!leaf && n.n_elig == 0) {
         tree_clean(n.pend, kPlacePending);
         t = std::max(t, uint64_t(n.pend.v.front().key));

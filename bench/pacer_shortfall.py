@@ -9,7 +9,9 @@ class at --rate, the default class; on each a bounded UDP sender
 --offer, so the class stays backlogged. --router: the wires end in one
 router that forwards them to a receiver through a tbf at the sum of the
 rates (the cluster lab's topology); --judge: a tcpdump on each wire's far
-end (the cluster lab's judge, nice -10). Over the window (from 1.5 s
+end (the cluster lab's judge, nice -10); --readers: on each wire a
+reader of the counters as a cluster agent reads them (SCHED_FIFO 5,
+`pspxdp stats --watch 0.1`: 20 reads a second). Over the window (from 1.5 s
 after the senders start to 0.5 s before they stop) it prints per host:
 
   delivered   the far end's kernel counters (rx bytes + 4 per frame: what
@@ -30,7 +32,7 @@ and per N the machine's busy CPU (% of all cores) and its CPU pressure (PSI:
 the share of the window in which some task waited for a CPU).
 
   pacer_shortfall.py run [--hosts "1 2 3"] [--rate 140mbit] [--offer 200mbit]
-      [--seconds 8] [--line-rate 1gbit] [--attach "ARGS"] [--router] [--judge] [--json]
+      [--seconds 8] [--line-rate 1gbit] [--attach "ARGS"] [--router] [--judge] [--readers] [--json]
 
 A benchmark: it prints figures and fails only when it cannot run. On the
 shared VM run it under /work/wt/measure (bench/run_pacer_shortfall.sh
@@ -213,6 +215,12 @@ class Host:
         wait_until(f"tcpdump on {self.peer}",
                    lambda: p.poll() is not None or "listening" in Path(err).read_text(errors="replace"))
 
+    def reader(self, lab: Lab) -> None:
+        """What a cluster agent does to the counters (it samples its class
+        every 25 ms, SCHED_FIFO 5): `pspxdp stats --watch 0.1` reads them
+        twice per print, 20 times a second."""
+        lab.spawn(self.s.cmd("chrt", "-f", "5", self.a.pspxdp, "stats", self.dev, "-j", "--watch", "0.1"))
+
     def detach(self, lab: Lab) -> None:
         self.p.detach()
         lab.pspxdp_devs.remove((self.s, self.dev))
@@ -257,6 +265,9 @@ def run_n(lab: Lab, n: int, a: argparse.Namespace, say: Any) -> list[Row]:
         if a.judge:
             for h in hosts:
                 h.judge(lab)
+        if a.readers:
+            for h in hosts:
+                h.reader(lab)
         outs = [os.path.join(lab_work(lab), f"send{n}-{h.i}.json") for h in hosts]
         t0 = time.monotonic()
         procs = [h.sender(lab, a.seconds, o) for h, o in zip(hosts, outs, strict=True)]
@@ -301,7 +312,8 @@ def table(rows: Sequence[Row], a: argparse.Namespace, up0: str, up1: str) -> Tab
               [f"attach --line-rate {a.line_rate} --clock none {a.attach}".rstrip()
                + f"; scheduling: {rows[0].sched if rows else '?'}"
                + ("; the wires end in one router, a tbf at the sum of the rates to a receiver" if a.router else "")
-               + ("; a tcpdump judge (nice -10) on each wire's far end" if a.judge else ""),
+               + ("; a tcpdump judge (nice -10) on each wire's far end" if a.judge else "")
+               + ("; a reader of the counters per wire (chrt -f 5 pspxdp stats --watch 0.1)" if a.readers else ""),
                "delivered: the far end's rx bytes + 4 per frame (max(L, 60) + 4, what the rate counts); "
                "late lost: the class's late_lost_ns, % of the window; empty: its empty_ns (the sender's); "
                "late_ns: the daemon's wake-ups later than their slack, summed; lateness: its release "
@@ -331,6 +343,9 @@ def run(argv: Sequence[str]) -> int:
     ap.add_argument("--router", action="store_true",
                     help="the wires end in one router forwarding to a receiver through a tbf at the sum of the "
                          "rates (the cluster lab's topology)")
+    ap.add_argument("--readers", action="store_true",
+                    help="on each wire a reader of the counters as a cluster agent's (SCHED_FIFO 5, "
+                         "pspxdp stats --watch 0.1)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     try:

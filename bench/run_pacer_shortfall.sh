@@ -9,7 +9,7 @@
 # and CPU), per N the machine's busy CPU and run queue.
 #
 #   sudo bench/run_pacer_shortfall.sh [--hosts "1 2 3"] [--rate 140mbit]
-#        [--offer 200mbit] [--seconds 8] [--attach "ATTACH ARGS"] [--router] [--judge] [--json]
+#        [--offer 200mbit] [--seconds 8] [--attach "ATTACH ARGS"] [--router] [--judge] [--readers] [--json]
 #
 # A benchmark: it prints figures and fails only when it cannot run. On the
 # shared VM run it under /work/wt/measure: real-time figures on a shared

@@ -250,7 +250,8 @@ def rows_for(n: int, hosts: Sequence[Host], s0: Sequence[Snap], s1: Sequence[Sna
             late_pct=(y.late_ns - x.late_ns) / ns * 100,
             lateness_p50_us=y.lateness_p50_ns / 1e3, lateness_p99_us=y.lateness_p99_ns / 1e3,
             drops=y.drops - x.drops, ring_drops=y.rings - x.rings,
-            daemon_cpu_pct=(y.cpu_ticks - x.cpu_ticks) / hz / dt * 100, machine_busy_pct=busy, cpu_pressure_pct=pressure,
+            daemon_cpu_pct=(y.cpu_ticks - x.cpu_ticks) / hz / dt * 100, machine_busy_pct=busy,
+            cpu_pressure_pct=pressure,
             sender_bps=float(snd.get("offered_bps", 0)), sched=h.sched))
     return out
 
@@ -325,7 +326,8 @@ def table(rows: Sequence[Row], a: argparse.Namespace, up0: str, up1: str) -> Tab
     for r in rows:
         t.add(r.n, f"h{r.host}", f"{r.delivered_bps / 1e6:.2f}", f"{r.shortfall_pct:.2f}",
               f"{r.tx_bps / 1e6:.2f}", f"{r.late_lost_pct:.2f}", f"{r.empty_pct:.2f}", r.late_wakeups,
-              f"{r.late_pct:.2f}", f"{r.lateness_p50_us:.0f}/{r.lateness_p99_us:.0f}", r.drops, r.ring_drops, f"{r.daemon_cpu_pct:.1f}",
+              f"{r.late_pct:.2f}", f"{r.lateness_p50_us:.0f}/{r.lateness_p99_us:.0f}", r.drops, r.ring_drops,
+              f"{r.daemon_cpu_pct:.1f}",
               f"{r.machine_busy_pct:.0f}", f"{r.cpu_pressure_pct:.0f}", f"{r.sender_bps / 1e6:.1f}")
     return t
 

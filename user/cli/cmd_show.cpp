@@ -41,8 +41,8 @@ void print_class_line(Printer &p, const control::ClassInfo &c, const control::Cl
                        kind_name(c) + (paced ? " " + format_rate(c.config.rate_bps) : "");
     const auto &k = c.pacer;
     if (before && dt_ns) {
-        line += " measured " + measured_rate(double(k.tx_bytes - before->pacer.tx_bytes) * 8e9 /
-                                             double(dt_ns));
+        line += " measured " +
+                measured_rate(double(k.tx_bytes - before->pacer.tx_bytes) * 8e9 / double(dt_ns));
         // Why a paced class sent less than its rate over the interval
         // (design §1.12): its real time given up to wake-ups later than its
         // burst bound absorbs (the pacer's), or its queue empty (the

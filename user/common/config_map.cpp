@@ -2,8 +2,8 @@
 
 #include "common/text.hpp"
 
-#include <bpf/bpf.h>
 #include <algorithm>
+#include <bpf/bpf.h>
 #include <cerrno>
 #include <cstring>
 #include <string>

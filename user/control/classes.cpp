@@ -116,8 +116,7 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     const pspxdp_class_counters *all = slots->all();
     for (auto &[id, ci] : by_id) {
         const uint32_t slot = ci.config.slot;
-        if (!ci.configured || !slot || slot >= end ||
-            pspxdp_classid_raw(all[slot].classid) != id)
+        if (!ci.configured || !slot || slot >= end || pspxdp_classid_raw(all[slot].classid) != id)
             continue;
         ci.pacer = all[slot];
         ci.state = all[slot].state;

@@ -25,7 +25,9 @@ after the senders start to 0.5 s before they stop) it prints per host:
   late        the daemon's late wake-ups (count, and late_ns % of the window)
   lateness    the daemon's release lateness, p50/p99 (status; its whole run)
   drops       the class's drops (every drop_* counter: at its limit with a
-              backlogged class) and the socket rings' losses
+              backlogged class) and the socket rings' losses; unpaced: the
+              class's tc_passed (frames TC passed because the daemon was
+              taken for dead)
   daemon CPU  the daemon's utime + stime, % of one core
 
 and per N the machine's busy CPU (% of all cores) and its CPU pressure (PSI:
@@ -74,6 +76,7 @@ class Snap:
     empty_ns: int
     drops: int
     rings: int
+    passed: int
     late_wakeups: int
     late_ns: int
     cpu_ticks: int
@@ -105,6 +108,7 @@ class Row:
     lateness_p99_us: float
     drops: int
     ring_drops: int
+    unpaced: int
     daemon_cpu_pct: float
     machine_busy_pct: float
     cpu_pressure_pct: float
@@ -198,6 +202,7 @@ class Host:
                     tx_bytes=c["tx_bytes"], late_lost_ns=c["late_lost_ns"], empty_ns=c["empty_ns"],
                     drops=sum(v for k, v in c.items() if k.startswith("drop_")),
                     rings=dm.get("socket_ring_full", 0) + dm.get("socket_fill_empty", 0),
+                    passed=c["tc_passed"],
                     late_wakeups=dm.get("late_wakeups", 0), late_ns=dm.get("late_ns", 0),
                     cpu_ticks=int(stat[11]) + int(stat[12]),
                     lateness_p50_ns=int(st.get("lateness_p50_ns") or 0),
@@ -249,7 +254,7 @@ def rows_for(n: int, hosts: Sequence[Host], s0: Sequence[Snap], s1: Sequence[Sna
             empty_pct=(y.empty_ns - x.empty_ns) / ns * 100, late_wakeups=y.late_wakeups - x.late_wakeups,
             late_pct=(y.late_ns - x.late_ns) / ns * 100,
             lateness_p50_us=y.lateness_p50_ns / 1e3, lateness_p99_us=y.lateness_p99_ns / 1e3,
-            drops=y.drops - x.drops, ring_drops=y.rings - x.rings,
+            drops=y.drops - x.drops, ring_drops=y.rings - x.rings, unpaced=y.passed - x.passed,
             daemon_cpu_pct=(y.cpu_ticks - x.cpu_ticks) / hz / dt * 100, machine_busy_pct=busy,
             cpu_pressure_pct=pressure,
             sender_bps=float(snd.get("offered_bps", 0)), sched=h.sched))
@@ -308,7 +313,8 @@ def table(rows: Sequence[Row], a: argparse.Namespace, up0: str, up1: str) -> Tab
     t = Table(f"Clockless pacers sharing the machine: one class at {a.rate} per daemon, offered {a.offer} UDP, "
               f"{a.seconds:g} s (window {a.seconds - WARMUP_S - TAIL_S:g} s)",
               ["N", "host", "delivered Mbit/s", "shortfall %", "tx Mbit/s", "late lost %", "empty %",
-               "late wake-ups", "late_ns %", "lateness p50/p99 us", "drops", "ring drops", "daemon CPU %",
+               "late wake-ups", "late_ns %", "lateness p50/p99 us", "drops", "ring drops", "unpaced",
+               "daemon CPU %",
                "machine busy %", "CPU pressure %", "sender Mbit/s"],
               [f"attach --line-rate {a.line_rate} --clock none {a.attach}".rstrip()
                + f"; scheduling: {rows[0].sched if rows else '?'}"
@@ -327,7 +333,7 @@ def table(rows: Sequence[Row], a: argparse.Namespace, up0: str, up1: str) -> Tab
         t.add(r.n, f"h{r.host}", f"{r.delivered_bps / 1e6:.2f}", f"{r.shortfall_pct:.2f}",
               f"{r.tx_bps / 1e6:.2f}", f"{r.late_lost_pct:.2f}", f"{r.empty_pct:.2f}", r.late_wakeups,
               f"{r.late_pct:.2f}", f"{r.lateness_p50_us:.0f}/{r.lateness_p99_us:.0f}", r.drops, r.ring_drops,
-              f"{r.daemon_cpu_pct:.1f}",
+              r.unpaced, f"{r.daemon_cpu_pct:.1f}",
               f"{r.machine_busy_pct:.0f}", f"{r.cpu_pressure_pct:.0f}", f"{r.sender_bps / 1e6:.1f}")
     return t
 

@@ -19,7 +19,7 @@ PKGS=(
   clang llvm clang-format
   libbpf-dev libxdp-dev bpftool xdp-tools
   liburing-dev catch2 libpcap-dev nlohmann-json3-dev
-  iproute2 ethtool tcpdump iperf3 iputils-ping
+  iproute2 ethtool tcpdump iperf3 iputils-ping strace
   python3 python3-matplotlib python3-mypy python3-scapy python3-venv
   ccache
   libsystemd-dev

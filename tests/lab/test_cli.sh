@@ -231,6 +231,11 @@ cp "$PSPXDP" "$TMP/pspxdp" && chmod 755 "$TMP" "$TMP/pspxdp"
 RO="setpriv --reuid=65534 --regid=65534 --clear-groups"
 psp_check "show works for a user who may read the pins" bash -c "$N $RO $TMP/pspxdp show $DEV | grep -q '^class 1:1 paced'"
 psp_check "stats -j works for them" bash -c "$N $RO $TMP/pspxdp stats $DEV -j --interval 0 | python3 -m json.tool >/dev/null"
+# Theirs is a copy of pacer_stats' slots in use (a read-only fd cannot be
+# mapped): the same counters as root's view of the map itself.
+TX=$(P status $DEV -j | python3 "$PSP_ROOT/lab/status_is.py" --print 'c("1:1")["tx_frames"]')
+psp_check "... with the pacer's counters of 1:1 (served, tx_frames $TX)" bash -c "$N $RO $TMP/pspxdp stats $DEV -j \
+    --interval 0 | python3 $PSP_ROOT/lab/status_is.py 'c(\"1:1\")[\"state\"] == \"served\" and c(\"1:1\")[\"tx_frames\"] == ${TX:-0} > 0'"
 psp_check "save works for them" bash -c "$N $RO $TMP/pspxdp save $DEV | cmp -s - $TMP/saved"
 psp_check "a change is refused for them" bash -c "! $N $RO $TMP/pspxdp class add $DEV 1:9 1mbit 2>/dev/null"
 chmod "$ROOT_MODE" /sys/fs/bpf/pspxdp

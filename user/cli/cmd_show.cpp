@@ -39,10 +39,22 @@ void print_class_line(Printer &p, const control::ClassInfo &c, const control::Cl
     const bool paced = c.configured && c.config.kind == PSPXDP_CLASS_PACED;
     std::string line = "class " + format_classid(ClassId::from_raw(c.classid)) + " " +
                        kind_name(c) + (paced ? " " + format_rate(c.config.rate_bps) : "");
-    if (before && dt_ns)
-        line += " measured " + measured_rate(double(c.pacer.tx_bytes - before->pacer.tx_bytes) *
-                                             8e9 / double(dt_ns));
     const auto &k = c.pacer;
+    if (before && dt_ns) {
+        line += " measured " +
+                measured_rate(double(k.tx_bytes - before->pacer.tx_bytes) * 8e9 / double(dt_ns));
+        // Why a paced class sent less than its rate over the interval
+        // (design §1.12): its real time given up to wake-ups later than its
+        // burst bound absorbs (the pacer's), or its queue empty (the
+        // sender's).
+        if (paced) {
+            const auto share = [&](uint64_t now, uint64_t then) {
+                return fixed(double(now - then) * 100.0 / double(dt_ns), 1) + " %";
+            };
+            line += " (late_lost " + share(k.late_lost_ns, before->pacer.late_lost_ns) +
+                    ", empty " + share(k.empty_ns, before->pacer.empty_ns) + ")";
+        }
+    }
     // Every drop_ counter, whatever is added later (drop_aqm was missing).
     uint64_t drops = 0;
 #define PSPXDP_DROPS(name, doc)                                                                    \
@@ -53,6 +65,9 @@ void print_class_line(Printer &p, const control::ClassInfo &c, const control::Cl
             std::to_string(k.tx_bytes) + " backlog_frames " + std::to_string(k.backlog_frames) +
             " drop_* " + std::to_string(drops) + " ce_marked " + std::to_string(k.ce_marked) +
             " tc_passed " + std::to_string(c.tc.tc_passed);
+    if (paced)
+        line += " late_lost_ns " + std::to_string(k.late_lost_ns) + " empty_ns " +
+                std::to_string(k.empty_ns);
     if (std::string st = state_name(c); st != "served") line += " (" + st + ")";
     p.text(line);
     p.newline();
@@ -424,8 +439,10 @@ const std::vector<Option> kShowOptions = {
     flag("json", 'j', "print JSON: raw numbers, units in the keys (pspxdp stats --keys)"),
     flag("detail", 'd',
          "stats: every counter of every class (the default text is one line per class: "
-         "tx_frames, tx_bytes, backlog_frames, drop_* summed, ce_marked, tc_passed; and the "
-         "device-wide counters that are not 0); JSON always has every counter"),
+         "tx_frames, tx_bytes, backlog_frames, drop_* summed, ce_marked, tc_passed, a paced "
+         "class's late_lost_ns and empty_ns with their shares of the interval (a class short "
+         "of its rate: the pacer's late wake-ups or an empty queue); and the device-wide "
+         "counters that are not 0); JSON always has every counter"),
     opt(OptType::Duration, "interval", 'i', "SECONDS", "measure rates over SECONDS before printing")
         .by_default(200'000'000)
         .bare_unit(1'000'000'000)

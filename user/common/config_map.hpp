@@ -64,20 +64,23 @@ Result<std::vector<std::pair<uint32_t, T>>> read_percpu_sums(int fd, const char 
     return out;
 }
 
-// pacer_stats whole (PSPXDP_MAX_CLASSES slots): the map's own memory when
-// the fd may write, else a copy in a few batched reads. The kernel maps a
-// BPF map only shared-writable-capable, which a read-only fd (BPF_F_RDONLY:
+// pacer_stats[0..slots) (at most PSPXDP_MAX_CLASSES): the map's own memory
+// when the fd may write, else a copy in a few batched reads. The kernel maps
+// a BPF map only shared-writable-capable, which a read-only fd (BPF_F_RDONLY:
 // show and stats for any user who may read the pins) never is.
 class PacerStatsView {
   public:
-    static Result<PacerStatsView> of(int pacer_stats_fd);
+    static Result<PacerStatsView> of(int pacer_stats_fd, uint32_t slots);
+    // Slots 0..slots() - 1 only.
     const pspxdp_class_counters *all() const {
         return view_ ? view_->as<pspxdp_class_counters>() : copy_.data();
     }
+    uint32_t slots() const { return slots_; }
 
   private:
     std::optional<MapView> view_;
     std::vector<pspxdp_class_counters> copy_;
+    uint32_t slots_ = 0;
 };
 
 // pacer_state.config_gen += 1, atomically on the map's memory (pacer_state

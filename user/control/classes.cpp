@@ -100,20 +100,29 @@ Result<std::vector<ClassInfo>> Device::classes() const {
     }
 
     // pacer_stats[slot], the class on the slot and its state. A deleted
-    // class still draining shows up on its old slot.
-    auto slots = common::PacerStatsView::of(pacer_stats_.get());
+    // class still draining shows up on its old slot. A draining slot was
+    // served, so it lies below pacer_state.slots_end (written before a slot
+    // is served): the slots read are those and the configured classes'.
+    // All 131,072 of them (24 MB) took 2.4 ms a read to map and unmap, in
+    // system calls a woken pacer waited for, and a cluster agent reads every
+    // 25 ms (docs/results/2026-11-28-pacer-shortfall-under-load).
+    auto st = state();
+    uint32_t end = st ? std::min<uint32_t>(st->slots_end, PSPXDP_MAX_CLASSES) : PSPXDP_MAX_CLASSES;
+    for (const auto &[id, ci] : by_id)
+        if (ci.configured && ci.config.slot < PSPXDP_MAX_CLASSES)
+            end = std::max(end, ci.config.slot + 1);
+    auto slots = common::PacerStatsView::of(pacer_stats_.get(), end);
     if (!slots) return err(dev_ + ": " + slots.error());
     const pspxdp_class_counters *all = slots->all();
     for (auto &[id, ci] : by_id) {
         const uint32_t slot = ci.config.slot;
-        if (!ci.configured || !slot || slot >= PSPXDP_MAX_CLASSES ||
-            pspxdp_classid_raw(all[slot].classid) != id)
+        if (!ci.configured || !slot || slot >= end || pspxdp_classid_raw(all[slot].classid) != id)
             continue;
         ci.pacer = all[slot];
         ci.state = all[slot].state;
         ci.served = all[slot].state == PSPXDP_SLOT_SERVED;
     }
-    for (uint32_t s = 1; s < PSPXDP_MAX_CLASSES; ++s) {
+    for (uint32_t s = 1; s < end; ++s) {
         if (all[s].state != PSPXDP_SLOT_DRAINING) continue;
         const uint32_t id = pspxdp_classid_raw(all[s].classid);
         ClassInfo &ci = by_id[id];

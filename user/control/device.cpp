@@ -95,7 +95,7 @@ Result<Device> Device::open_as(const std::string &dev, Access access, const comm
         {&d.xdp_stats_, "xdp_stats", 4, sizeof(pspxdp_xdp_counters), Need::Optional},
         {&d.lateness_, "lateness", 4, sizeof(pspxdp_lateness), Need::Optional},
     };
-    // pacer_stats is read whole (PacerStatsView), and a read-only fd cannot
+    // pacer_stats is read in place (PacerStatsView), and a read-only fd cannot
     // be mapped: a reader who may write the pin (root) opens it writable and
     // maps it read-only, instead of copying 14 MB in batches on every show
     // (tens of ms, enough to make a live heartbeat look stale).

@@ -16,10 +16,18 @@ uint64_t DemandEstimator::sample(uint64_t now_ns, const DemandWindow &w, uint64_
 
 uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint64_t budget_bps) {
     // Next to nothing offered (a class idle, or its transfer ended) and
-    // nothing limited: the demand is what it offers now (its share goes to
-    // the others at once), and a start from here is measured afresh.
+    // nothing limited for kIdleNs: the demand is what it offers now (its
+    // share goes to the others), and a start from here is measured afresh.
+    // Shorter, it is a window of the mean (a daemon that did not run takes
+    // nothing in, and catches up the next window; senders stalled for 150
+    // ms at once on the loaded lab machine).
     uint64_t idle_bps = budget_bps / 1000;
-    if (!w.limited && w.offered_bps < idle_bps) {
+    bool idle = !w.limited && w.offered_bps < idle_bps;
+    if (!idle)
+        idle_since_ns_ = 0;
+    else if (idle_since_ns_ == 0)
+        idle_since_ns_ = now_ns;
+    if (idle && (since_ns_ == 0 || now_ns - idle_since_ns_ >= kIdleNs)) {
         unsatisfied_ = false;
         below_since_ns_ = 0;
         satisfied_bps_ = held_bps_ = tight_bps_ = tight_base_bps_ = 0;
@@ -30,6 +38,7 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
     if (since_ns_ == 0) since_ns_ = measure_from_ns_ = now_ns;
     recent_.push_back({now_ns, w.offered_bps, w.delivered_bps});
     while (recent_.front().ns + kHoldNs < now_ns) recent_.pop_front();
+    if (idle) return reported_bps_;
     // Means over the samples of (from, to] (from 0: every sample).
     auto mean = [&](uint64_t from_ns, uint64_t to_ns, bool delivered) {
         uint64_t sum = 0, n = 0;
@@ -50,9 +59,11 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
         // (within 1/32, over kReleaseNs) is held at what it gets.
         uint64_t offered = mean(last_from, now_ns, false);
         uint64_t delivered = mean(last_from, now_ns, true);
-        // (The window alone too: a queue that drained before its rate fell
-        // does not hide one that grows now.)
-        if (offered * 32 <= delivered * 33 && w.offered_bps * 32 <= w.delivered_bps * 33) {
+        // (Clearly less than went out: a queue that fills its limit
+        // drains, a sender that slowed: the drops are no news.)
+        const bool drains = offered * 32 < delivered * 31;
+        if (drains && unsatisfied_) return budget_bps;
+        if (offered * 32 <= delivered * 33 && !drains) {
             uint64_t d = satisfied_bps_;
             bool steady = !unsatisfied_ && d != 0;
             // Its mean offer well below its rate (under 7/8): a burst of a
@@ -67,27 +78,31 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
                 x.delivered_bps += up;
                 return d;
             }
-            // At its demand, with a pacer that delivered less than its rate
-            // (by more than 1/32; late on a loaded machine): a sender that
-            // backs off reads that as a limit. Room for what the pacer
-            // misses (at most three sixteenths), once.
-            if (steady && tight_bps_ == 0 && delivered * 32 < w.applied_bps * 31 &&
-                delivered != 0) {
-                uint64_t room = std::min(held_bps_ * 3 / 16,
-                                         (w.applied_bps - delivered) * held_bps_ / delivered +
-                                             held_bps_ / 32);
-                tight_bps_ = std::min(budget_bps, held_bps_ + room);
+            // At its demand: a pacer short of its rate (late on a loaded
+            // machine), or an estimate a little low, or a sender that wants
+            // more. It asks its offer (if higher) and 1/32 more, once: a
+            // sender that wants more fills that room and is limited there
+            // with its offer past its demand by more than 1/64, then it is
+            // unsatisfied; one that does not stays (its drops there are the
+            // pacer's).
+            if (steady && tight_bps_ == 0) {
+                held_bps_ = std::max(held_bps_, std::min(budget_bps, offered));
+                tight_bps_ = std::min(budget_bps, held_bps_ + held_bps_ / 32);
                 tight_base_bps_ = held_bps_;
+                return satisfied_bps_ = tight_bps_;
             }
-            if (steady && w.applied_bps < tight_bps_) return satisfied_bps_ = tight_bps_;
-            // Limited at its rate (or the room it asked): unsatisfied.
+            if (steady && (w.applied_bps < tight_bps_ || offered * 64 <= tight_base_bps_ * 65))
+                return satisfied_bps_ = std::max(held_bps_, tight_bps_);
+            // Limited at its rate (or the room it asked) and offering it:
+            // unsatisfied.
             unsatisfied_ = true;
             below_since_ns_ = 0;
             satisfied_bps_ = held_bps_ = tight_bps_ = tight_base_bps_ = 0;
             return budget_bps;
         }
         if (unsatisfied_) {
-            // Its offer shows now: satisfied at it, measured from here.
+            // Its offer shows now (more than goes out): satisfied at it,
+            // measured from here.
             unsatisfied_ = false;
             held_bps_ = tight_bps_ = tight_base_bps_ = 0;
             restart(last_from + 1);
@@ -112,8 +127,8 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
     // Satisfied: the held mean offer. It moves at once when the means of
     // the last two kReleaseNs both moved by more than 1/8 the same way (a
     // change: it takes the last one's, and its history starts there; one
-    // late wake-up and its catch-up do not), and is corrected when the mean of a
-    // full kHoldNs moved by more than 1/32 (a bursty sender's windows
+    // late wake-up and its catch-up do not), and is corrected when the mean
+    // of a full kHoldNs moved by more than 1/32 (a bursty sender's windows
     // cancel in it).
     uint64_t all = std::min(budget_bps, mean(0, now_ns, false));
     if (measure_from_ns_ != 0) {
@@ -139,10 +154,15 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
         bool down = m1 * 8 < held_bps_ * 7 && m0 * 8 < held_bps_ * 7;
         if (up || down) {
             held_bps_ = std::min(budget_bps, m1);
+            tight_bps_ = tight_base_bps_ = 0;
             restart(last_from + 1);
         } else if (now_ns - since_ns_ >= kHoldNs - kReleaseNs / 4 &&
-                   (all * 32 > held_bps_ * 33 || all * 32 < held_bps_ * 31)) {
+                   (all * 32 > held_bps_ * 33 || all * 32 < held_bps_ * 31) &&
+                   std::min(all, held_bps_) * 16 <= w.applied_bps * 17) {
+            // (Not while both are well above its rate: a demand the level
+            // caps, whose 1/32 changes nothing.)
             held_bps_ = all;
+            tight_bps_ = tight_base_bps_ = 0;
         }
     }
     // The room a short pacer got is kept while the offer stays near the

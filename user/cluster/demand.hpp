@@ -46,6 +46,8 @@ class DemandEstimator {
     static constexpr uint64_t kReleaseNs = 100'000'000;
     // The span of the mean that corrects a satisfied demand.
     static constexpr uint64_t kHoldNs = 800'000'000;
+    // How long next to nothing must be offered for the class to be idle.
+    static constexpr uint64_t kIdleNs = 300'000'000;
 
     // The demand to report after one window; budget_bps: the group's (the
     // most a demand can be).
@@ -57,16 +59,17 @@ class DemandEstimator {
     };
     uint64_t estimate(uint64_t now_ns, const DemandWindow &w, uint64_t budget_bps);
     void restart(uint64_t from_ns);
-    uint64_t reported_bps_ = 0;   // what sample() returned last
+    uint64_t reported_bps_ = 0; // what sample() returned last
     bool unsatisfied_ = false;
-    uint64_t satisfied_bps_ = 0;  // the satisfied demand returned last (0: none)
-    uint64_t held_bps_ = 0;       // its steady part: the held mean (0: none)
-    uint64_t tight_bps_ = 0;      // the room asked for a short pacer (0: none)
-    uint64_t tight_base_bps_ = 0; // the held mean it was asked at
-    uint64_t below_since_ns_ = 0; // 0: the last sample was not below
-    uint64_t since_ns_ = 0;       // the first sample of the mean's history (0: none)
+    uint64_t satisfied_bps_ = 0;   // the satisfied demand returned last (0: none)
+    uint64_t held_bps_ = 0;        // its steady part: the held mean (0: none)
+    uint64_t tight_bps_ = 0;       // the room asked for a short pacer (0: none)
+    uint64_t tight_base_bps_ = 0;  // the held mean it was asked at
+    uint64_t below_since_ns_ = 0;  // 0: the last sample was not below
+    uint64_t idle_since_ns_ = 0;   // 0: the last sample was not idle
+    uint64_t since_ns_ = 0;        // the first sample of the mean's history (0: none)
     uint64_t measure_from_ns_ = 0; // a start's first sample, while it is measured (0: none)
-    std::deque<Sample> recent_;   // kHoldNs of windows
+    std::deque<Sample> recent_;    // kHoldNs of windows
 };
 
 } // namespace pspxdp::cluster

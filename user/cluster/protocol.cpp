@@ -183,7 +183,8 @@ bool HostProtocol::proposer() const {
 
 namespace {
 
-bool material(const Allocation &next, const Allocation &now, uint64_t step_bps, uint32_t rate_step) {
+bool material(const Allocation &next, const Allocation &now, uint64_t step_bps,
+              uint32_t rate_step) {
     if (next.rate_bps.size() != now.rate_bps.size()) return true;
     for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end();
          ++a, ++b) {
@@ -347,8 +348,8 @@ void HostProtocol::step(uint64_t now_ns) {
         uint64_t shown_bps = settled ? own->second.demand_bps : put_demand_bps_;
         uint64_t moved_bps =
             demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
-        bool demand_moved = moved_bps * timing_.demand_step > shown_bps ||
-                            (demand_bps_ == 0) != (shown_bps == 0);
+        bool demand_moved =
+            moved_bps * timing_.demand_step > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         // The bucket: credit accrues with time, up to demand_burst tokens.
         uint64_t cap_ns = timing_.demand_token_ns * timing_.demand_burst;
         if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_)

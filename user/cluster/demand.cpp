@@ -48,6 +48,10 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
         return n ? sum / n : 0;
     };
     const uint64_t last_from = now_ns - std::min(now_ns, kReleaseNs);
+    // The room asked is filled while the offer is near it, given.
+    if (tight_bps_ == 0 || w.applied_bps < tight_bps_ ||
+        mean(last_from, now_ns, false) * 64 <= tight_base_bps_ * 65)
+        probe_low_ns_ = now_ns;
     // A drop while it offers clearly less than its rate is a burst (a
     // sender that stalled and caught up), not a limit.
     bool below = w.offered_bps * 8 < w.applied_bps * 7;
@@ -81,8 +85,9 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
             // At its demand: a pacer short of its rate (late on a loaded
             // machine), or an estimate a little low, or a sender that wants
             // more. It asks its offer (if higher) and 1/32 more, once: a
-            // sender that wants more fills that room and is limited there
-            // with its offer past its demand by more than 1/64, then it is
+            // sender that wants more fills that room (its mean offer of
+            // kReleaseNs past its demand by more than 1/64 in every window
+            // for two kReleaseNs) and is limited there, then it is
             // unsatisfied; one that does not stays (its drops there are the
             // pacer's).
             if (steady && tight_bps_ == 0) {
@@ -91,7 +96,7 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
                 tight_base_bps_ = held_bps_;
                 return satisfied_bps_ = tight_bps_;
             }
-            if (steady && (w.applied_bps < tight_bps_ || offered * 64 <= tight_base_bps_ * 65))
+            if (steady && now_ns - probe_low_ns_ < 2 * kReleaseNs)
                 return satisfied_bps_ = std::max(held_bps_, tight_bps_);
             // Limited at its rate (or the room it asked) and offering it:
             // unsatisfied.
@@ -152,15 +157,15 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
         uint64_t m1 = mean(last_from, now_ns, false), m0 = mean(prev_from, last_from, false);
         bool up = m1 * 8 > held_bps_ * 9 && m0 * 8 > held_bps_ * 9;
         bool down = m1 * 8 < held_bps_ * 7 && m0 * 8 < held_bps_ * 7;
-        if (up || down) {
+        // A demand the level caps (it and the new one well above its rate)
+        // moves nothing: not news until its rate comes near it.
+        auto capped = [&](uint64_t x) { return std::min(x, held_bps_) * 16 > w.applied_bps * 17; };
+        if ((up || down) && !capped(std::min(budget_bps, m1))) {
             held_bps_ = std::min(budget_bps, m1);
             tight_bps_ = tight_base_bps_ = 0;
             restart(last_from + 1);
         } else if (now_ns - since_ns_ >= kHoldNs - kReleaseNs / 4 &&
-                   (all * 32 > held_bps_ * 33 || all * 32 < held_bps_ * 31) &&
-                   std::min(all, held_bps_) * 16 <= w.applied_bps * 17) {
-            // (Not while both are well above its rate: a demand the level
-            // caps, whose 1/32 changes nothing.)
+                   (all * 32 > held_bps_ * 33 || all * 32 < held_bps_ * 31) && !capped(all)) {
             held_bps_ = all;
             tight_bps_ = tight_base_bps_ = 0;
         }

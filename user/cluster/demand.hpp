@@ -67,6 +67,7 @@ class DemandEstimator {
     uint64_t tight_base_bps_ = 0;  // the held mean it was asked at
     uint64_t below_since_ns_ = 0;  // 0: the last sample was not below
     uint64_t idle_since_ns_ = 0;   // 0: the last sample was not idle
+    uint64_t probe_low_ns_ = 0;    // the last sample whose offer did not fill the room asked
     uint64_t since_ns_ = 0;        // the first sample of the mean's history (0: none)
     uint64_t measure_from_ns_ = 0; // a start's first sample, while it is measured (0: none)
     std::deque<Sample> recent_;    // kHoldNs of windows

@@ -80,6 +80,16 @@ void HostProtocol::on_view(uint64_t now_ns, const View &view) {
             if (!added && (view_->fresh || view_->live_deleted.count(host))) it->second = now_ns;
         }
     }
+    // A member's demand leaving 0: a start; others may be starting with it.
+    std::map<HostId, uint64_t> seen;
+    for (const auto &[host, rec] : view_->live) {
+        auto was = seen_demand_.find(host);
+        if (rec.demand_bps != 0 && was != seen_demand_.end() && was->second == 0 &&
+            coalesce_until_ns_ <= now_ns)
+            coalesce_until_ns_ = now_ns + timing_.start_coalesce_ns;
+        seen[host] = rec.demand_bps;
+    }
+    seen_demand_ = std::move(seen);
     step(now_ns);
 }
 
@@ -202,6 +212,7 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps,
 
 void HostProtocol::propose(uint64_t now_ns) {
     if (!view_->roster) return;
+    if (now_ns < coalesce_until_ns_) return; // the others starting too (step wakes us)
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
     if (view_->alloc && !all_acked()) return;
@@ -384,6 +395,7 @@ void HostProtocol::step(uint64_t now_ns) {
         }
         if (proposer()) {
             propose(now_ns);
+            if (now_ns < coalesce_until_ns_) wake_ns = std::min(wake_ns, coalesce_until_ns_);
             if (proposed_rev_ == view_->alloc_rev)
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
             // A release falling due is a change to propose.

@@ -58,6 +58,11 @@ struct Timing {
     // roster or live set changed.
     uint32_t hysteresis_of_budget = 100;
     uint32_t rate_step = 32;
+    // A member's demand seen leaving 0 (a start) makes the proposer wait
+    // this long before the next epoch, so hosts that start together (their
+    // first demands written within a few ms) get one epoch, not one each
+    // with acks between.
+    uint64_t start_coalesce_ns = 20'000'000;
     // A lost store request is asked again after this long.
     uint64_t retry_ns = 500'000'000;
     // R7: an established floor is held without etcd this long (local) past
@@ -191,6 +196,10 @@ class HostProtocol final : public Agent {
     uint64_t orphan_at_ns_ = 0; // 0: not armed
     // R8: roster members without a live record, since when (local) known so.
     std::map<HostId, uint64_t> absent_since_;
+    // Starts: each live member's demand as last seen, and until when the
+    // proposer waits for the others starting with one (0: not waiting).
+    std::map<HostId, uint64_t> seen_demand_;
+    uint64_t coalesce_until_ns_ = 0;
     bool lease_asked_ = false;
     uint64_t lease_asked_ns_ = 0;
     // The live record last put: under which lease, acknowledging what.

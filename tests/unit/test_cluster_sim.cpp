@@ -500,18 +500,13 @@ TEST_CASE("cluster demand: taken + dropped, unsatisfied at once when held at its
         CHECK(d <= 21 * M);
         CHECK(t >= 1250);
         // It grows and is limited at its rate: one such window is a burst
-        // while its mean is well below the rate; then it asks its offer and
-        // 1/32; given that and filling it, unsatisfied.
-        uint64_t held = d;
+        // while its mean is well below the rate; then it is given room
+        // (its mean offer and 1/32) and, filling it for 200 ms,
+        // unsatisfied.
         uint64_t from = t;
-        for (; t <= from + 200 && d == held; t += 25) d = window(f, t * ms, 100 * M, true, R, B);
-        const uint64_t room = 100 * M + 100 * M / 32;
-        CHECK(d == room);
-        CHECK(t - from <= 100);
-        from = t;
-        for (; t <= from + 400 && d != B; t += 25) d = window(f, t * ms, room, true, room, B);
+        for (; t <= from + 1000 && d != B; t += 25) d = window(f, t * ms, 100 * M, true, R, B);
         CHECK(d == B);
-        CHECK(t - from <= 300);
+        CHECK(t - from <= 400);
     }
     {
         // A sender that does not back off (UDP) offers more than goes out:
@@ -566,14 +561,15 @@ TEST_CASE("cluster demand: taken + dropped, unsatisfied at once when held at its
     }
     {
         // A UDP sender at 20 whose demand was read 19.5, its pacer 3 % short:
-        // limited at its demand, it asks its offer and 1/32, and stays.
+        // limited at its demand, it asks its mean offer and 1/32, and stays.
         DemandEstimator e;
         CHECK(window(e, 25 * ms, 19'500'000, false, 19'500'000, B) == 0);
         CHECK(window(e, 50 * ms, 19'500'000, false, 19'500'000, B) == 19'500'000);
         uint64_t d = 0;
         for (uint64_t t = 75; t <= 200; t += 25)
             d = window(e, t * ms, 20 * M, t >= 150, 19'500'000, B, 19'400'000);
-        CHECK(d == 20 * M + 20 * M / 32);
+        CHECK(d > 20 * M);
+        CHECK(d <= 20 * M + 20 * M / 32);
         for (uint64_t t = 225; t <= 3000; t += 25)
             CHECK(window(e, t * ms, 20 * M, true, d, B, d * 97 / 100) == d);
     }

@@ -84,14 +84,15 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
             }
             // At its demand: a pacer short of its rate (late on a loaded
             // machine), or an estimate a little low, or a sender that wants
-            // more. It asks its offer (if higher) and 1/32 more, once: a
+            // more. It asks its mean offer (of up to kHoldNs: one of
+            // kReleaseNs is noisy) if higher and 1/32 more, once: a
             // sender that wants more fills that room (its mean offer of
             // kReleaseNs past its demand by more than 1/64 in every window
             // for two kReleaseNs) and is limited there, then it is
             // unsatisfied; one that does not stays (its drops there are the
             // pacer's).
             if (steady && tight_bps_ == 0) {
-                held_bps_ = std::max(held_bps_, std::min(budget_bps, offered));
+                held_bps_ = std::max(held_bps_, std::min(budget_bps, mean(0, now_ns, false)));
                 tight_bps_ = std::min(budget_bps, held_bps_ + held_bps_ / 32);
                 tight_base_bps_ = held_bps_;
                 return satisfied_bps_ = tight_bps_;

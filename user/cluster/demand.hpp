@@ -14,14 +14,18 @@
 // offers more than is delivered: its offer is what it wants, limited or not.
 // So a class is unsatisfied only while limited near its rate with its offer
 // within 1/32 of what went out over kReleaseNs; every other class is
-// satisfied at its offer.
+// satisfied at its offer. A satisfied class limited at its demand that way
+// is given its mean offer and 1/32 once, and is unsatisfied only if it
+// fills that room for two kReleaseNs.
 //
 // A satisfied demand is steady: the mean offer, moved at once (after two
 // kReleaseNs in a row) when both means of those moved by more than 1/8 the
 // same way (a change), and corrected when the mean of a full kHoldNs moved
 // by more than 1/32 (a bursty sender's windows do not move it; the protocol
-// writes a move of more than 1/32). What demands leave over is shared by
-// weight on top (allocator.hpp), so a host that grows has room before the
+// writes a move of more than 1/32); not while it and the new value are well
+// above the rate (the level caps it). A start leaves its first window out;
+// nothing offered is idle after kIdleNs. What demands leave over is shared
+// by weight on top (allocator.hpp), so a host that grows has room before the
 // next epoch, and is limited the next window if it needs more.
 #pragma once
 

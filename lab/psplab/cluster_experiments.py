@@ -454,6 +454,9 @@ class UnevenRow:
     max_sum_mbps: float           # the largest 0.1 s sum of every host at R in the phase
     applied_mbps: float           # the agent's applied rate at the phase's end (its log)
     applied_within_s: float | None  # as within_s, for the applied rates (10 ms steps)
+    applied_error_pct: float      # |applied at the phase's end - ideal| / ideal: the allocation's error
+    delivered_ratio: float        # achieved / the mean applied rate over the same 2 s: the pacer's efficiency
+    settled_changes: int          # applied-rate changes (every host) in the phase after applied_within_s
 
 
 def max_min(budget_bps: int, floor_bps: int, offers: Sequence[int]) -> list[float]:
@@ -508,6 +511,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     if net.n < 3:
         raise RuntimeError("uneven needs 3 hosts")
     res = ClusterResults(opt, "uneven")
+    fresh_etcd = not opt.etcd  # a fresh etcd's store starts at revision 1
     if not opt.etcd:
         opt.etcd = net.start_etcd(os.path.join(opt.work, "etcd"), os.path.join(opt.work, "etcd.log"))
     hosts, phase_s = 3, 6.0
@@ -519,6 +523,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     net.set_bottleneck(UNEVEN_BUDGET, opt.fifo_bytes)
     ideal = [max_min(budget, UNEVEN_FLOOR_BPS, o) for o in UNEVEN_OFFERS_BPS]
     paths = [os.path.join(opt.work, f"uneven-h{i}.pcap") for i in range(hosts)]
+    t_join = time.time()
     try:
         with shaped(net, opt, [("group", fmt_rate(UNEVEN_FLOOR_BPS))] * hosts, group) as sh_:
             rev0 = etcd_revision(net, opt, group)
@@ -546,6 +551,8 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     finally:
         opt.budget = saved
     writes = (rev1 - rev0) / hosts / (t_done - t_sent)
+    # With the joins and the first epochs (the agents joined before t_join).
+    writes_run = (rev1 - 1) / hosts / (t_done - t_join) if fresh_etcd else None
     # Each host's phases from its own first frame (its sender's clock).
     first = []
     for path in paths:
@@ -568,37 +575,53 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             abs(rate_at(logs[i], t0_s + b / 100) - ideal[k][i]) > 0.05 * ideal[k][i] for i in range(hosts))]
         last_applied_off = max(applied_off, default=-1)
         applied_within = None if last_applied_off == steps - 1 else (last_applied_off + 1) / 100
+        settled_at = t0_s + (phase_s if applied_within is None else applied_within)
+        settled_changes = sum(1 for log in logs for x, _ in log if settled_at < x < t0_s + phase_s)
+        tail_steps = range(steps - int(2 / 0.01), steps)
         for i in range(hosts):
+            applied_end = rate_at(logs[i], t0_s + phase_s - 0.01)
+            applied_tail = sum(rate_at(logs[i], t0_s + b / 100) for b in tail_steps) / len(tail_steps)
+            achieved = sum(series[i][-tail:]) / tail
             rows.append(UnevenRow(phase=k, host=i, offer_mbps=UNEVEN_OFFERS_BPS[k][i] / 1e6,
                                   ideal_mbps=ideal[k][i] / 1e6,
-                                  achieved_mbps=sum(series[i][-tail:]) / tail / 1e6, within_s=within,
+                                  achieved_mbps=achieved / 1e6, within_s=within,
                                   max_sum_mbps=max(sums) / 1e6,
-                                  applied_mbps=rate_at(logs[i], t0_s + phase_s - 0.01) / 1e6,
-                                  applied_within_s=applied_within))
+                                  applied_mbps=applied_end / 1e6,
+                                  applied_within_s=applied_within,
+                                  applied_error_pct=abs(applied_end - ideal[k][i]) / ideal[k][i] * 100,
+                                  delivered_ratio=achieved / applied_tail if applied_tail else 0.0,
+                                  settled_changes=settled_changes))
         per_bin += [{"phase": k, "t_s": round(b * BIN_S, 1), **{f"h{i}_mbps": round(series[i][b] / 1e6, 2)
                                                                 for i in range(hosts)}}
                     for b in range(nbins)]
     t_ = Table(f"Phase A: 3 hosts in one pspxdp group, budget {UNEVEN_BUDGET}, uneven UDP offers; "
                "judged at R's ingress in 0.1 s bins",
-               ["phase", "host", "offer Mbit/s", "ideal Mbit/s", "achieved Mbit/s", "within 5 % after s",
-                "max 0.1 s sum Mbit/s", "applied Mbit/s", "applied within 5 % after s"],
+               ["phase", "host", "offer Mbit/s", "ideal Mbit/s", "applied Mbit/s", "applied error %",
+                "applied within 5 % after s", "changes once settled", "achieved Mbit/s", "achieved / applied",
+                "within 5 % after s", "max 0.1 s sum Mbit/s"],
                ["ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
                 "frames at R's ingress (tcpdump, max(L, 60) + 4 bytes each, as the pacer counts), mean of "
                 "the phase's last 2 s",
                 "within 5 %: from the phase's start (each sender's first frame, then + 6 s) to the end of "
                 "the last 0.1 s bin in which any host was more than 5 % off its ideal (none: never "
                 f"settled); the senders' start skew {skew_ms:.1f} ms",
-                "applied: the agent's rate (its log) at the phase's end, and when every host's applied rate "
-                "was within 5 % of its ideal for good (10 ms steps)",
-                f"pspxdp group check: {verdict.line}; etcd writes per host per second over the phases: "
-                f"{writes:.2f} (store revisions, keep-alives are not writes)",
+                "applied: the agent's rate (its log) at the phase's end, its error against the ideal (the "
+                "allocation's), when every host's applied rate was within 5 % of its ideal for good (10 ms "
+                "steps), and the applied-rate changes of every host after that in the phase",
+                "achieved / applied: the rate at R over the mean applied rate, both over the phase's last 2 s "
+                "(the pacer's efficiency under this load, not the allocation's error)",
+                f"pspxdp group check: {verdict.line}; etcd writes per host per second over the phases (from "
+                f"the first change on): {writes:.2f}, from the joins on: "
+                f"{'-' if writes_run is None else f'{writes_run:.2f}'} (store revisions, keep-alives are not "
+                "writes)",
                 f"tcpdump drops: {sum(r.capture_drops or 0 for r in readings)}; counters account for every "
                 f"frame: {all(c.accounted for c in counters)}",
                 report.REAL_TIME_NOTE])
     for r in rows:
-        t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.ideal_mbps:.0f}", f"{r.achieved_mbps:.1f}",
-               num(r.within_s, "{:.1f}"), f"{r.max_sum_mbps:.1f}", f"{r.applied_mbps:.1f}",
-               num(r.applied_within_s, "{:.2f}"))
+        t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.ideal_mbps:.0f}", f"{r.applied_mbps:.1f}",
+               f"{r.applied_error_pct:.1f}", num(r.applied_within_s, "{:.2f}"), r.settled_changes,
+               f"{r.achieved_mbps:.1f}", f"{r.delivered_ratio:.3f}", num(r.within_s, "{:.1f}"),
+               f"{r.max_sum_mbps:.1f}")
     res.table(t_)
     res.csv("uneven.csv", [asdict(r) for r in rows])
     res.csv("uneven-bins.csv", per_bin)
@@ -606,7 +629,8 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                                    for i, log in enumerate(logs) for x, v in log])
     res.finish()
     opt.summary["uneven"] = {"rows": rows, "violations": verdict.violations, "verdict": verdict.line,
-                             "writes_per_host_s": writes, "skew_ms": skew_ms,
+                             "writes_per_host_s": writes, "writes_per_host_s_run": writes_run,
+                             "skew_ms": skew_ms,
                              "capture_drops": sum(r.capture_drops or 0 for r in readings),
                              "accounted": all(c.accounted for c in counters)}
 

@@ -273,7 +273,8 @@ TEST_CASE("protocol: after a gap, the fallback at once; a raise only once re-pro
     CHECK(j.p.raise_until_ns() == 15 * ms + Timing{}.safe_span_ns());
 }
 
-TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move",
+TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rates move by 1 % of "
+          "the budget or 1/32 of themselves",
           "[cluster]") {
     Joined j; // a is the lowest live name: the proposer
     size_t before = j.fx.allocs.size();
@@ -300,18 +301,27 @@ TEST_CASE("protocol: the proposer writes an epoch when all acknowledged and rate
     w.live["b"].demand_bps = 505;
     j.p.on_view(2 * s, w);
     CHECK(j.fx.allocs.size() == before + 1);
+    // A small member's rate moving by more than 1/32 of itself is, however
+    // small against the budget (6 of 1000, to 106).
+    w = group(27, 2, {{"a", 900}, {"b", 100}}, 2, 2);
+    w.live["b"].demand_bps = 106;
+    j.p.on_view(2 * s + 1 * ms, w);
+    REQUIRE(j.fx.allocs.size() == before + 2);
+    CHECK(j.fx.allocs.back().first.rate_bps == std::map<HostId, uint64_t>{{"a", 894}, {"b", 106}});
 }
 
-TEST_CASE("protocol: demand is written when it moves by 1/8, at once while the bucket has a token",
+TEST_CASE("protocol: demand is written when it moves by 1/32, at once while the bucket has a "
+          "token",
           "[cluster]") {
     Joined j; // its record in the view says demand 2000
     Timing t;
+    REQUIRE(t.demand_step == 32);
     size_t puts = j.fx.puts.size();
-    j.p.on_demand(1 * s, 2200); // +10 %: not worth a write
+    j.p.on_demand(1 * s, 2060); // +3 %: not worth a write
     CHECK(j.fx.puts.size() == puts);
-    j.p.on_demand(1 * s, 2300); // +15 %: at once (the bucket starts full)
+    j.p.on_demand(1 * s, 2100); // +5 %: at once (the bucket starts full)
     REQUIRE(j.fx.puts.size() == puts + 1);
-    CHECK(j.fx.puts.back().demand_bps == 2300);
+    CHECK(j.fx.puts.back().demand_bps == 2100);
     // Three more moves use the rest of the burst, at once too.
     j.p.on_demand(1 * s + 1 * ms, 5000);
     j.p.on_demand(1 * s + 2 * ms, 10000);

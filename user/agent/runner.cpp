@@ -195,7 +195,7 @@ class Runner final : public cluster::Effects {
 
     // Demand: the class's offered bytes (rx: taken + dropped at the limit)
     // over the window, with headroom while it sits at its limit.
-    uint64_t last_rx_bytes_ = 0, last_drops_ = 0, last_sample_ns_ = 0;
+    uint64_t last_rx_bytes_ = 0, last_tx_bytes_ = 0, last_drops_ = 0, last_sample_ns_ = 0;
     uint64_t demand_bps_ = 0, offered_bps_ = 0;
     cluster::DemandEstimator estimator_;
 };
@@ -420,31 +420,37 @@ void Runner::sample_demand(uint64_t now) {
         if (c.configured) parent_of[c.classid] = pspxdp_classid_raw(c.config.parent);
     const auto subtree = control::subtree_ids(parent_of, cfg_.classid);
     const bool found = parent_of.count(cfg_.classid) != 0;
-    uint64_t rx = 0, marks = 0;
+    uint64_t rx = 0, tx = 0, marks = 0;
     for (const auto &c : *classes) {
         if (!c.configured || std::find(subtree.begin(), subtree.end(), c.classid) == subtree.end())
             continue;
         rx += c.pacer.rx_bytes;
+        tx += c.pacer.tx_bytes;
         marks += c.pacer.drop_limit + c.pacer.ce_marked + c.pacer.drop_aqm;
     }
     if (found) {
         // Offered: what the class took in (rx_bytes counts every frame
         // handed to the pacer, including those it then dropped at the
-        // limit) over the window. Limited: frames dropped at the limit or
-        // CE-marked in the window: the offered rate is then held down by
-        // the rate (a TCP sender backs off), so the demand asks for more
-        // (§11.2). A backlog alone is not a limit: a class paced at the
-        // rate of its sender always has one.
-        if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_) {
-            uint64_t offered =
-                uint64_t(double(rx - last_rx_bytes_) * 8e9 / double(now - last_sample_ns_));
-            uint64_t applied = sh_->applied_bps.load();
-            bool limited = marks != last_drops_ && applied > kHoldRateBps;
-            demand_bps_ = estimator_.sample(now, offered, limited, applied, proto_.budget_bps());
-            offered_bps_ = offered;
+        // limit) over the window; delivered: what it sent. Limited: frames
+        // dropped at the limit or CE-marked in the window. A sender held
+        // down by the rate (TCP backs off) offers what is delivered, one
+        // that does not (UDP) more: the estimator tells them apart (§11.2).
+        // A backlog alone is not a limit: a class paced at the rate of its
+        // sender always has one.
+        if (last_sample_ns_ != 0 && now > last_sample_ns_ && rx >= last_rx_bytes_ &&
+            tx >= last_tx_bytes_) {
+            const double per_s = 8e9 / double(now - last_sample_ns_);
+            cluster::DemandWindow w;
+            w.offered_bps = uint64_t(double(rx - last_rx_bytes_) * per_s);
+            w.delivered_bps = uint64_t(double(tx - last_tx_bytes_) * per_s);
+            w.applied_bps = sh_->applied_bps.load();
+            w.limited = marks != last_drops_ && w.applied_bps > kHoldRateBps;
+            demand_bps_ = estimator_.sample(now, w, proto_.budget_bps());
+            offered_bps_ = w.offered_bps;
             proto_.on_demand(now, demand_bps_);
         }
         last_rx_bytes_ = rx;
+        last_tx_bytes_ = tx;
         last_drops_ = marks;
         last_sample_ns_ = now;
     }

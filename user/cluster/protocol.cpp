@@ -80,6 +80,16 @@ void HostProtocol::on_view(uint64_t now_ns, const View &view) {
             if (!added && (view_->fresh || view_->live_deleted.count(host))) it->second = now_ns;
         }
     }
+    // A member's demand leaving 0: a start; others may be starting with it.
+    std::map<HostId, uint64_t> seen;
+    for (const auto &[host, rec] : view_->live) {
+        auto was = seen_demand_.find(host);
+        if (rec.demand_bps != 0 && was != seen_demand_.end() && was->second == 0 &&
+            coalesce_until_ns_ <= now_ns)
+            coalesce_until_ns_ = now_ns + timing_.start_coalesce_ns;
+        seen[host] = rec.demand_bps;
+    }
+    seen_demand_ = std::move(seen);
     step(now_ns);
 }
 
@@ -183,14 +193,17 @@ bool HostProtocol::proposer() const {
 
 namespace {
 
-bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) {
+bool material(const Allocation &next, const Allocation &now, uint64_t step_bps,
+              uint32_t rate_step) {
     if (next.rate_bps.size() != now.rate_bps.size()) return true;
     for (auto a = next.rate_bps.begin(), b = now.rate_bps.begin(); a != next.rate_bps.end();
          ++a, ++b) {
         if (a->first != b->first) return true;
         uint64_t diff = a->second > b->second ? a->second - b->second : b->second - a->second;
         // A floor released (or given back) is news however small.
-        if (diff > step_bps || (a->second == 0) != (b->second == 0)) return true;
+        if (diff > step_bps || diff * rate_step > std::max(a->second, b->second) ||
+            (a->second == 0) != (b->second == 0))
+            return true;
     }
     return false;
 }
@@ -199,6 +212,7 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps) 
 
 void HostProtocol::propose(uint64_t now_ns) {
     if (!view_->roster) return;
+    if (now_ns < coalesce_until_ns_) return; // the others starting too (step wakes us)
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
     if (view_->alloc && !all_acked()) return;
@@ -212,7 +226,8 @@ void HostProtocol::propose(uint64_t now_ns) {
         next.ack_from[host] = kept ? view_->alloc->ack_needed(host) : n + 1;
     }
     if (view_->alloc &&
-        !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget))
+        !material(next, *view_->alloc, view_->roster->budget_bps / timing_.hysteresis_of_budget,
+                  timing_.rate_step))
         return;
     if (proposed_rev_ == view_->alloc_rev && now_ns - proposed_ns_ < timing_.retry_ns) return;
     proposed_rev_ = view_->alloc_rev;
@@ -344,7 +359,8 @@ void HostProtocol::step(uint64_t now_ns) {
         uint64_t shown_bps = settled ? own->second.demand_bps : put_demand_bps_;
         uint64_t moved_bps =
             demand_bps_ > shown_bps ? demand_bps_ - shown_bps : shown_bps - demand_bps_;
-        bool demand_moved = moved_bps * 8 > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
+        bool demand_moved =
+            moved_bps * timing_.demand_step > shown_bps || (demand_bps_ == 0) != (shown_bps == 0);
         // The bucket: credit accrues with time, up to demand_burst tokens.
         uint64_t cap_ns = timing_.demand_token_ns * timing_.demand_burst;
         if (credit_ns_ == UINT64_MAX || now_ns < bucket_ns_)
@@ -379,6 +395,7 @@ void HostProtocol::step(uint64_t now_ns) {
         }
         if (proposer()) {
             propose(now_ns);
+            if (now_ns < coalesce_until_ns_) wake_ns = std::min(wake_ns, coalesce_until_ns_);
             if (proposed_rev_ == view_->alloc_rev)
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
             // A release falling due is a change to propose.

@@ -44,16 +44,25 @@ struct Timing {
     // Taken off the lease's safe span for a late timer and the time a lower
     // rate needs to reach the pacer.
     uint64_t margin_ns = 500'000'000;
-    // A member's demand is written again when it moved by more than 1/8
-    // (hysteresis), at once if a token is in the bucket: one comes every
-    // demand_token_ns, up to demand_burst (a bound on etcd writes that
-    // still writes a change promptly; acks are not counted, they follow
-    // epochs).
+    // A member's demand is written again when it moved by more than
+    // 1/demand_step (the estimator holds it steady, §11.2), at once if a
+    // token is in the bucket: one comes every demand_token_ns, up to
+    // demand_burst (a bound on etcd writes that still writes a change
+    // promptly; acks are not counted, they follow epochs).
+    uint32_t demand_step = 32;
     uint64_t demand_token_ns = 2'000'000'000;
     uint32_t demand_burst = 4;
     // The proposer writes a new epoch when a rate would move by more than
-    // this fraction of the budget (or the roster or live set changed).
+    // 1/hysteresis_of_budget of the budget or by more than 1/rate_step of
+    // itself (a small member's share within a few per cent too), or the
+    // roster or live set changed.
     uint32_t hysteresis_of_budget = 100;
+    uint32_t rate_step = 32;
+    // A member's demand seen leaving 0 (a start) makes the proposer wait
+    // this long before the next epoch, so hosts that start together (their
+    // first demands written within a few ms) get one epoch, not one each
+    // with acks between.
+    uint64_t start_coalesce_ns = 20'000'000;
     // A lost store request is asked again after this long.
     uint64_t retry_ns = 500'000'000;
     // R7: an established floor is held without etcd this long (local) past
@@ -187,6 +196,10 @@ class HostProtocol final : public Agent {
     uint64_t orphan_at_ns_ = 0; // 0: not armed
     // R8: roster members without a live record, since when (local) known so.
     std::map<HostId, uint64_t> absent_since_;
+    // Starts: each live member's demand as last seen, and until when the
+    // proposer waits for the others starting with one (0: not waiting).
+    std::map<HostId, uint64_t> seen_demand_;
+    uint64_t coalesce_until_ns_ = 0;
     bool lease_asked_ = false;
     uint64_t lease_asked_ns_ = 0;
     // The live record last put: under which lease, acknowledging what.

@@ -58,8 +58,8 @@ class Sim {
         : config_(config), factory_(factory), rng_(config.seed) {
         estimator_ = config.estimator ? config.estimator : [](uint64_t budget) -> Estimator {
             auto est = std::make_shared<DemandEstimator>();
-            return [est, budget](uint64_t now, uint64_t arrival, uint64_t applied, bool limited) {
-                return est->sample(now, arrival, limited, applied, budget);
+            return [est, budget](uint64_t now, const DemandWindow &w) {
+                return est->sample(now, w, budget);
             };
         };
         for (size_t i = 0; i < config.hosts.size(); ++i)
@@ -203,7 +203,8 @@ class Sim {
             limited = false;
         }
         uint64_t now = local(h);
-        h.agent->on_demand(now, h.estimator(now, arrival, h.rate_bps, limited));
+        // What it takes goes out: its offer is what is delivered.
+        h.agent->on_demand(now, h.estimator(now, {arrival, arrival, h.rate_bps, limited}));
         at(now_ns_ + config_.demand_window_ns, [this, &h, inc] { measure_loop(h, inc); });
     }
     void keepalive_loop(Host &h, uint64_t inc) {

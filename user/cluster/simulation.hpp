@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cluster/checker.hpp"
+#include "cluster/demand.hpp"
 #include "cluster/protocol.hpp"
 
 #include <functional>
@@ -45,10 +46,9 @@ struct SimOffer {
     uint64_t want_bps = 0;
 };
 
-// A demand estimator: (local now, arrival bit/s over the window, rate
-// applied, whether the class was limited) -> the demand to report.
-using Estimator = std::function<uint64_t(uint64_t now_ns, uint64_t arrival_bps,
-                                         uint64_t applied_bps, bool limited)>;
+// A demand estimator: (local now, the window as the agent measures it) ->
+// the demand to report.
+using Estimator = std::function<uint64_t(uint64_t now_ns, const DemandWindow &window)>;
 // One per host; the default is DemandEstimator's.
 using EstimatorFactory = std::function<Estimator(uint64_t budget_bps)>;
 

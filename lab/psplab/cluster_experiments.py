@@ -439,6 +439,7 @@ UNEVEN_FLOOR_BPS = 10_000_000
 UNEVEN_OFFERS_BPS = [[250_000_000, 150_000_000, 20_000_000], [160_000_000, 120_000_000, 20_000_000]]
 UNEVEN_PORT = 7100
 BIN_S = 0.1
+EDGE_S = 0.2  # the end of a phase left out of its judgement
 
 
 @dataclass
@@ -528,11 +529,12 @@ def uneven(net: ClusterNet, opt: Options) -> None:
         with shaped(net, opt, [("group", fmt_rate(UNEVEN_FLOOR_BPS))] * hosts, group) as sh_:
             rev0 = etcd_revision(net, opt, group)
             caps = [Capture(net, p, net.r, net.router_devs[i], "in") for i, p in enumerate(paths)]
-            procs = []
+            procs, outs = [], []
             for i in range(hosts):
                 flows = [f"{net.receivers[i]}:{UNEVEN_PORT}:{fmt_rate(UNEVEN_OFFERS_BPS[k][i])}:"
                          f"{k * phase_s:g}:{(k + 1) * phase_s:g}" for k in range(2)]
                 out = os.path.join(opt.work, f"uneven.send{i}.json")
+                outs.append(out)
                 procs.append(net.spawn(net.hosts[i].cmd(
                     "nice", "-n", "-10", f"{opt.build}/lab/psp_traffic", "send", "--size", "1472",
                     "--seconds", f"{2 * phase_s + 0.5:g}", *(x for f in flows for x in ("--flow", f))),
@@ -553,21 +555,27 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     writes = (rev1 - rev0) / hosts / (t_done - t_sent)
     # With the joins and the first epochs (the agents joined before t_join).
     writes_run = (rev1 - 1) / hosts / (t_done - t_join) if fresh_etcd else None
-    # Each host's phases from its own first frame (its sender's clock).
+    # Each host's phases from its own sender's start (CLOCK_REALTIME, the
+    # captures' clock): where its offers change, not where its frames show.
     first = []
-    for path in paths:
-        first.append(next((t for t, _, port in read_pcap(path, {UNEVEN_PORT}) if port), 0))
+    for out in outs:
+        with open(out) as f:
+            first.append(int(json.load(f)["start_realtime_ns"]))
     skew_ms = (max(first) - min(first)) / 1e6
     rows: list[UnevenRow] = []
     per_bin: list[dict[str, object]] = []
     nbins = int(phase_s / BIN_S)
+    # A phase's last EDGE_S is its edge, not its steady state: queues drain
+    # and senders stop there (in the lab a sender's last frames reach R up
+    # to 0.1 s before its schedule ends).
+    judged = nbins - int(EDGE_S / BIN_S)
     for k in range(2):
         start = min(first) + int(k * phase_s * 1e9)
-        series = [bins(path, start, nbins) for path in paths]
+        series = [bins(path, first[i] + int(k * phase_s * 1e9), nbins) for i, path in enumerate(paths)]
         off = [any(abs(series[i][b] - ideal[k][i]) > 0.05 * ideal[k][i] for i in range(hosts))
-               for b in range(nbins)]
-        last_off = max((b for b in range(nbins) if off[b]), default=-1)
-        within = None if last_off == nbins - 1 else (last_off + 1) * BIN_S
+               for b in range(judged)]
+        last_off = max((b for b in range(judged) if off[b]), default=-1)
+        within = None if last_off == judged - 1 else (last_off + 1) * BIN_S
         tail = int(2 / BIN_S)
         sums = [sum(series[i][b] for i in range(hosts)) for b in range(nbins)]
         t0_s, steps = start / 1e9, int(phase_s * 100)
@@ -577,11 +585,11 @@ def uneven(net: ClusterNet, opt: Options) -> None:
         applied_within = None if last_applied_off == steps - 1 else (last_applied_off + 1) / 100
         settled_at = t0_s + (phase_s if applied_within is None else applied_within)
         settled_changes = sum(1 for log in logs for x, _ in log if settled_at < x < t0_s + phase_s)
-        tail_steps = range(steps - int(2 / 0.01), steps)
+        tail_steps = range(steps - int((2 + EDGE_S) / 0.01), steps - int(EDGE_S / 0.01))
         for i in range(hosts):
             applied_end = rate_at(logs[i], t0_s + phase_s - 0.01)
             applied_tail = sum(rate_at(logs[i], t0_s + b / 100) for b in tail_steps) / len(tail_steps)
-            achieved = sum(series[i][-tail:]) / tail
+            achieved = sum(series[i][judged - tail:judged]) / tail
             rows.append(UnevenRow(phase=k, host=i, offer_mbps=UNEVEN_OFFERS_BPS[k][i] / 1e6,
                                   ideal_mbps=ideal[k][i] / 1e6,
                                   achieved_mbps=achieved / 1e6, within_s=within,
@@ -601,14 +609,14 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                 "within 5 % after s", "max 0.1 s sum Mbit/s"],
                ["ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
                 "frames at R's ingress (tcpdump, max(L, 60) + 4 bytes each, as the pacer counts), mean of "
-                "the phase's last 2 s",
-                "within 5 %: from the phase's start (each sender's first frame, then + 6 s) to the end of "
-                "the last 0.1 s bin in which any host was more than 5 % off its ideal (none: never "
-                f"settled); the senders' start skew {skew_ms:.1f} ms",
+                f"the 2 s before the phase's last {EDGE_S:g} s (its edge, where the senders stop)",
+                "within 5 %: from the phase's start (each sender's start as it reports it, then + 6 s) to the end of "
+                "the last 0.1 s bin before the edge in which any host was more than 5 % off its ideal (none: "
+                f"never settled); the senders' start skew {skew_ms:.1f} ms",
                 "applied: the agent's rate (its log) at the phase's end, its error against the ideal (the "
                 "allocation's), when every host's applied rate was within 5 % of its ideal for good (10 ms "
                 "steps), and the applied-rate changes of every host after that in the phase",
-                "achieved / applied: the rate at R over the mean applied rate, both over the phase's last 2 s "
+                "achieved / applied: the rate at R over the mean applied rate, both over those 2 s "
                 "(the pacer's efficiency under this load, not the allocation's error)",
                 f"pspxdp group check: {verdict.line}; etcd writes per host per second over the phases (from "
                 f"the first change on): {writes:.2f}, from the joins on: "

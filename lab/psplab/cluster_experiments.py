@@ -499,15 +499,17 @@ def etcd_revision(net: ClusterNet, opt: Options, group: str) -> int:
     return int(group_show(net, opt, group).get("revision", 0))
 
 
-WRITE_KINDS = ("join/live record", "demand", "epoch", "ack", "other")
+WRITE_KINDS = ("join/live record", "demand", "demand+ack", "epoch", "ack", "other")
 
 
 def write_kind(key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
     """What one store revision under a group's prefix was (design §11.1):
     the roster or a live record created (or under a new lease): a join;
-    `alloc`: an epoch; a live record whose ack_epoch moved: an ack (it
-    carries the demand free); one whose demand_bps moved: a demand; the
-    rest (a record deleted: a leave or a lease gone): other."""
+    `alloc`: an epoch; a live record whose demand_bps alone moved: a
+    demand; both it and ack_epoch (a demand write carries the newest epoch,
+    an ack the demand): demand+ack; ack_epoch alone: an ack; the rest (a
+    record deleted: a leave or a lease gone): other. As the simulation's
+    WriteKind (user/cluster/simulation.hpp)."""
     if key.endswith("/roster"):
         return "join/live record"
     if key.endswith("/alloc"):
@@ -516,11 +518,8 @@ def write_kind(key: str, old: dict[str, Any] | None, new: dict[str, Any] | None)
         return "other"
     if old is None or old.get("lease") != new.get("lease"):
         return "join/live record"
-    if old.get("ack_epoch") != new.get("ack_epoch"):
-        return "ack"
-    if old.get("demand_bps") != new.get("demand_bps"):
-        return "demand"
-    return "other"
+    ack, demand = (old.get(k) != new.get(k) for k in ("ack_epoch", "demand_bps"))
+    return "demand+ack" if ack and demand else "ack" if ack else "demand" if demand else "other"
 
 
 def etcd_writes_by_kind(net: ClusterNet, etcd: str, group: str, bounds: Sequence[int]) -> list[dict[str, int]]:
@@ -687,8 +686,8 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                     "are not writes)",
                     ["span", "s", *WRITE_KINDS, "all", "per host per s"],
                     ["join/live record: the roster, or a live record created or under a new lease; epoch: "
-                     "`alloc`; ack: a live record whose ack_epoch moved (with its demand); demand: one whose "
-                     "demand_bps alone moved; other: deletes and the rest",
+                     "`alloc`; demand: a live record whose demand_bps alone moved; demand+ack: both it and "
+                     "ack_epoch; ack: ack_epoch alone; other: deletes and the rest",
                      "phase 0 from the senders' start (the first change), phase 1 from 6 s later, to 0.2 s "
                      "before the senders' end; the joins' span counts only on a fresh etcd"])
     for (name, secs), counts in zip(spans, by_kind, strict=True):

@@ -522,11 +522,13 @@ def write_kind(key: str, old: dict[str, Any] | None, new: dict[str, Any] | None)
     return "demand+ack" if ack and demand else "ack" if ack else "demand" if demand else "other"
 
 
-def etcd_writes_by_kind(net: ClusterNet, etcd: str, group: str, bounds: Sequence[int]) -> list[dict[str, int]]:
+def etcd_writes_by_kind(net: ClusterNet, etcd: str, group: str, bounds: Sequence[int],
+                        log: list[dict[str, object]]) -> list[dict[str, int]]:
     """The writes under the group's prefix in each span of store revisions
     (bounds[k], bounds[k + 1]], by kind (write_kind), read back from etcd's
     history through its JSON gateway: the keys as they stood at every
-    revision (a fresh store, nothing compacted)."""
+    revision (a fresh store, nothing compacted). Each write is appended to
+    log (revision, span, key, kind, value)."""
     prefix = f"/pspxdp/group/{group}/"
     key_b64 = base64.b64encode(prefix.encode()).decode()
     end_b64 = base64.b64encode(prefix[:-1].encode() + bytes([ord(prefix[-1]) + 1])).decode()
@@ -545,8 +547,10 @@ def etcd_writes_by_kind(net: ClusterNet, etcd: str, group: str, bounds: Sequence
         changed = [k for k, (mod, _) in now.items() if mod == rev] or [k for k in before if k not in now]
         span = next(i for i in range(len(spans)) if rev <= bounds[i + 1])
         for key in changed:
-            spans[span][write_kind(key, before[key][1] if key in before else None,
-                                   now[key][1] if key in now else None)] += 1
+            value = now[key][1] if key in now else None
+            kind = write_kind(key, before[key][1] if key in before else None, value)
+            spans[span][kind] += 1
+            log.append({"revision": rev, "span": span, "key": key[len(prefix):], "kind": kind, "value": value})
         before = now
     return spans
 
@@ -604,7 +608,9 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             counters = [s.settle() for s in sh_]
         verdict = check_logs(opt, sh_)
         logs = [read_rate_log(s.rate_log) for s in sh_]
-        by_kind = etcd_writes_by_kind(net, opt.etcd, group, [1 if fresh_etcd else rev0, rev0, rev_mid, rev1])
+        write_log: list[dict[str, object]] = []
+        by_kind = etcd_writes_by_kind(net, opt.etcd, group, [1 if fresh_etcd else rev0, rev0, rev_mid, rev1],
+                                      write_log)
     finally:
         opt.budget = saved
     writes = (rev1 - rev0) / hosts / (t_done - t_sent)
@@ -698,6 +704,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     res.csv("uneven.csv", [asdict(r) for r in rows])
     res.csv("uneven-writes.csv", [{"span": name, "seconds": round(secs, 3), **counts}
                                   for (name, secs), counts in zip(spans, by_kind, strict=True)])
+    res.csv("uneven-writes-log.csv", write_log)
     res.csv("uneven-bins.csv", per_bin)
     res.csv("uneven-applied.csv", [{"host": i, "t_s": round(x - min(first) / 1e9, 3), "rate_bps": v}
                                    for i, log in enumerate(logs) for x, v in log])

@@ -307,6 +307,21 @@ TEST_CASE("cluster converge: UDP senders (a bursty one) and pacers up to 10 % sh
             // counts.
             uint64_t writes = 0;
             for (uint64_t t : r.write_ns) writes += t >= 1 * s;
+            // The three joins (before the first change): each host's roster
+            // write and live record, and one epoch (the proposer waits for
+            // the joining members' records, §11.3), acknowledged once by
+            // each: not an epoch at a floor first, and its acks.
+            size_t joins = 0, epochs = 0, acks = 0;
+            for (size_t w = 0; w < r.write_ns.size() && r.write_ns[w] < 1 * s; ++w) {
+                joins += r.write_kind[w] == WriteKind::join;
+                epochs += r.write_kind[w] == WriteKind::epoch;
+                acks += r.write_kind[w] == WriteKind::ack;
+            }
+            INFO("seed " << seed << ": the joins wrote " << joins << " roster and live records, "
+                         << epochs << " epochs, " << acks << " acks");
+            CHECK(joins == 6);
+            CHECK(epochs == 1);
+            CHECK(acks == 3);
             double per_host_s = double(writes) / 3.0 / (double(lr.end_ns - 1 * s) / double(s));
             writes_all += per_host_s / kRuns;
             for (size_t k = 0; k < kPhaseA.size(); ++k) {

@@ -364,8 +364,9 @@ TEST_CASE("cluster converge: UDP senders (a bursty one) and pacers up to 10 % sh
 
 TEST_CASE("cluster converge: the lab's shape, writes by kind", "[.converge-table]") {
     constexpr uint64_t kRuns = 10;
-    std::printf("\n| pacers %% | phase | join | demand | demand+ack | epoch | ack | other | per host "
-                "per s |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "\n| pacers %% | phase | join | demand | demand+ack | epoch | ack | other | per host "
+        "per s |\n|---|---|---|---|---|---|---|---|---|\n");
     for (uint64_t pacer_percent : {100, 94, 90}) {
         // Span 0: the joins (before the first change); then each phase.
         uint64_t counts[3][6] = {};
@@ -382,9 +383,10 @@ TEST_CASE("cluster converge: the lab's shape, writes by kind", "[.converge-table
             for (uint64_t c : counts[span]) all += c;
             double secs = span == 0 ? 1.0 : 6.0;
             std::printf("| %llu | %s |", (unsigned long long)pacer_percent,
-                        span == 0 ? "joins" : span == 1 ? "0" : "1");
-            for (size_t k = 0; k < 6; ++k)
-                std::printf(" %.1f |", double(counts[span][k]) / kRuns);
+                        span == 0   ? "joins"
+                        : span == 1 ? "0"
+                                    : "1");
+            for (size_t k = 0; k < 6; ++k) std::printf(" %.1f |", double(counts[span][k]) / kRuns);
             std::printf(" %.2f |\n", double(all) / kRuns / 3.0 / secs);
         }
     }

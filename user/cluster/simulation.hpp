@@ -93,7 +93,7 @@ struct SimResult {
     std::vector<SimLeaseExpiry> expiries;
     View store; // the keys at the end
     uint64_t store_writes = 0;
-    std::vector<uint64_t> write_ns; // when each write (a new revision) was made, real time
+    std::vector<uint64_t> write_ns;    // when each write (a new revision) was made, real time
     std::vector<WriteKind> write_kind; // what each was, as write_ns
 };
 

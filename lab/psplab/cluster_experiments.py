@@ -1,6 +1,7 @@
 """The cluster lab's experiments (lab/psplab/cluster.py has what each
 shows): pair (paper §5.3), alltoall, dynamic (the pspxdp group) and scale
 (the 1,000-host simulation)."""
+import base64
 import json
 import math
 import os
@@ -499,6 +500,62 @@ def etcd_revision(net: ClusterNet, opt: Options, group: str) -> int:
     return int(group_show(net, opt, group).get("revision", 0))
 
 
+WRITE_KINDS = ("join/live record", "demand", "demand+ack", "epoch", "ack", "other")
+
+
+def write_kind(key: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
+    """What one store revision under a group's prefix was (design §11.1):
+    the roster or a live record created (or under a new lease): a join;
+    `alloc`: an epoch; a live record whose demand_bps alone moved: a
+    demand; both it and ack_epoch (a demand write carries the newest epoch,
+    an ack the demand): demand+ack; ack_epoch alone: an ack; the rest (a
+    record deleted: a leave or a lease gone): other. As the simulation's
+    WriteKind (user/cluster/simulation.hpp)."""
+    if key.endswith("/roster"):
+        return "join/live record"
+    if key.endswith("/alloc"):
+        return "epoch" if new is not None else "other"
+    if "/live/" not in key or new is None:
+        return "other"
+    if old is None or old.get("lease") != new.get("lease"):
+        return "join/live record"
+    ack, demand = (old.get(k) != new.get(k) for k in ("ack_epoch", "demand_bps"))
+    return "demand+ack" if ack and demand else "ack" if ack else "demand" if demand else "other"
+
+
+def etcd_writes_by_kind(net: ClusterNet, etcd: str, group: str, bounds: Sequence[int],
+                        log: list[dict[str, object]]) -> list[dict[str, int]]:
+    """The writes under the group's prefix in each span of store revisions
+    (bounds[k], bounds[k + 1]], by kind (write_kind), read back from etcd's
+    history through its JSON gateway: the keys as they stood at every
+    revision (a fresh store, nothing compacted). Each write is appended to
+    log (revision, span, key, kind, value)."""
+    prefix = f"/pspxdp/group/{group}/"
+    key_b64 = base64.b64encode(prefix.encode()).decode()
+    end_b64 = base64.b64encode(prefix[:-1].encode() + bytes([ord(prefix[-1]) + 1])).decode()
+
+    def state(rev: int) -> dict[str, tuple[int, dict[str, Any]]]:
+        body = json.dumps({"key": key_b64, "range_end": end_b64, "revision": rev})
+        out = json.loads(net.r.run("curl", "-fsS", "-m", "2", "-X", "POST", f"{etcd}/v3/kv/range", "-d", body))
+        return {base64.b64decode(kv["key"]).decode(): (int(kv["mod_revision"]),
+                                                       json.loads(base64.b64decode(kv.get("value", ""))))
+                for kv in out.get("kvs", [])}
+
+    spans: list[dict[str, int]] = [dict.fromkeys(WRITE_KINDS, 0) for _ in bounds[1:]]
+    before = state(bounds[0]) if bounds[0] > 1 else {}
+    for rev in range(bounds[0] + 1, bounds[-1] + 1):
+        now = state(rev)
+        changed = [k for k, (mod, _) in now.items() if mod == rev] or [k for k in before if k not in now]
+        span = next(i for i in range(len(spans)) if rev <= bounds[i + 1])
+        for key in changed:
+            value = now[key][1] if key in now else None
+            kind = write_kind(key, before[key][1] if key in before else None, value)
+            spans[span][kind] += 1
+            log.append({"revision": rev, "span": span, "key": key[len(prefix):], "kind": kind, "value": value})
+        before = now
+    return spans
+
+
 def uneven(net: ClusterNet, opt: Options) -> None:
     """Phase A of the lab: 3 hosts in one group (budget 300 Mbit/s, floors
     10 Mbit/s) offered UDP at 250/150/20 Mbit/s for 6 s, then 160/120/20;
@@ -540,6 +597,9 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                     "--seconds", f"{2 * phase_s + 0.5:g}", *(x for f in flows for x in ("--flow", f))),
                     out_path=out))
             t_sent = time.time()
+            time.sleep(max(0.0, t_sent + phase_s - time.time()))
+            rev_mid = etcd_revision(net, opt, group)
+            t_mid = time.time()
             # the writes over the two phases, not the stop after them
             time.sleep(max(0.0, t_sent + 2 * phase_s - 0.2 - time.time()))
             rev1 = etcd_revision(net, opt, group)
@@ -550,6 +610,9 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             counters = [s.settle() for s in sh_]
         verdict = check_logs(opt, sh_)
         logs = [read_rate_log(s.rate_log) for s in sh_]
+        write_log: list[dict[str, object]] = []
+        by_kind = etcd_writes_by_kind(net, opt.etcd, group, [1 if fresh_etcd else rev0, rev0, rev_mid, rev1],
+                                      write_log)
     finally:
         opt.budget = saved
     writes = (rev1 - rev0) / hosts / (t_done - t_sent)
@@ -631,13 +694,33 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                f"{r.achieved_mbps:.1f}", f"{r.delivered_ratio:.3f}", num(r.within_s, "{:.1f}"),
                f"{r.max_sum_mbps:.1f}")
     res.table(t_)
+    spans = [("joins to the senders' start", t_sent - t_join), ("phase 0", t_mid - t_sent),
+             ("phase 1", t_done - t_mid)]
+    kinds_t = Table("Phase A: etcd writes under the group's prefix by kind (store revisions; keep-alives "
+                    "are not writes)",
+                    ["span", "s", *WRITE_KINDS, "all", "per host per s"],
+                    ["join/live record: the roster, or a live record created or under a new lease; epoch: "
+                     "`alloc`; demand: a live record whose demand_bps alone moved; demand+ack: both it and "
+                     "ack_epoch; ack: ack_epoch alone; other: deletes and the rest",
+                     "phase 0 from the senders' start (the first change), phase 1 from 6 s later, to 0.2 s "
+                     "before the senders' end; the joins' span counts only on a fresh etcd"])
+    for (name, secs), counts in zip(spans, by_kind, strict=True):
+        total = sum(counts.values())
+        kinds_t.add(name, f"{secs:.1f}", *(counts[k] for k in WRITE_KINDS), total,
+                    f"{total / hosts / secs:.2f}" if secs > 0 else "-")
+    res.table(kinds_t)
     res.csv("uneven.csv", [asdict(r) for r in rows])
+    res.csv("uneven-writes.csv", [{"span": name, "seconds": round(secs, 3), **counts}
+                                  for (name, secs), counts in zip(spans, by_kind, strict=True)])
+    res.csv("uneven-writes-log.csv", write_log)
     res.csv("uneven-bins.csv", per_bin)
     res.csv("uneven-applied.csv", [{"host": i, "t_s": round(x - min(first) / 1e9, 3), "rate_bps": v}
                                    for i, log in enumerate(logs) for x, v in log])
     res.finish()
     opt.summary["uneven"] = {"rows": rows, "violations": verdict.violations, "verdict": verdict.line,
                              "writes_per_host_s": writes, "writes_per_host_s_run": writes_run,
+                             "writes_by_kind": [{"span": name, "counts": counts}
+                                                for (name, _), counts in zip(spans, by_kind, strict=True)],
                              "skew_ms": skew_ms,
                              "capture_drops": sum(r.capture_drops or 0 for r in readings),
                              "accounted": all(c.accounted for c in counters)}

@@ -307,6 +307,21 @@ TEST_CASE("cluster converge: UDP senders (a bursty one) and pacers up to 10 % sh
             // counts.
             uint64_t writes = 0;
             for (uint64_t t : r.write_ns) writes += t >= 1 * s;
+            // The three joins (before the first change): each host's roster
+            // write and live record, and one epoch (the proposer waits for
+            // the joining members' records, §11.3), acknowledged once by
+            // each: not an epoch at a floor first, and its acks.
+            size_t joins = 0, epochs = 0, acks = 0;
+            for (size_t w = 0; w < r.write_ns.size() && r.write_ns[w] < 1 * s; ++w) {
+                joins += r.write_kind[w] == WriteKind::join;
+                epochs += r.write_kind[w] == WriteKind::epoch;
+                acks += r.write_kind[w] == WriteKind::ack;
+            }
+            INFO("seed " << seed << ": the joins wrote " << joins << " roster and live records, "
+                         << epochs << " epochs, " << acks << " acks");
+            CHECK(joins == 6);
+            CHECK(epochs == 1);
+            CHECK(acks == 3);
             double per_host_s = double(writes) / 3.0 / (double(lr.end_ns - 1 * s) / double(s));
             writes_all += per_host_s / kRuns;
             for (size_t k = 0; k < kPhaseA.size(); ++k) {
@@ -344,5 +359,35 @@ TEST_CASE("cluster converge: UDP senders (a bursty one) and pacers up to 10 % sh
         INFO("pacers at " << pacer_percent << " %: writes per host per second, mean of " << kRuns
                           << " runs: " << writes_all);
         CHECK(writes_all <= 0.5);
+    }
+}
+
+TEST_CASE("cluster converge: the lab's shape, writes by kind", "[.converge-table]") {
+    constexpr uint64_t kRuns = 10;
+    std::printf(
+        "\n| pacers %% | phase | join | demand | demand+ack | epoch | ack | other | per host "
+        "per s |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (uint64_t pacer_percent : {100, 94, 90}) {
+        // Span 0: the joins (before the first change); then each phase.
+        uint64_t counts[3][6] = {};
+        for (uint64_t seed = 1; seed <= kRuns; ++seed) {
+            LabRun lr = lab_run(seed, pacer_percent);
+            for (size_t w = 0; w < lr.r.write_ns.size(); ++w) {
+                uint64_t t = lr.r.write_ns[w];
+                size_t span = t < 1 * s ? 0 : std::min<size_t>(2, 1 + (t - 1 * s) / (6 * s));
+                ++counts[span][size_t(lr.r.write_kind[w])];
+            }
+        }
+        for (size_t span = 0; span < 3; ++span) {
+            uint64_t all = 0;
+            for (uint64_t c : counts[span]) all += c;
+            double secs = span == 0 ? 1.0 : 6.0;
+            std::printf("| %llu | %s |", (unsigned long long)pacer_percent,
+                        span == 0   ? "joins"
+                        : span == 1 ? "0"
+                                    : "1");
+            for (size_t k = 0; k < 6; ++k) std::printf(" %.1f |", double(counts[span][k]) / kRuns);
+            std::printf(" %.2f |\n", double(all) / kRuns / 3.0 / secs);
+        }
     }
 }

@@ -90,6 +90,21 @@ void HostProtocol::on_view(uint64_t now_ns, const View &view) {
         seen[host] = rec.demand_bps;
     }
     seen_demand_ = std::move(seen);
+    // A member new to the roster, not live yet: a join whose record is on
+    // its way. The proposer waits for it (bounded), not once it shows.
+    if (view_->roster) {
+        std::set<HostId> members;
+        for (const auto &[host, member] : view_->roster->members) {
+            members.insert(host);
+            if (host != host_ && !seen_members_.empty() && !seen_members_.count(host) &&
+                !view_->live.count(host))
+                joining_until_ns_[host] = now_ns + timing_.join_coalesce_ns;
+        }
+        std::erase_if(joining_until_ns_, [&](const auto &kv) {
+            return !members.count(kv.first) || view_->live.count(kv.first) || kv.second <= now_ns;
+        });
+        seen_members_ = std::move(members);
+    }
     step(now_ns);
 }
 
@@ -213,6 +228,8 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps,
 void HostProtocol::propose(uint64_t now_ns) {
     if (!view_->roster) return;
     if (now_ns < coalesce_until_ns_) return; // the others starting too (step wakes us)
+    for (const auto &[host, until] : joining_until_ns_)
+        if (now_ns < until) return; // a join's live record on its way (step wakes us)
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
     if (view_->alloc && !all_acked()) return;
@@ -396,6 +413,8 @@ void HostProtocol::step(uint64_t now_ns) {
         if (proposer()) {
             propose(now_ns);
             if (now_ns < coalesce_until_ns_) wake_ns = std::min(wake_ns, coalesce_until_ns_);
+            for (const auto &[host, until] : joining_until_ns_)
+                if (now_ns < until) wake_ns = std::min(wake_ns, until);
             if (proposed_rev_ == view_->alloc_rev)
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
             // A release falling due is a change to propose.

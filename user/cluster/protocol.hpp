@@ -63,6 +63,12 @@ struct Timing {
     // first demands written within a few ms) get one epoch, not one each
     // with acks between.
     uint64_t start_coalesce_ns = 20'000'000;
+    // A member seen new to the roster without a live record yet (a join:
+    // its record follows its roster write once it has a lease) makes the
+    // proposer wait up to this long for the record, so a join costs one
+    // epoch (the member at its share) instead of two (at its floor, then at
+    // its share), each with the acks of the members it lowers.
+    uint64_t join_coalesce_ns = 100'000'000;
     // A lost store request is asked again after this long.
     uint64_t retry_ns = 500'000'000;
     // R7: an established floor is held without etcd this long (local) past
@@ -200,6 +206,10 @@ class HostProtocol final : public Agent {
     // proposer waits for the others starting with one (0: not waiting).
     std::map<HostId, uint64_t> seen_demand_;
     uint64_t coalesce_until_ns_ = 0;
+    // Joins: the roster's members as last seen, and the members new to it
+    // whose live record the proposer waits for, until when.
+    std::set<HostId> seen_members_;
+    std::map<HostId, uint64_t> joining_until_ns_;
     bool lease_asked_ = false;
     uint64_t lease_asked_ns_ = 0;
     // The live record last put: under which lease, acknowledging what.

@@ -112,10 +112,11 @@ class Sim {
     }
 
     // The store.
-    void changed() {
+    void changed(WriteKind kind) {
         ++state_.revision;
         ++result_.store_writes;
         result_.write_ns.push_back(now_ns_);
+        result_.write_kind.push_back(kind);
         view_ = nullptr;
         for (auto &h : hosts_) send_view(*h);
     }
@@ -150,25 +151,35 @@ class Sim {
     }
     void put_live(Host &h, const Live &record) {
         if (!leases_.count(record.lease)) return; // etcd: "requested lease not found"
+        auto was = state_.live.find(h.spec.name);
+        WriteKind kind = WriteKind::join;
+        if (was != state_.live.end() && was->second.lease == record.lease) {
+            bool ack = was->second.ack_epoch != record.ack_epoch;
+            bool demand = was->second.demand_bps != record.demand_bps;
+            kind = ack && demand ? WriteKind::demand_ack
+                   : ack         ? WriteKind::ack
+                   : demand      ? WriteKind::demand
+                                 : WriteKind::other;
+        }
         state_.live[h.spec.name] = record;
-        changed();
+        changed(kind);
     }
     void cas_alloc(const Allocation &a, int64_t expected) {
         if (state_.alloc_rev != expected) return;
         state_.alloc = a;
         state_.alloc_rev = state_.revision + 1;
-        changed();
+        changed(WriteKind::epoch);
     }
     void cas_roster(const Roster &r, int64_t expected) {
         if (state_.roster_rev != expected) return;
         state_.roster = r;
         state_.roster_rev = state_.revision + 1;
-        changed();
+        changed(WriteKind::join);
     }
     void drop_lease(uint64_t lease) {
         leases_.erase(lease);
         std::erase_if(state_.live, [&](const auto &kv) { return kv.second.lease == lease; });
-        changed();
+        changed(WriteKind::other);
     }
     void watch_expiry(uint64_t lease) {
         at(leases_[lease].expiry_ns, [this, lease] {

@@ -80,12 +80,21 @@ struct SimLeaseExpiry {
     HostId host;
 };
 
+// What one store write was (the lab's judge counts the same kinds from
+// etcd's revisions, lab/psplab/cluster_experiments.py): the roster or a
+// live record created (or under a new lease), one whose demand alone
+// moved, one whose demand and ack moved (a demand write carries the newest
+// epoch, an ack the demand), an epoch, one whose ack alone moved, the rest
+// (deletions).
+enum class WriteKind : uint8_t { join, demand, demand_ack, epoch, ack, other };
+
 struct SimResult {
     std::vector<std::vector<RateChange>> logs; // per host, real time
     std::vector<SimLeaseExpiry> expiries;
     View store; // the keys at the end
     uint64_t store_writes = 0;
-    std::vector<uint64_t> write_ns; // when each write (a new revision) was made, real time
+    std::vector<uint64_t> write_ns;    // when each write (a new revision) was made, real time
+    std::vector<WriteKind> write_kind; // what each was, as write_ns
 };
 
 using AgentFactory = std::function<std::unique_ptr<Agent>(const SimHost &, uint64_t budget_bps,

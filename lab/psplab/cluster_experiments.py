@@ -450,6 +450,7 @@ class UnevenRow:
     phase: int
     host: int
     offer_mbps: float
+    sent_mbps: float              # what its sender managed of the offer (its own count; blocked sends left out)
     ideal_mbps: float
     achieved_mbps: float          # mean over the phase's last 2 s
     within_s: float | None        # the phase's start to the end of its last bin with any host > 5 % off
@@ -620,10 +621,12 @@ def uneven(net: ClusterNet, opt: Options) -> None:
     writes_run = (rev1 - 1) / hosts / (t_done - t_join) if fresh_etcd else None
     # Each host's phases from its own sender's start (CLOCK_REALTIME, the
     # captures' clock): where its offers change, not where its frames show.
-    first = []
+    first, sent = [], []
     for out in outs:
         with open(out) as f:
-            first.append(int(json.load(f)["start_realtime_ns"]))
+            report_ = json.load(f)
+        first.append(int(report_["start_realtime_ns"]))
+        sent.append([int(flow["sent_bits"]) / phase_s for flow in report_["flows"]])
     skew_ms = (max(first) - min(first)) / 1e6
     rows: list[UnevenRow] = []
     per_bin: list[dict[str, object]] = []
@@ -654,6 +657,7 @@ def uneven(net: ClusterNet, opt: Options) -> None:
             applied_tail = sum(rate_at(logs[i], t0_s + b / 100) for b in tail_steps) / len(tail_steps)
             achieved = sum(series[i][judged - tail:judged]) / tail
             rows.append(UnevenRow(phase=k, host=i, offer_mbps=UNEVEN_OFFERS_BPS[k][i] / 1e6,
+                                  sent_mbps=sent[i][k] / 1e6,
                                   ideal_mbps=ideal[k][i] / 1e6,
                                   achieved_mbps=achieved / 1e6, within_s=within,
                                   max_sum_mbps=max(sums) / 1e6,
@@ -667,10 +671,12 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                     for b in range(nbins)]
     t_ = Table(f"Phase A: 3 hosts in one pspxdp group, budget {UNEVEN_BUDGET}, uneven UDP offers; "
                "judged at R's ingress in 0.1 s bins",
-               ["phase", "host", "offer Mbit/s", "ideal Mbit/s", "applied Mbit/s", "applied error %",
+               ["phase", "host", "offer Mbit/s", "sent Mbit/s", "ideal Mbit/s", "applied Mbit/s", "applied error %",
                 "applied within 5 % after s", "changes once settled", "achieved Mbit/s", "achieved / applied",
                 "within 5 % after s", "max 0.1 s sum Mbit/s"],
-               ["ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
+               ["sent: what the host's sender put into its socket in the phase, by its own count (a "
+                "sender short of its offer is the machine's, not the group's); "
+                "ideal: max-min over the offers (floors 10 Mbit/s, equal weights); achieved: the host's "
                 "frames at R's ingress (tcpdump, max(L, 60) + 4 bytes each, as the pacer counts), mean of "
                 f"the 2 s before the phase's last {EDGE_S:g} s (its edge, where the senders stop)",
                 "within 5 %: from the phase's start (each sender's start as it reports it, then + 6 s) to the end of "
@@ -689,7 +695,8 @@ def uneven(net: ClusterNet, opt: Options) -> None:
                 f"frame: {all(c.accounted for c in counters)}",
                 report.REAL_TIME_NOTE])
     for r in rows:
-        t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.ideal_mbps:.0f}", f"{r.applied_mbps:.1f}",
+        t_.add(r.phase, f"h{r.host}", f"{r.offer_mbps:.0f}", f"{r.sent_mbps:.1f}", f"{r.ideal_mbps:.0f}",
+               f"{r.applied_mbps:.1f}",
                f"{r.applied_error_pct:.1f}", num(r.applied_within_s, "{:.2f}"), r.settled_changes,
                f"{r.achieved_mbps:.1f}", f"{r.delivered_ratio:.3f}", num(r.within_s, "{:.1f}"),
                f"{r.max_sum_mbps:.1f}")

@@ -11,7 +11,13 @@ void DemandEstimator::restart(uint64_t from_ns) {
 }
 
 uint64_t DemandEstimator::sample(uint64_t now_ns, const DemandWindow &w, uint64_t budget_bps) {
-    return reported_bps_ = estimate(now_ns, w, budget_bps);
+    uint64_t d = estimate(now_ns, w, budget_bps);
+    // Limited at its rate within the last kReleaseNs, and its offer not
+    // clearly below it: it wants at least what it gets, whatever offer was
+    // measured (frames lost before the pacer counts them read low, and a
+    // demand that followed them would step down by a correction at a time).
+    if (now_ns < at_rate_until_ns_) d = std::max(d, std::min(w.applied_bps, budget_bps));
+    return reported_bps_ = d;
 }
 
 uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint64_t budget_bps) {
@@ -32,7 +38,7 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
         below_since_ns_ = 0;
         satisfied_bps_ = held_bps_ = tight_bps_ = tight_base_bps_ = 0;
         recent_.clear();
-        since_ns_ = measure_from_ns_ = 0;
+        since_ns_ = measure_from_ns_ = at_rate_until_ns_ = 0;
         return w.offered_bps;
     }
     if (since_ns_ == 0) since_ns_ = measure_from_ns_ = now_ns;
@@ -55,6 +61,10 @@ uint64_t DemandEstimator::estimate(uint64_t now_ns, const DemandWindow &w, uint6
     // A drop while it offers clearly less than its rate is a burst (a
     // sender that stalled and caught up), not a limit.
     bool below = w.offered_bps * 8 < w.applied_bps * 7;
+    if (mean(last_from, now_ns, false) * 8 < w.applied_bps * 7)
+        at_rate_until_ns_ = 0;
+    else if (w.limited && !below)
+        at_rate_until_ns_ = now_ns + kReleaseNs;
     if (w.limited && !below) {
         // A sender that does not back off offers more than goes out (drops,
         // a queue that grows): its offer is its demand, limited or not (a

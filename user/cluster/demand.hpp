@@ -65,16 +65,17 @@ class DemandEstimator {
     void restart(uint64_t from_ns);
     uint64_t reported_bps_ = 0; // what sample() returned last
     bool unsatisfied_ = false;
-    uint64_t satisfied_bps_ = 0;   // the satisfied demand returned last (0: none)
-    uint64_t held_bps_ = 0;        // its steady part: the held mean (0: none)
-    uint64_t tight_bps_ = 0;       // the room asked for a short pacer (0: none)
-    uint64_t tight_base_bps_ = 0;  // the held mean it was asked at
-    uint64_t below_since_ns_ = 0;  // 0: the last sample was not below
-    uint64_t idle_since_ns_ = 0;   // 0: the last sample was not idle
-    uint64_t probe_low_ns_ = 0;    // the last sample whose offer did not fill the room asked
-    uint64_t since_ns_ = 0;        // the first sample of the mean's history (0: none)
-    uint64_t measure_from_ns_ = 0; // a start's first sample, while it is measured (0: none)
-    std::deque<Sample> recent_;    // kHoldNs of windows
+    uint64_t satisfied_bps_ = 0;    // the satisfied demand returned last (0: none)
+    uint64_t held_bps_ = 0;         // its steady part: the held mean (0: none)
+    uint64_t tight_bps_ = 0;        // the room asked for a short pacer (0: none)
+    uint64_t tight_base_bps_ = 0;   // the held mean it was asked at
+    uint64_t below_since_ns_ = 0;   // 0: the last sample was not below
+    uint64_t idle_since_ns_ = 0;    // 0: the last sample was not idle
+    uint64_t probe_low_ns_ = 0;     // the last sample whose offer did not fill the room asked
+    uint64_t since_ns_ = 0;         // the first sample of the mean's history (0: none)
+    uint64_t measure_from_ns_ = 0;  // a start's first sample, while it is measured (0: none)
+    uint64_t at_rate_until_ns_ = 0; // limited at its rate until then: the demand at least the rate
+    std::deque<Sample> recent_;     // kHoldNs of windows
 };
 
 } // namespace pspxdp::cluster

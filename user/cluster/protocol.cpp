@@ -225,11 +225,15 @@ bool material(const Allocation &next, const Allocation &now, uint64_t step_bps,
 
 } // namespace
 
+uint64_t HostProtocol::waiting_until_ns() const {
+    uint64_t until = coalesce_until_ns_;
+    for (const auto &[host, joining] : joining_until_ns_) until = std::max(until, joining);
+    return until;
+}
+
 void HostProtocol::propose(uint64_t now_ns) {
     if (!view_->roster) return;
-    if (now_ns < coalesce_until_ns_) return; // the others starting too (step wakes us)
-    for (const auto &[host, until] : joining_until_ns_)
-        if (now_ns < until) return; // a join's live record on its way (step wakes us)
+    if (now_ns < waiting_until_ns()) return; // starts or a join's record on their way
     uint64_t n = epoch();
     // One epoch in flight: the next waits for every live member's ack.
     if (view_->alloc && !all_acked()) return;
@@ -412,9 +416,8 @@ void HostProtocol::step(uint64_t now_ns) {
         }
         if (proposer()) {
             propose(now_ns);
-            if (now_ns < coalesce_until_ns_) wake_ns = std::min(wake_ns, coalesce_until_ns_);
-            for (const auto &[host, until] : joining_until_ns_)
-                if (now_ns < until) wake_ns = std::min(wake_ns, until);
+            if (uint64_t until = waiting_until_ns(); now_ns < until)
+                wake_ns = std::min(wake_ns, until);
             if (proposed_rev_ == view_->alloc_rev)
                 wake_ns = std::min(wake_ns, proposed_ns_ + timing_.retry_ns);
             // A release falling due is a change to propose.

@@ -210,6 +210,8 @@ class HostProtocol final : public Agent {
     // whose live record the proposer waits for, until when.
     std::set<HostId> seen_members_;
     std::map<HostId, uint64_t> joining_until_ns_;
+    // Until when the proposer waits for either (0 or past: it does not).
+    uint64_t waiting_until_ns() const;
     bool lease_asked_ = false;
     uint64_t lease_asked_ns_ = 0;
     // The live record last put: under which lease, acknowledging what.

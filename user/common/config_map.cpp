@@ -60,7 +60,6 @@ Result<std::vector<ClassConfigEntry>> read_class_configs(int fd) {
 Result<PacerStatsView> PacerStatsView::of(int fd, uint32_t slots) {
     slots = std::clamp<uint32_t>(slots, 1, PSPXDP_MAX_CLASSES);
     PacerStatsView v;
-    v.slots_ = slots;
     // Only the slots asked for: the kernel maps every page of a BPF array
     // at mmap() time, so all 131,072 slots (24 MB) took 1.5 ms to map and
     // 0.9 ms to unmap, in system calls the kernel does not preempt (a

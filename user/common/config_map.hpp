@@ -71,16 +71,14 @@ Result<std::vector<std::pair<uint32_t, T>>> read_percpu_sums(int fd, const char 
 class PacerStatsView {
   public:
     static Result<PacerStatsView> of(int pacer_stats_fd, uint32_t slots);
-    // Slots 0..slots() - 1 only.
+    // Slots 0..slots - 1 only (slots as given to of()).
     const pspxdp_class_counters *all() const {
         return view_ ? view_->as<pspxdp_class_counters>() : copy_.data();
     }
-    uint32_t slots() const { return slots_; }
 
   private:
     std::optional<MapView> view_;
     std::vector<pspxdp_class_counters> copy_;
-    uint32_t slots_ = 0;
 };
 
 // pacer_state.config_gen += 1, atomically on the map's memory (pacer_state
